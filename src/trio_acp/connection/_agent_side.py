@@ -1,0 +1,205 @@
+"""The agent's end of an ACP connection: client calls in, `Client` proxy out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Protocol, runtime_checkable
+
+import trio
+
+from .. import schema
+from ..rpc import ErrorCode, Peer, RequestError, open_peer
+from ._dispatch import Proxy, TypedHandler, build_params, build_routes, missing_required
+
+AGENT_METHOD_ATTRS = {
+    "initialize": "initialize",
+    "authenticate": "authenticate",
+    "logout": "logout",
+    "session/new": "new_session",
+    "session/load": "load_session",
+    "session/list": "list_sessions",
+    "session/resume": "resume_session",
+    "session/close": "close_session",
+    "session/delete": "delete_session",
+    "session/set_mode": "set_session_mode",
+    "session/set_config_option": "set_session_config_option",
+    "session/prompt": "prompt",
+    "session/cancel": "cancel",
+}
+REQUIRED_AGENT_METHODS = {"initialize", "session/new", "session/prompt", "session/cancel"}
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """What an ACP agent implements. Each method takes the decoded request object.
+
+    Required: `initialize`, `new_session`, `prompt`, `cancel`. Optional (answered -32601
+    when absent): `authenticate`, `logout`, `load_session`, `list_sessions`,
+    `resume_session`, `close_session`, `delete_session`, `set_session_mode`,
+    `set_session_config_option`, and the extension hooks
+    `ext_method(method, params) -> result` / `ext_notification(method, params)`.
+    An agent may also define `on_connect(client: ClientProxy)`, called before any request.
+    Raise `trio_acp.rpc.RequestError` to answer an error.
+    """
+
+    async def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse: ...
+    async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse: ...
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse: ...
+    async def cancel(self, params: schema.CancelNotification) -> None: ...
+
+
+class CapabilityError(RequestError):
+    """The agent tried a client method the client did not advertise (spec: MUST NOT)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            int(ErrorCode.METHOD_NOT_FOUND),
+            f"the client did not advertise {what}; the agent must not call it",
+        )
+
+
+class ClientProxy(Proxy):
+    """The agent's handle on the client. Refuses calls the client's capabilities forbid.
+
+    Every method takes either the request object or its fields as keyword arguments:
+    ``await client.session_update(session_id=sid, update=AgentMessageChunk(...))``.
+    """
+
+    def __init__(self, peer: Peer | None) -> None:
+        super().__init__(peer, schema.CLIENT_METHODS)
+        # Until `initialize` says otherwise, every capability is unsupported (spec: omitted
+        # capabilities MUST be treated as unsupported).
+        self.capabilities: schema.ClientCapabilities = schema.ClientCapabilities()
+        self.client_info: schema.Implementation | None = None
+
+    def _require_fs(self, flag: str, what: str) -> None:
+        fs = self.capabilities.fs
+        if fs is None or getattr(fs, flag) is not True:
+            raise CapabilityError(what)
+
+    def _require_terminal(self) -> None:
+        if self.capabilities.terminal is not True:
+            raise CapabilityError("terminal")
+
+    async def session_update(self, params: schema.SessionNotification | None = None, /, **kw: Any) -> None:
+        await self._notify("session/update", build_params(schema.SessionNotification, params, kw))
+
+    async def request_permission(
+        self, params: schema.RequestPermissionRequest | None = None, /, **kw: Any
+    ) -> schema.RequestPermissionResponse:
+        return await self._request(
+            "session/request_permission", build_params(schema.RequestPermissionRequest, params, kw)
+        )
+
+    async def read_text_file(
+        self, params: schema.ReadTextFileRequest | None = None, /, **kw: Any
+    ) -> schema.ReadTextFileResponse:
+        self._require_fs("read_text_file", "fs.readTextFile")
+        return await self._request("fs/read_text_file", build_params(schema.ReadTextFileRequest, params, kw))
+
+    async def write_text_file(
+        self, params: schema.WriteTextFileRequest | None = None, /, **kw: Any
+    ) -> schema.WriteTextFileResponse:
+        self._require_fs("write_text_file", "fs.writeTextFile")
+        return await self._request("fs/write_text_file", build_params(schema.WriteTextFileRequest, params, kw))
+
+    async def create_terminal(
+        self, params: schema.CreateTerminalRequest | None = None, /, **kw: Any
+    ) -> schema.CreateTerminalResponse:
+        self._require_terminal()
+        return await self._request("terminal/create", build_params(schema.CreateTerminalRequest, params, kw))
+
+    async def terminal_output(
+        self, params: schema.TerminalOutputRequest | None = None, /, **kw: Any
+    ) -> schema.TerminalOutputResponse:
+        self._require_terminal()
+        return await self._request("terminal/output", build_params(schema.TerminalOutputRequest, params, kw))
+
+    async def release_terminal(
+        self, params: schema.ReleaseTerminalRequest | None = None, /, **kw: Any
+    ) -> schema.ReleaseTerminalResponse:
+        self._require_terminal()
+        return await self._request("terminal/release", build_params(schema.ReleaseTerminalRequest, params, kw))
+
+    async def wait_for_terminal_exit(
+        self, params: schema.WaitForTerminalExitRequest | None = None, /, **kw: Any
+    ) -> schema.WaitForTerminalExitResponse:
+        self._require_terminal()
+        return await self._request(
+            "terminal/wait_for_exit", build_params(schema.WaitForTerminalExitRequest, params, kw)
+        )
+
+    async def kill_terminal(
+        self, params: schema.KillTerminalRequest | None = None, /, **kw: Any
+    ) -> schema.KillTerminalResponse:
+        self._require_terminal()
+        return await self._request("terminal/kill", build_params(schema.KillTerminalRequest, params, kw))
+
+    async def create_elicitation(
+        self, params: schema.CreateElicitationRequest | None = None, /, **kw: Any
+    ) -> schema.CreateElicitationResponse:
+        req = build_params(schema.CreateElicitationRequest, params, kw)
+        mode = schema.to_wire(req).get("mode")
+        elicitation = self.capabilities.elicitation
+        # `elicitation: {}` advertises no mode at all (unlike MCP): each mode is its own flag.
+        if elicitation is None or getattr(elicitation, str(mode), None) is None:
+            raise CapabilityError(f"elicitation.{mode}")
+        return await self._request("elicitation/create", req)
+
+    async def complete_elicitation(
+        self, params: schema.CompleteElicitationNotification | None = None, /, **kw: Any
+    ) -> None:
+        await self._notify("elicitation/complete", build_params(schema.CompleteElicitationNotification, params, kw))
+
+
+class AgentSideConnection:
+    """A live connection seen from the agent: `client` calls the client."""
+
+    def __init__(self, peer: Peer, client: ClientProxy) -> None:
+        self.peer = peer
+        self.client = client
+
+    async def wait_closed(self) -> None:
+        await self.peer.wait_closed()
+
+    async def aclose(self) -> None:
+        await self.peer.aclose()
+
+
+_AGENT_ROUTES = build_routes(schema.AGENT_METHODS, AGENT_METHOD_ATTRS, REQUIRED_AGENT_METHODS)
+
+
+@asynccontextmanager
+async def open_agent_connection(
+    stream: trio.abc.Stream, agent: Any, **peer_options: Any
+) -> AsyncIterator[AgentSideConnection]:
+    """Serve `agent` on `stream` for the duration of the block.
+
+    Typical use: ``async with open_agent_connection(stream, agent) as conn: await conn.wait_closed()``.
+    """
+    missing = missing_required(agent, _AGENT_ROUTES)
+    if missing:
+        raise TypeError(f"{type(agent).__name__} lacks required ACP agent methods: {', '.join(missing)}")
+    # The proxy exists before the peer so that the agent holds it before any request can
+    # reach it; its peer is bound the moment the peer exists.
+    client = ClientProxy(None)
+
+    def on_request(method: str, params: Any) -> None:
+        if method == "initialize":
+            client.capabilities = params.client_capabilities or schema.ClientCapabilities()
+            client.client_info = params.client_info
+
+    on_connect = getattr(agent, "on_connect", None)
+    if on_connect is not None:
+        on_connect(client)
+    handler = TypedHandler(agent, _AGENT_ROUTES, on_request=on_request)
+    async with open_peer(stream, handler, **peer_options) as peer:
+        client._peer = peer
+        yield AgentSideConnection(peer, client)
+
+
+async def serve_agent(stream: trio.abc.Stream, agent: Any, **peer_options: Any) -> None:
+    """Serve `agent` on `stream` until the client hangs up."""
+    async with open_agent_connection(stream, agent, **peer_options) as conn:
+        await conn.wait_closed()
