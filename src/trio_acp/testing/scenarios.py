@@ -1,0 +1,339 @@
+"""Built-in scenarios of the scripted LLM.
+
+A prompt selects one with a ``[scenario:NAME]`` tag (e.g. ``"[scenario:terminal] run it"``);
+without a tag the server's rules and then its default (``echo``) apply.  Scenarios read optional
+``[key:value]`` tags from the prompt:
+
+==========  =================================================================================
+echo        default. One text reply ``"Echo: <prompt>"``.
+slow        A long text reply streamed slowly: ``[chunks:N]`` (200) chunks ``[delay_ms:N]``
+            (50) apart — for cancel tests.  Text pieces are ``"w0001 "``, ``"w0002 "`` ...
+terminal    ``terminal`` tool call running ``[command:...]`` (``echo hello from terminal``),
+            then ``finish``.
+sleep       ``terminal`` running ``sleep [seconds:N]`` (30) — for cancel-mid-tool tests — then
+            ``finish``.
+edit        ``file_editor`` create of ``[path:/abs/file]`` with ``"hello world\\n"``, then
+            str_replace ``world`` → ``trio``, then ``finish``.  Without a path: a text reply
+            asking for one.
+plan        ``task_tracker`` plan with 3 tasks, then ``finish``.
+demo        reasoning + streamed text + ``terminal`` echo, then ``file_editor`` create of
+            ``[path:/abs/file]`` (default: ``trio-acp-demo.txt`` in the working directory the
+            terminal result reported, else ``/tmp/trio-acp-demo/trio-acp-demo.txt``), then
+            ``task_tracker`` plan, then ``finish``.  ``[delay_ms:N]`` (10) between chunks.
+long        One text reply of ``[tokens:N]`` (20,000) tokens in 4-character chunks (one chunk =
+            one token: ``"000 001 002 ..."`` modulo 1,000) — the streaming benchmark.
+            ``long_scenario(tokens, chunk_size)`` builds other sizes.
+error500    HTTP 500 on every call.
+stall       Streams half of a text reply, then stalls (connection kept open).
+truncate    Streams half of a text reply, then closes the connection without ``[DONE]``.
+remember    Multi-turn memory proof: the reply quotes the ``[word:X]`` tag of the most recent
+            EARLIER user message that has one (else that message's last word):
+            ``"You said earlier: X"``.
+==========  =================================================================================
+
+Tool calls carry ``"summary"`` and ``"security_risk": "LOW"`` (the SDK always pops
+``security_risk`` and ignores it unless a security analyzer is set; ``summary`` becomes the
+ActionEvent summary).
+"""
+
+from __future__ import annotations
+
+import re
+
+from trio_acp.testing.scripted_llm import RequestContext, Scenario, ToolCall, Turn, message_text
+
+__all__ = [
+    "BUILTIN_SCENARIOS",
+    "DEMO",
+    "ECHO",
+    "EDIT",
+    "ERROR500",
+    "LONG",
+    "PLAN",
+    "REMEMBER",
+    "SLEEP",
+    "SLOW",
+    "STALL",
+    "TERMINAL",
+    "TRUNCATE",
+    "DEMO_DEFAULT_PATH",
+    "DEMO_FILE_NAME",
+    "finish",
+    "long_scenario",
+    "long_text",
+    "scenario_prompt",
+]
+
+DEMO_FILE_NAME = "trio-acp-demo.txt"
+DEMO_DEFAULT_PATH = f"/tmp/trio-acp-demo/{DEMO_FILE_NAME}"
+
+
+def scenario_prompt(name: str, text: str = "", **tags: object) -> str:
+    """A prompt selecting scenario ``name`` with extra ``[key:value]`` tags."""
+    parts = [f"[scenario:{name}]"] + [f"[{k}:{v}]" for k, v in tags.items()]
+    if text:
+        parts.append(text)
+    return " ".join(parts)
+
+
+def finish(message: str, **turn_kwargs: object) -> Turn:
+    """A turn calling the SDK's built-in ``finish`` tool."""
+    return Turn(tool_calls=[ToolCall("finish", {"message": message})], **turn_kwargs)  # type: ignore[arg-type]
+
+
+def _tool(name: str, summary: str, **args: object) -> ToolCall:
+    return ToolCall(name, {**args, "summary": summary, "security_risk": "LOW"})
+
+
+# -- echo ---------------------------------------------------------------------------------------
+
+ECHO = Scenario(
+    "echo",
+    [lambda ctx: Turn(text=f"Echo: {ctx.prompt}")],
+    "text reply echoing the prompt",
+)
+
+# -- slow ---------------------------------------------------------------------------------------
+
+
+def _slow(ctx: RequestContext) -> Turn:
+    n = max(1, ctx.int_tag("chunks", 200))
+    delay = ctx.float_tag("delay_ms", 50.0) / 1000
+    text = "".join(f"w{i:04d} " for i in range(1, n + 1))
+    return Turn(text=text, chunk_size=6, chunk_delay=delay)
+
+
+SLOW = Scenario("slow", [_slow], "long text streamed slowly ([chunks:200] [delay_ms:50])")
+
+# -- terminal / sleep ---------------------------------------------------------------------------
+
+TERMINAL = Scenario(
+    "terminal",
+    [
+        lambda ctx: Turn(
+            text="I'll run a command.",
+            tool_calls=[
+                _tool(
+                    "terminal",
+                    "Run a shell command",
+                    command=ctx.tag("command", "echo hello from terminal"),
+                )
+            ],
+        ),
+        finish("I ran the command in the terminal."),
+    ],
+    "terminal tool call ([command:echo hello from terminal]) then finish",
+)
+
+SLEEP = Scenario(
+    "sleep",
+    [
+        lambda ctx: Turn(
+            text="Sleeping for a while.",
+            tool_calls=[
+                _tool("terminal", "Sleep", command=f"sleep {ctx.int_tag('seconds', 30)}")
+            ],
+        ),
+        finish("Done sleeping."),
+    ],
+    "terminal `sleep [seconds:30]` then finish",
+)
+
+# -- edit ---------------------------------------------------------------------------------------
+
+
+def _edit_steps(ctx: RequestContext) -> list[Turn]:
+    path = ctx.tag("path")
+    if not path:
+        return [Turn(text="The edit scenario needs an absolute path: add [path:/abs/file.txt].")]
+    return [
+        Turn(
+            text=f"Creating {path}.",
+            tool_calls=[
+                _tool(
+                    "file_editor",
+                    f"Create {path}",
+                    command="create",
+                    path=path,
+                    file_text="hello world\n",
+                )
+            ],
+        ),
+        Turn(
+            tool_calls=[
+                _tool(
+                    "file_editor",
+                    f"Edit {path}",
+                    command="str_replace",
+                    path=path,
+                    old_str="world",
+                    new_str="trio",
+                )
+            ]
+        ),
+        finish(f"Created and edited {path}."),
+    ]
+
+
+EDIT = Scenario("edit", _edit_steps, "file_editor create + str_replace on [path:/abs/file]")
+
+# -- plan ---------------------------------------------------------------------------------------
+
+PLAN_TASKS = [
+    {"title": "Read the code", "notes": "", "status": "done"},
+    {"title": "Write the tests", "notes": "pytest", "status": "in_progress"},
+    {"title": "Ship it", "notes": "", "status": "todo"},
+]
+
+PLAN = Scenario(
+    "plan",
+    [
+        Turn(
+            text="Here is my plan.",
+            tool_calls=[_tool("task_tracker", "Plan the work", command="plan", task_list=PLAN_TASKS)],
+        ),
+        finish("Planned 3 tasks."),
+    ],
+    "task_tracker plan with 3 tasks then finish",
+)
+
+# -- demo ---------------------------------------------------------------------------------------
+
+
+_CWD_RE = re.compile(r"\[Current working directory: ([^\]\n]+)\]")
+
+
+def _workspace_from_history(ctx: RequestContext) -> str | None:
+    """The terminal's working directory, as reported in a tool result of this prompt's turns."""
+    for message in ctx.messages_since_prompt:
+        if message.get("role") == "tool":
+            m = _CWD_RE.search(message_text(message))
+            if m:
+                return m.group(1).strip()
+    return None
+
+
+def _demo_steps(ctx: RequestContext) -> list[Turn]:
+    delay = ctx.float_tag("delay_ms", 10.0) / 1000
+    path = ctx.tag("path")
+    if not path:
+        cwd = _workspace_from_history(ctx)
+        path = f"{cwd.rstrip('/')}/{DEMO_FILE_NAME}" if cwd else DEMO_DEFAULT_PATH
+    return [
+        Turn(
+            reasoning="The user wants a demo. I will run a command, write a file and make a plan.",
+            text="Let me show you what I can do. First, a shell command.",
+            tool_calls=[_tool("terminal", "Say hello", command="echo hello from terminal")],
+            chunk_size=8,
+            chunk_delay=delay,
+        ),
+        Turn(
+            text="Now I'll create a file.",
+            tool_calls=[
+                _tool(
+                    "file_editor",
+                    f"Create {path}",
+                    command="create",
+                    path=path,
+                    file_text="Hello from the trio-acp demo!\n",
+                )
+            ],
+            chunk_size=8,
+            chunk_delay=delay,
+        ),
+        Turn(
+            text="And a plan.",
+            tool_calls=[
+                _tool("task_tracker", "Plan the demo", command="plan", task_list=PLAN_TASKS)
+            ],
+            chunk_size=8,
+            chunk_delay=delay,
+        ),
+        finish("Demo complete: ran a command, created a file and made a plan.", chunk_size=8),
+    ]
+
+
+DEMO = Scenario("demo", _demo_steps, "reasoning + text + terminal + file_editor + task_tracker + finish")
+
+# -- long ---------------------------------------------------------------------------------------
+
+
+def long_text(tokens: int) -> str:
+    """``tokens`` 4-character tokens: ``"000 001 ... 999 000 ..."``."""
+    return "".join(f"{i % 1000:03d} " for i in range(tokens))
+
+
+def long_scenario(tokens: int = 20_000, chunk_size: int = 4, chunk_delay: float = 0.0) -> Scenario:
+    """A single text reply of ``tokens`` tokens (4 chars each), ``chunk_size`` chars per chunk."""
+    return Scenario(
+        "long",
+        [Turn(text=long_text(tokens), chunk_size=chunk_size, chunk_delay=chunk_delay)],
+        f"{tokens}-token text reply",
+    )
+
+
+LONG = Scenario(
+    "long",
+    [
+        lambda ctx: Turn(
+            text=long_text(max(1, ctx.int_tag("tokens", 20_000))),
+            chunk_size=max(1, ctx.int_tag("chunk_size", 4)),
+            chunk_delay=ctx.float_tag("delay_ms", 0.0) / 1000,
+        )
+    ],
+    "[tokens:20000]-token text reply in [chunk_size:4]-char chunks",
+)
+
+# -- faults -------------------------------------------------------------------------------------
+
+ERROR500 = Scenario("error500", [Turn(fault="http500")], "HTTP 500 on every call")
+
+STALL = Scenario(
+    "stall",
+    [Turn(text="I am going to stop talking in the middle of this sentence.", chunk_size=8, fault="stall")],
+    "half a reply, then silence with the connection open",
+)
+
+TRUNCATE = Scenario(
+    "truncate",
+    [Turn(text="This reply is cut off in the middle of the stream.", chunk_size=8, fault="truncate")],
+    "half a reply, then the connection closes without [DONE]",
+)
+
+# -- remember -----------------------------------------------------------------------------------
+
+_WORD_RE = re.compile(r"[A-Za-z0-9_'-]+")
+
+
+def _remember(ctx: RequestContext) -> Turn:
+    for earlier in reversed(ctx.earlier_prompts):
+        m = re.search(r"\[word:([^\]\n]*)\]", earlier)
+        if m:
+            return Turn(text=f"You said earlier: {m.group(1).strip()}")
+    for earlier in reversed(ctx.earlier_prompts):
+        words = _WORD_RE.findall(re.sub(r"\[[^\]]*\]", " ", earlier))
+        if words:
+            return Turn(text=f"You said earlier: {words[-1]}")
+    return Turn(text="I don't remember anything earlier.")
+
+
+REMEMBER = Scenario("remember", [_remember], "quote [word:X] from an earlier user message")
+
+
+BUILTIN_SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        ECHO,
+        SLOW,
+        TERMINAL,
+        SLEEP,
+        EDIT,
+        PLAN,
+        DEMO,
+        LONG,
+        ERROR500,
+        STALL,
+        TRUNCATE,
+        REMEMBER,
+    )
+}
