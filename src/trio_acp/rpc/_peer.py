@@ -1,0 +1,544 @@
+"""The Trio driver: one JSON-RPC connection over any `trio.abc.Stream`.
+
+Task layout of one connection (all inside `open_peer`'s nursery)::
+
+    _run
+     ├── writer        the only task that calls stream.send_all()
+     └── handlers      nursery: one task per inbound request
+          └── reader   the body: the only task that calls stream.receive_some()
+
+* Writing.  Every outgoing message is serialized first and queued, whole, on a bounded
+  memory channel; the writer drains everything queued and writes it with one
+  ``send_all``.  A task cancelled while sending can therefore never leave half a frame
+  on the wire, and the channel bound gives back-pressure.
+* Reading.  The reader parses each line and
+    - starts a task per inbound **request** (so a handler awaiting a request to the other
+      side never blocks the reader);
+    - runs **notification** handlers inline, one at a time, in wire order.  So every
+      notification that precedes a response on the wire has been handled before the task
+      awaiting that response wakes up (ACP: all ``session/update``\\s of a turn before the
+      ``session/prompt`` result).  The price: a notification handler must be quick and must
+      never await a request to the same peer (the response could not be read: deadlock).
+      Hand slow work to a task;
+    - completes pending outbound requests from **responses** (late or unknown ids are
+      dropped);
+    - answers anything **invalid** with a JSON-RPC error (never a notification).
+* Shutdown (EOF, a broken pipe, `Peer.aclose`, leaving `open_peer`): stop reading; fail
+  pending outbound requests with `PeerClosed`; cancel in-flight inbound handlers, which
+  answer ``-32800`` unless they return something else first; wait for them at most
+  ``shutdown_grace`` seconds (then cancel them hard: no answer); flush queued frames for
+  at most ``shutdown_grace`` seconds more; close the stream.  Trio cannot abandon a task:
+  shielded cleanup in a handler must carry its own deadline
+  (``trio.move_on_after(t, shield=True)``) or it will hold the shutdown up.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import Any, NoReturn, Protocol
+
+import trio
+
+from ._errors import PeerClosed, RequestError
+from ._framing import DEFAULT_MAX_FRAME_SIZE, FrameTooLarge, LineBuffer
+from ._messages import (
+    ErrorResponse,
+    InvalidMessage,
+    Notification,
+    Request,
+    RequestId,
+    Result,
+    encode_error,
+    encode_notification,
+    encode_request,
+    encode_result,
+    is_request_id,
+    parse_message,
+)
+
+__all__ = ["CANCEL_REQUEST_METHOD", "Handler", "Peer", "current_request_id", "open_peer"]
+
+logger = logging.getLogger("trio_acp.rpc")
+
+#: The protocol-level notification that cancels a request (ACP ``$/cancel_request``).
+CANCEL_REQUEST_METHOD = "$/cancel_request"
+
+#: Inside a task handling an inbound request: that request's id (``None`` elsewhere).
+current_request_id: ContextVar[RequestId | None] = ContextVar(
+    "trio_acp.rpc.current_request_id", default=None
+)
+
+
+class Handler(Protocol):
+    """What a `Peer` dispatches inbound messages to.  Works on plain JSON values."""
+
+    async def handle_request(self, method: str, params: Any) -> Any:
+        """Answer one request: return a JSON-ready result (``None`` → ``"result": null``)
+        or raise `RequestError` (e.g. ``RequestError.method_not_found(method)``).  Any
+        other exception answers ``-32603`` and is logged.  Runs in a task of its own."""
+        ...
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        """Handle one notification.  Runs inline in the reader task, in wire order: be
+        quick, and never await a request to the same peer.  Exceptions are logged, never
+        answered.  Receives every notification except ``$/cancel_request`` (which the peer
+        handles itself), including other ``$/…`` ones, which it may simply ignore."""
+        ...
+
+
+class _Pending:
+    """The slot an outbound request waits on."""
+
+    __slots__ = ("error", "event", "result")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def complete(self, result: Any = None, error: BaseException | None = None) -> None:
+        if not self.event.is_set():
+            self.result = result
+            self.error = error
+            self.event.set()
+
+
+class Peer:
+    """One side of a JSON-RPC connection.  Create it with `open_peer`."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        handler: Handler,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_queued_frames: int = 64,
+        shutdown_grace: float = 1.5,
+        receive_size: int = 256 * 1024,
+    ) -> None:
+        self._stream = stream
+        self._handler = handler
+        self._buffer = LineBuffer(max_frame_size)
+        self._send_channel, self._receive_channel = trio.open_memory_channel[bytes](
+            max_queued_frames
+        )
+        self._shutdown_grace = shutdown_grace
+        self._receive_size = receive_size
+        self._next_id = 0
+        self._pending: dict[int, _Pending] = {}
+        self._inbound: dict[RequestId, trio.CancelScope] = {}
+        self._reader_scope = trio.CancelScope()
+        self._closing = False
+        self._closing_event = trio.Event()
+        self._done = trio.Event()
+        self._internal_error: Exception | None = None
+        self._system_nursery: trio.Nursery | None = None
+        self._handler_nursery: trio.Nursery | None = None
+
+    # -- public API ------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once the peer stopped reading (EOF, broken pipe, `aclose`): from then on
+        `request` raises `PeerClosed`.  `notify` still works while queued frames are being
+        flushed (e.g. updates a cancelled handler sends before its answer)."""
+        return self._closing
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        """Send a request and wait for its response.
+
+        Returns the result (``None`` for ``"result": null``); raises `RequestError` if the
+        other side answered an error, `PeerClosed` if the connection closed first, and
+        TypeError if ``params`` is not JSON-serializable.  If the waiting task is
+        cancelled, ``$/cancel_request`` is sent to the other side (best effort, without
+        waiting) and a late response is dropped.
+        """
+        if self._closing:
+            raise self._peer_closed()
+        self._next_id += 1
+        request_id = self._next_id
+        frame = encode_request(request_id, method, params)
+        slot = _Pending()
+        self._pending[request_id] = slot
+        sent = False
+        try:
+            try:
+                await self._send_channel.send(frame)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                raise self._peer_closed() from None
+            sent = True
+            await slot.event.wait()
+        except BaseException:
+            if sent and not slot.event.is_set():
+                self._send_cancel_request(request_id)
+            raise
+        finally:
+            del self._pending[request_id]
+        if slot.error is not None:
+            raise slot.error
+        return slot.result
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Queue a notification; it goes out in order with everything else this peer
+        sends (so notifications a handler sends precede its response).  A cancel point,
+        but it yields to the scheduler only when the outgoing queue is full, so a burst
+        of notifications leaves in few ``send_all`` calls.  Raises `PeerClosed` once the
+        connection can no longer write."""
+        frame = encode_notification(method, params)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            try:
+                # Fast path: queue without yielding, so a burst of notifications fills
+                # the queue and the writer sends it with one send_all.  When the queue
+                # is full, send() below waits (and yields): the bound keeps this fair.
+                self._send_channel.send_nowait(frame)
+            except trio.WouldBlock:
+                await self._send_channel.send(frame)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise self._peer_closed() from None
+
+    async def wait_closed(self) -> None:
+        """Return once the peer stopped reading: the other side hit EOF, the pipe broke,
+        or `aclose` was called.  (The shutdown may still be flushing; leaving `open_peer`
+        or `aclose` waits for it to finish.)"""
+        await self._closing_event.wait()
+
+    async def aclose(self) -> None:
+        """Close gracefully (the same sequence as EOF, started locally) and wait for the
+        shutdown to finish.  Idempotent."""
+        self._reader_scope.cancel()
+        await self._done.wait()
+
+    # -- the connection's tasks ------------------------------------------------------
+
+    async def _run(self) -> None:
+        # Tasks spawned from here inherit this context: handlers of *this* connection
+        # must not see the id of some request that happened to open it.
+        current_request_id.set(None)
+        try:
+            async with trio.open_nursery() as system:
+                self._system_nursery = system
+                system.start_soon(self._write_loop)
+                try:
+                    async with trio.open_nursery() as handlers:
+                        self._handler_nursery = handlers
+                        with self._reader_scope:
+                            await self._read_loop()
+                        self._begin_close()
+                        handlers.cancel_scope.deadline = self._grace_deadline()
+                finally:
+                    self._begin_close()
+                    # Nothing answers requests any more: closing the channel lets the
+                    # writer flush what is queued and stop.
+                    self._send_channel.close()
+                    system.cancel_scope.deadline = min(
+                        system.cancel_scope.deadline, self._grace_deadline()
+                    )
+        finally:
+            self._begin_close()
+            self._system_nursery = self._handler_nursery = None
+            await trio.aclose_forcefully(self._stream)
+            self._done.set()
+
+    def _grace_deadline(self) -> float:
+        if math.isinf(self._shutdown_grace):
+            return math.inf
+        return trio.current_time() + self._shutdown_grace
+
+    def _begin_close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        for slot in self._pending.values():
+            slot.complete(error=self._peer_closed())
+        for scope in self._inbound.values():
+            scope.cancel()
+        self._closing_event.set()
+
+    def _peer_closed(self) -> PeerClosed:
+        exc = PeerClosed()
+        exc.__cause__ = self._internal_error
+        return exc
+
+    def _record_internal_error(self, exc: Exception) -> None:
+        logger.debug("JSON-RPC connection failed", exc_info=exc)
+        if self._internal_error is None:
+            self._internal_error = exc
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                try:
+                    data = await self._stream.receive_some(self._receive_size)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    logger.debug("receive side failed, treating it as EOF: %r", exc)
+                    data = b""
+                if not data:
+                    for item in self._buffer.feed_eof():
+                        await self._dispatch(item)
+                    return
+                for item in self._buffer.feed(data):
+                    await self._dispatch(item)
+        except Exception as exc:  # noqa: BLE001 - surfaced when open_peer exits
+            self._record_internal_error(exc)
+
+    async def _write_loop(self) -> None:
+        receive = self._receive_channel
+        try:
+            async for frame in receive:
+                frames = [frame]
+                while True:
+                    try:
+                        frames.append(receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                await self._stream.send_all(frame if len(frames) == 1 else b"".join(frames))
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            logger.debug("send side closed: %r", exc)
+        except Exception as exc:  # noqa: BLE001 - surfaced when open_peer exits
+            self._record_internal_error(exc)
+        finally:
+            receive.close()
+            # Nobody to talk to any more: wind the whole connection down.
+            self._reader_scope.cancel()
+
+    async def _send_quietly(self, frame: bytes) -> None:
+        try:
+            await self._send_channel.send(frame)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            logger.debug("connection closed, dropping a frame")
+
+    # -- inbound ---------------------------------------------------------------------
+
+    async def _dispatch(self, item: bytes | FrameTooLarge) -> None:
+        if isinstance(item, FrameTooLarge):
+            logger.warning("dropping a frame over %d bytes", item.max_frame_size)
+            error = RequestError.invalid_request(
+                message=f"Invalid request: frame too large (limit {item.max_frame_size} bytes)"
+            )
+            await self._send_quietly(encode_error(None, error))
+            return
+        msg = parse_message(item)
+        if isinstance(msg, Notification):
+            if msg.method == CANCEL_REQUEST_METHOD:
+                self._cancel_inbound(msg.params)
+            else:
+                await self._handle_notification(msg)
+        elif isinstance(msg, Request):
+            await self._start_request(msg)
+        elif isinstance(msg, Result):
+            self._complete(msg.id, result=msg.result)
+        elif isinstance(msg, ErrorResponse):
+            self._complete(msg.id, error=msg.error)
+        else:
+            assert isinstance(msg, InvalidMessage)
+            logger.info("answering an invalid message: %s", msg.error.message)
+            await self._send_quietly(encode_error(msg.id, msg.error))
+
+    async def _start_request(self, request: Request) -> None:
+        assert self._handler_nursery is not None
+        if request.id in self._inbound:
+            error = RequestError.invalid_request(
+                message="Invalid request: id of a request still in progress"
+            )
+            await self._send_quietly(encode_error(request.id, error))
+            return
+        # Registered before the task starts, so a $/cancel_request right behind the
+        # request on the wire finds it (a scope cancelled before entry starts cancelled).
+        scope = trio.CancelScope()
+        self._inbound[request.id] = scope
+        self._handler_nursery.start_soon(self._serve_request, request, scope)
+
+    async def _serve_request(self, request: Request, scope: trio.CancelScope) -> None:
+        current_request_id.set(request.id)
+        frame: bytes | None = None
+        try:
+            with scope:
+                frame = await self._call_handler(request)
+        finally:
+            if self._inbound.get(request.id) is scope:
+                del self._inbound[request.id]
+        if frame is None:
+            # Cancelled by $/cancel_request or by the shutdown, with no answer of its own:
+            # the request must still be answered.
+            frame = encode_error(request.id, RequestError.request_cancelled())
+        await self._send_quietly(frame)
+
+    async def _call_handler(self, request: Request) -> bytes:
+        """The per-request error boundary (DESIGN decision 8)."""
+        try:
+            result = await self._handler.handle_request(request.method, request.params)
+        except RequestError as exc:
+            return encode_error(request.id, exc)
+        except Exception as exc:  # noqa: BLE001 - the per-request error boundary
+            return encode_error(request.id, self._error_for(exc, request))
+        except BaseExceptionGroup as group:
+            # Cancelled (or KeyboardInterrupt…) in a group: the cancellation wins and must
+            # propagate; log the failures that came with it.
+            failures, rest = group.split(Exception)
+            if failures is not None:
+                logger.error(
+                    "handler for %r failed while being cancelled",
+                    request.method,
+                    exc_info=failures,
+                )
+            assert rest is not None
+            raise rest from None
+        try:
+            return encode_result(request.id, result)
+        except (TypeError, ValueError):
+            logger.exception("the result of %r is not JSON-serializable", request.method)
+            return encode_error(request.id, RequestError.internal_error())
+
+    def _error_for(self, exc: Exception, request: Request) -> RequestError:
+        leaves = _leaves(exc)
+        for leaf in leaves:
+            if isinstance(leaf, RequestError):
+                if len(leaves) > 1:
+                    logger.error("handler for %r failed", request.method, exc_info=exc)
+                return leaf
+        if self._closing and all(isinstance(leaf, PeerClosed) for leaf in leaves):
+            logger.debug("handler for %r stopped: connection closed", request.method)
+            return RequestError.request_cancelled()
+        logger.error(
+            "handler for %r (request id %r) failed", request.method, request.id, exc_info=exc
+        )
+        return RequestError.internal_error()
+
+    async def _handle_notification(self, msg: Notification) -> None:
+        try:
+            await self._handler.handle_notification(msg.method, msg.params)
+        except Exception as exc:
+            if all(isinstance(leaf, RequestError) for leaf in _leaves(exc)):
+                logger.debug("notification %r not handled: %s", msg.method, exc)
+            else:
+                logger.error("notification handler for %r failed", msg.method, exc_info=exc)
+        except BaseExceptionGroup as group:
+            failures, rest = group.split(Exception)
+            if failures is not None:
+                logger.error("notification handler for %r failed", msg.method, exc_info=failures)
+            assert rest is not None
+            raise rest from None
+
+    def _cancel_inbound(self, params: Any) -> None:
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if not is_request_id(request_id):
+            logger.debug("ignoring %s with params %r", CANCEL_REQUEST_METHOD, params)
+            return
+        scope = self._inbound.get(request_id)
+        if scope is None:
+            logger.debug("ignoring %s for unknown request %r", CANCEL_REQUEST_METHOD, request_id)
+            return
+        scope.cancel()
+
+    def _complete(
+        self, request_id: RequestId | None, *, result: Any = None, error: RequestError | None = None
+    ) -> None:
+        slot = self._pending.get(request_id) if type(request_id) is int else None
+        if slot is None:
+            if request_id is None and error is not None:
+                logger.warning("the other side reported an error: %s", error)
+            else:
+                logger.debug("dropping a response to unknown request %r", request_id)
+            return
+        slot.complete(result, error)
+
+    # -- outbound cancellation ---------------------------------------------------------
+
+    def _send_cancel_request(self, request_id: int) -> None:
+        if self._closing:
+            return
+        frame = encode_notification(CANCEL_REQUEST_METHOD, {"requestId": request_id})
+        try:
+            self._send_channel.send_nowait(frame)
+        except trio.WouldBlock:
+            # The queue is full: let a task wait for room, never the cancelled caller.
+            if self._system_nursery is not None:
+                try:
+                    self._system_nursery.start_soon(self._send_quietly, frame)
+                except RuntimeError:  # the nursery is closing
+                    pass
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def _reraise(exc: BaseException) -> NoReturn:
+    """Raise ``exc`` from inside an ``except`` block without making the group being
+    handled its ``__context__`` (the trick trio's own nursery uses)."""
+    context = exc.__context__
+    try:
+        raise exc
+    finally:
+        exc.__context__ = context
+        del exc, context
+
+
+@asynccontextmanager
+async def open_peer(
+    stream: trio.abc.Stream,
+    handler: Handler,
+    *,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    max_queued_frames: int = 64,
+    shutdown_grace: float = 1.5,
+    receive_size: int = 256 * 1024,
+) -> AsyncIterator[Peer]:
+    """Run a JSON-RPC connection over ``stream`` for the duration of the block.
+
+    ``max_frame_size``: the largest inbound line accepted (a DoS limit; bigger lines are
+    answered ``-32600`` with ``id: null`` and skipped).  ``max_queued_frames``: the bound
+    of the outgoing queue (back-pressure on senders).  ``shutdown_grace``: seconds the
+    shutdown gives cancelled handlers to answer, and again to flush queued frames.
+
+    Leaving the block normally closes the peer gracefully (see `Peer.aclose`).  If the
+    body raises, the connection is torn down at once (no grace) and the body's exception
+    propagates as itself, not wrapped in an exception group.  If the connection itself
+    failed (an unexpected transport error), that exception is raised on leaving the block.
+    """
+    peer = Peer(
+        stream,
+        handler,
+        max_frame_size=max_frame_size,
+        max_queued_frames=max_queued_frames,
+        shutdown_grace=shutdown_grace,
+        receive_size=receive_size,
+    )
+    body_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(peer._run)
+            try:
+                yield peer
+            except BaseException as exc:
+                body_error = exc
+                raise
+            await peer.aclose()
+    except BaseExceptionGroup as group:
+        # Trio's strict nurseries wrap even a lone exception; the peer's own tasks raise
+        # nothing but what the body or the surrounding cancellation caused.
+        if body_error is not None:
+            # (Trio may re-derive a group the body raised, but its leaves stay the same.)
+            mine = {id(leaf) for leaf in _leaves(body_error)}
+            others = [leaf for leaf in _leaves(group) if id(leaf) not in mine]
+            if peer._internal_error is not None:
+                others.append(peer._internal_error)
+            for leaf in others:
+                if not isinstance(leaf, trio.Cancelled):
+                    logger.error("JSON-RPC connection failed", exc_info=leaf)
+            _reraise(body_error)
+        leaves = _leaves(group)
+        if len(leaves) == 1:
+            _reraise(leaves[0])
+        raise
+    if peer._internal_error is not None:
+        raise peer._internal_error
