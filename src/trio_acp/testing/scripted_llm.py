@@ -232,10 +232,15 @@ def message_text(message: Mapping[str, Any] | None) -> str:
 
 
 def parse_tags(text: str) -> dict[str, str]:
-    """``[key:value]`` tags in ``text`` (the first occurrence of each key wins)."""
+    """``[key:value]`` tags in ``text`` (the last occurrence of each key wins).
+
+    The last wins because the SDK merges consecutive user messages into one (after an
+    interrupted turn, the next prompt is appended to the previous one): the newest
+    prompt's tags come last.
+    """
     tags: dict[str, str] = {}
     for key, value in _TAG_RE.findall(text):
-        tags.setdefault(key, value.strip())
+        tags[key] = value.strip()
     return tags
 
 

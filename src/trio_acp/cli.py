@@ -1,0 +1,71 @@
+"""`trio-acp`: serve the OpenHands agent over stdio (the default), or run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+import trio
+
+from . import __version__
+
+
+def _configure_logging(level: str, log_file: str | None) -> None:
+    # Logs never touch stdout: stderr always, and a file when asked.
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trio-acp",
+        description="An ACP (Agent Client Protocol v1) agent running OpenHands, for editors "
+        "that launch agents over stdio. With no command it serves ACP on stdin/stdout.",
+    )
+    parser.add_argument("--version", action="version", version=f"trio-acp {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("TRIO_ACP_LOG_LEVEL", "WARNING"),
+        help="log level for stderr and the log file (default: WARNING, or $TRIO_ACP_LOG_LEVEL)",
+    )
+    parser.add_argument(
+        "--log-file",
+        default=os.environ.get("TRIO_ACP_LOG_FILE"),
+        help="also write logs to this file (default: $TRIO_ACP_LOG_FILE)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("serve", help="serve ACP on stdio (the default)")
+    demo = sub.add_parser(
+        "demo",
+        help="run a full ACP session against trio-acp on a scripted model (no API key needed)",
+    )
+    demo.add_argument("--keep", action="store_true", help="keep the demo's workspace directory")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.log_level, args.log_file)
+    if args.command in (None, "serve"):
+        from .server import serve_main
+
+        trio.run(serve_main)
+        return 0
+    if args.command == "demo":
+        from .demo import demo_main
+
+        return trio.run(demo_main, args.keep)
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+"""One ACP session: one OpenHands conversation, living in a nursery of its own.
+
+Threads and who owns what:
+- the conversation's `arun()` runs on the session's private asyncio loop thread
+  (`LoopThread`), so `interrupt()` can abort it mid-LLM-stream or mid-tool;
+- short blocking SDK calls (`send_message`, `close`) run on Trio worker threads under the
+  session's own `CapacityLimiter`, never on the Trio thread (they take the state lock);
+- SDK callbacks (events, tokens) only `post()` to the session's `ThreadBridge`; the pump
+  task, in the session's nursery, translates and sends them to the client in order.
+
+A turn's response is sent only after `bridge.flush()`: every update of the turn has
+then been queued on the connection's writer before the response (PROTOCOL §6.3).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import trio
+
+from .. import schema
+from ..rpc import PeerClosed, RequestError
+from .bridge import Flush, ThreadBridge
+from .loop_thread import LoopThread, wait_future
+from .prompt import ImagePart, TextPart, prompt_to_parts
+from .tool_processes import stop_tool_processes
+from .translate import Translator, coalesce
+
+log = logging.getLogger(__name__)
+
+# How long a cancelled turn may take to stop the SDK before we give up waiting and
+# answer anyway. interrupt() lands in milliseconds; this bounds a misbehaving tool.
+CANCEL_DEADLINE = 10.0
+# How long closing a session may take (tool executors, terminals).
+CLOSE_DEADLINE = 5.0
+
+
+class TurnBusyError(RequestError):
+    def __init__(self) -> None:
+        super().__init__(
+            -32600,
+            "a prompt turn is already running in this session: wait for its response or "
+            "send session/cancel first (trio-acp does not queue prompts)",
+        )
+
+
+class Session:
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        cwd: str,
+        sdk: SimpleNamespace,
+        conversation_factory: Any,
+        client: Any,
+    ) -> None:
+        self.id = session_id
+        self.cwd = cwd
+        self._sdk = sdk
+        self._client = client
+        self._conversation_factory = conversation_factory
+        self.conversation: Any = None
+        self.translator = Translator(cwd)
+        self.limiter = trio.CapacityLimiter(2)
+        self.bridge: ThreadBridge | None = None
+        self._loop: LoopThread | None = None
+        self._cancel_event: trio.Event | None = None
+        self._turn_running = False
+        # Which turn SDK callbacks belong to; None between turns (their output is dropped).
+        self._turn_seq: int | None = None
+        self._turns = 0
+        self._closed = trio.Event()
+        self._stopped = trio.Event()
+
+    # --- lifetime -------------------------------------------------------------------
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The session's own nursery: lives until `close()`; builds the conversation."""
+        self.bridge = ThreadBridge()
+        bridge = self.bridge
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._pump)
+                self.conversation = await trio.to_thread.run_sync(
+                    lambda: self._conversation_factory(
+                        callbacks=[lambda event: self._post_sdk("event", event)],
+                        token_callbacks=[lambda chunk: self._post_sdk("token", chunk)],
+                    ),
+                    limiter=self.limiter,
+                )
+                self._loop = LoopThread(f"trio-acp-session-{self.id[:8]}")
+                task_status.started()
+                await self._closed.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.move_on_after(CLOSE_DEADLINE, shield=True):
+                await self._shutdown_sdk()
+            self._stopped.set()
+
+    async def _shutdown_sdk(self) -> None:
+        if self.conversation is not None:
+            conv = self.conversation
+            try:
+                await trio.to_thread.run_sync(
+                    lambda: (stop_tool_processes(conv), conv.close()),
+                    limiter=self.limiter,
+                    abandon_on_cancel=True,
+                )
+            except Exception:
+                log.exception("closing the conversation of session %s failed", self.id)
+        if self._loop is not None:
+            self._loop.stop()
+        if self.bridge is not None:
+            self.bridge.close()
+
+    async def close(self) -> None:
+        """Cancel any turn as if by session/cancel, then free everything."""
+        self.request_cancel()
+        self._closed.set()
+        await self._stopped.wait()
+
+    def _post_sdk(self, kind: str, obj: Any) -> None:
+        """SDK callback (any thread): hand over without waiting, tagged with the turn.
+
+        The tag lets the pump drop what a finished turn's stragglers post (a tool thread
+        that outlives an interrupt, a late token): nothing may follow a turn's response.
+        """
+        bridge = self.bridge
+        if bridge is not None:
+            bridge.post((kind, obj, self._turn_seq))
+
+    # --- the update pump ------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        assert self.bridge is not None
+        while True:
+            items = await self.bridge.receive_batch()
+            pending: list[Any] = []
+            for item in items:
+                if isinstance(item, Flush):
+                    await self._send(pending)
+                    pending = []
+                    item.done.set()
+                    continue
+                kind, obj, seq = item
+                if kind == "update":  # already an ACP update (usage, notes from the session)
+                    pending.append(obj)
+                    continue
+                if seq is None or seq != self._turn_seq:
+                    log.debug("dropping %s %s posted outside its turn", kind, type(obj).__name__)
+                    continue
+                try:
+                    if kind == "token":
+                        pending.extend(self.translator.token(obj))
+                    else:
+                        pending.extend(self.translator.event(obj))
+                except Exception:
+                    # A translation bug must cost one update, never the session.
+                    log.exception("translating %s %r failed", kind, type(obj).__name__)
+            await self._send(pending)
+
+    async def _send(self, updates: list[Any]) -> None:
+        for update in coalesce(updates):
+            await self.send_update(update)
+
+    async def send_update(self, update: Any) -> None:
+        try:
+            await self._client.session_update(session_id=self.id, update=update)
+        except PeerClosed:
+            pass  # the client is gone; keep draining so flushes still complete
+
+    # --- turns ----------------------------------------------------------------------
+
+    def request_cancel(self) -> None:
+        """session/cancel: stop the running turn, if any. A no-op while idle."""
+        if self._cancel_event is not None:
+            self._cancel_event.set()
+
+    async def prompt(self, blocks: list[Any]) -> schema.PromptResponse:
+        if self._turn_running:
+            raise TurnBusyError()
+        if self._closed.is_set():
+            raise RequestError(-32002, f"session {self.id} is closed")
+        self._turn_running = True
+        self._turns += 1
+        self._turn_seq = self._turns
+        self._cancel_event = cancel_event = trio.Event()
+        assert self.bridge is not None
+        try:
+            message = self._build_message(blocks)
+            conv = self.conversation
+            start = len(conv.state.events)
+            await trio.to_thread.run_sync(conv.send_message, message, limiter=self.limiter)
+            if cancel_event.is_set():
+                stop_reason = "cancelled"
+            else:
+                stop_reason = await self._run(conv, cancel_event, start)
+            await self._send_usage()
+            return schema.PromptResponse(stop_reason=stop_reason)
+        finally:
+            # Every update of this turn goes out before its response, errors included.
+            with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+                await self.bridge.flush()
+            self._turn_seq = None
+            self._turn_running = False
+            self._cancel_event = None
+
+    async def _run(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
+        assert self._loop is not None
+        fut = self._loop.submit(conv.arun)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._interrupt_when, cancel_event, conv, fut)
+                try:
+                    await wait_future(fut)
+                    error = None
+                except Exception as exc:
+                    error = exc
+                nursery.cancel_scope.cancel()
+        except BaseException:
+            # The handler itself was cancelled (connection closing, $/cancel_request):
+            # the SDK must still stop before we let go of it.
+            with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+                cancel_event.set()
+                await self._interrupt_until_done(conv, fut)
+            raise
+        if cancel_event.is_set():
+            return "cancelled"
+        return self._stop_reason(conv, start, error)
+
+    async def _interrupt_when(self, cancel_event: trio.Event, conv: Any, fut: Any) -> None:
+        await cancel_event.wait()
+        with trio.move_on_after(CANCEL_DEADLINE):
+            await self._interrupt_until_done(conv, fut)
+
+    async def _interrupt_until_done(self, conv: Any, fut: Any) -> None:
+        # interrupt() lands only once arun() has registered its task; a cancel that races
+        # the run's first instructions falls back to pause(), which arun() then
+        # overrides. Interrupting again until the run is over closes that window.
+        delay = 0.02
+        first = True
+        while not fut.done():
+            await trio.to_thread.run_sync(conv.interrupt, limiter=self.limiter)
+            if first:
+                first = False
+                await trio.to_thread.run_sync(stop_tool_processes, conv, limiter=self.limiter)
+            with trio.move_on_after(delay):
+                await wait_future(fut)
+            delay = min(delay * 2, 0.5)
+
+    def _stop_reason(self, conv: Any, start: int, error: BaseException | None) -> str:
+        status = conv.state.execution_status
+        Status = self._sdk.ExecutionStatus
+        if status == Status.FINISHED and error is None:
+            return "end_turn"
+        code, detail = self._last_error(conv, start)
+        if code == "MaxIterationsReached":
+            return "max_turn_requests"
+        if error is not None or status == Status.ERROR:
+            message = detail or (str(error) if error is not None else "the agent failed")
+            raise RequestError(
+                -32603,
+                f"the agent's turn failed ({code or type(error).__name__}): {_one_line(message)}",
+                {"code": code, "status": str(status.value if hasattr(status, 'value') else status)},
+            )
+        # PAUSED, STUCK, IDLE: the turn is over without an error.
+        return "end_turn"
+
+    @staticmethod
+    def _last_error(conv: Any, start: int) -> tuple[str | None, str | None]:
+        events = conv.state.events
+        for index in range(len(events) - 1, start - 1, -1):
+            event = events[index]
+            if type(event).__name__ == "ConversationErrorEvent":
+                return event.code, event.detail
+        return None, None
+
+    def _build_message(self, blocks: list[Any]) -> Any:
+        sdk = self._sdk
+        content: list[Any] = []
+        for part in prompt_to_parts(blocks):
+            if isinstance(part, TextPart):
+                content.append(sdk.TextContent(text=part.text))
+            elif isinstance(part, ImagePart):
+                content.append(sdk.ImageContent(image_urls=[part.url]))
+        if not content:
+            raise RequestError.invalid_params("the prompt has no content")
+        return sdk.Message(role="user", content=content)
+
+    async def _send_usage(self) -> None:
+        try:
+            metrics = self.conversation.conversation_stats.get_combined_metrics()
+        except Exception:
+            return
+        usages = getattr(metrics, "token_usages", None) or []
+        if not usages:
+            return
+        last = usages[-1]
+        size = getattr(last, "context_window", 0) or 0
+        if size <= 0:
+            return
+        used = (last.prompt_tokens or 0) + (last.completion_tokens or 0)
+        cost = metrics.accumulated_cost
+        update = schema.UsageUpdate(
+            used=used,
+            size=size,
+            cost=schema.Cost(amount=cost, currency="USD") if cost and math.isfinite(cost) else None,
+        )
+        self.bridge.post(("update", update, None))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())[:2000]

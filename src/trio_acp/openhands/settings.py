@@ -1,0 +1,96 @@
+"""Where the agent's model and storage come from: the user's OpenHands set-up.
+
+An OpenHands CLI user already has `~/.openhands/agent_settings.json` (the CLI writes the
+serialized `Agent`, whose `llm` object names the model, key and base URL); that works
+unchanged. `LLM_*` environment variables (`LLM_MODEL`, `LLM_API_KEY`, `LLM_BASE_URL`, and
+any other `LLM` field such as `LLM_NUM_RETRIES`, `LLM_TIMEOUT`) override the file, field
+by field. `OPENHANDS_PERSISTENCE_DIR` (default `~/.openhands`) holds the settings file and
+the conversations (`<dir>/conversations/<session id>/`).
+
+This module reads files and the environment only; it never imports the SDK, so it costs
+nothing at start-up and its errors reach the user before any heavy work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+SETTINGS_FILE = "agent_settings.json"
+CONVERSATIONS_DIR = "conversations"
+
+HOW_TO_CONFIGURE = (
+    "No model is configured. Set LLM_MODEL (and LLM_API_KEY, plus LLM_BASE_URL for an "
+    "OpenAI-compatible server) in the agent's environment, or configure a model with the "
+    "OpenHands CLI so that {path} exists."
+)
+
+
+class SettingsError(Exception):
+    """The user's settings exist but cannot be used; the message says what to fix."""
+
+
+@attrs.frozen
+class Settings:
+    persistence_dir: Path
+    # Fields for `openhands.sdk.LLM` (model, api_key, base_url, ...), or None when no
+    # model is configured anywhere.
+    llm: dict[str, Any] | None
+    # Where each LLM field came from, for `/status` and error messages.
+    sources: dict[str, str] = attrs.field(factory=dict)
+
+    @property
+    def settings_file(self) -> Path:
+        return self.persistence_dir / SETTINGS_FILE
+
+    @property
+    def conversations_dir(self) -> Path:
+        return self.persistence_dir / CONVERSATIONS_DIR
+
+    @property
+    def model(self) -> str | None:
+        return None if self.llm is None else self.llm.get("model")
+
+    def missing_model_message(self) -> str:
+        return HOW_TO_CONFIGURE.format(path=self.settings_file)
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if env is None else env
+    pdir = Path(env.get("OPENHANDS_PERSISTENCE_DIR") or Path.home() / ".openhands").expanduser()
+    llm: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    path = pdir / SETTINGS_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = None
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc}") from exc
+    if text is not None:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"{path} is not valid JSON ({exc}); fix or remove it") from exc
+        file_llm = data.get("llm") if isinstance(data, dict) else None
+        if not isinstance(file_llm, dict):
+            raise SettingsError(f"{path} has no 'llm' object; configure a model with the OpenHands CLI")
+        for key, value in file_llm.items():
+            llm[key] = value
+            sources[key] = str(path)
+
+    for key, value in env.items():
+        if key.startswith("LLM_") and value != "":
+            field = key[4:].lower()
+            llm[field] = value
+            sources[field] = f"${key}"
+
+    if not llm.get("model"):
+        return Settings(persistence_dir=pdir, llm=None, sources=sources)
+    return Settings(persistence_dir=pdir, llm=llm, sources=sources)
