@@ -98,10 +98,13 @@ def dedupe(order):
 
 
 def test_tags_and_message_text():
+    # The last occurrence wins: the SDK merges consecutive user messages (after an
+    # interrupted turn), and the newest prompt comes last.
     assert parse_tags("[scenario:edit] do [path:/a/b.txt] [path:/x]") == {
         "scenario": "edit",
-        "path": "/a/b.txt",
+        "path": "/x",
     }
+    assert parse_tags("[scenario:slow]\n[scenario:echo] after") == {"scenario": "echo"}
     assert message_text({"role": "user", "content": "hi"}) == "hi"
     assert message_text({"content": [{"type": "text", "text": "a"}, {"type": "image_url"}, "b"]}) == "a\nb"
     assert message_text({"content": None}) == ""
