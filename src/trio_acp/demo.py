@@ -18,6 +18,7 @@ import time
 
 import trio
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
@@ -58,12 +59,14 @@ class DemoClient:
         self._end_inline()
         if isinstance(update, schema.ToolCallStart):
             self.console.print(
-                f"[bold cyan]tool[/] [{update.kind or 'other'}] {update.title}  [dim]({update.status or 'pending'})[/]"
+                f"[bold cyan]tool[/] {escape('[' + (update.kind or 'other') + ']')} {escape(update.title)}"
+                f"  [dim]({update.status or 'pending'})[/]"
             )
         elif isinstance(update, schema.ToolCallProgress):
             if update.status:
                 style = {"completed": "green", "failed": "red"}.get(update.status, "yellow")
-                self.console.print(f"  [dim]{update.tool_call_id[:12]}[/] [{style}]{update.status}[/]")
+                title = f" {escape(update.title)}" if update.title else ""
+                self.console.print(f"  [dim]{update.tool_call_id[:12]}[/] [{style}]{update.status}[/]{title}")
             for content in update.content or []:
                 self._show_tool_content(content)
         elif isinstance(update, schema.AgentPlanUpdate):
@@ -137,7 +140,7 @@ async def demo_main(keep: bool = False) -> int:
                     scenario_prompt("remember", "What did I ask you first?"),
                 ]
                 for text in prompts:
-                    console.rule(f"[bold]prompt[/] {text}")
+                    console.rule(f"[bold]prompt[/] {escape(text)}")
                     response = await agent.prompt(
                         session_id=session.session_id, prompt=[schema.TextContent(text=text)]
                     )
