@@ -411,3 +411,21 @@ def test_elicitation_modes():
     assert to_wire(from_wire(S.CreateElicitationRequest, url)) == url
     accept = {"action": "accept", "content": {"name": "Ada", "n": 3, "ok": True, "tags": ["a"]}}
     assert to_wire(from_wire(S.CreateElicitationResponse, accept)) == accept
+
+
+def test_mappings_other_than_dict_are_objects_too():
+    from collections import OrderedDict
+
+    data = OrderedDict(sessionId="s", prompt=[OrderedDict(type="text", text="hi")])
+    assert from_wire(S.PromptRequest, data) == S.PromptRequest(
+        session_id="s", prompt=[S.TextContent(text="hi")]
+    )
+
+
+def test_the_cattrs_converter_has_the_same_hooks():
+    import cattrs
+
+    block = S.TextContent(text="x", meta={"a": 1})
+    assert isinstance(S.converter, cattrs.Converter)
+    assert S.converter.unstructure(block) == to_wire(block)
+    assert S.converter.structure(to_wire(block), S.ContentBlock) == block

@@ -1,29 +1,32 @@
 """The cattrs converter between the attrs classes of ``types`` and JSON-ready values.
 
-Every hook is built once per type, when first needed: classes get cattrs-generated
-functions (attribute names renamed to the wire's camelCase, None left out), unions get a
-dict lookup on their tag. Decoding is strict about JSON types -- cattrs would happily turn
+Every hook is built once per type, when first needed. Classes are encoded by
+cattrs-generated functions (attributes renamed to the wire's camelCase, None left out) and
+decoded by the straight-line functions of ``_structure``; unions dispatch on their tag with
+a dict lookup. Decoding is strict about JSON types -- cattrs' defaults would happily turn
 ``5`` into ``"5"`` -- and lenient where the protocol's real peers are (see ``from_wire``).
 """
 
+import functools
 import types as _pytypes
 from collections.abc import Callable
 from typing import Any, Union, get_args, get_origin
 
 import attrs
 import cattrs
-from cattrs.errors import AttributeValidationNote, ClassValidationError
 from cattrs.fns import identity
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_unstructure_fn, override
 
 from . import types as t
 from ._errors import SchemaError, kind
+from ._structure import make_structure_fn
 from ._variants import TaggedUnion, UnknownVariant
 
 __all__ = ["converter", "from_wire", "to_wire"]
 
-#: The converter behind ``to_wire``/``from_wire``; its hooks are the same functions.
-converter = cattrs.Converter(detailed_validation=True, forbid_extra_keys=False)
+#: The converter behind ``to_wire``/``from_wire``; its hooks are the same functions (but
+#: ``converter.structure`` lets the converter's own exceptions through: use ``from_wire``).
+converter = cattrs.Converter(forbid_extra_keys=False)
 
 _NoneType = type(None)
 _MISSING: Any = object()
@@ -37,25 +40,14 @@ def wire_name(attribute: str) -> str:
     return first + "".join(p.capitalize() for p in rest)
 
 
-# -- turning cattrs' exception groups into one SchemaError -------------------------------
-
-
 def explain(exc: BaseException) -> SchemaError:
-    """The first problem in ``exc`` as a SchemaError with its full path.
+    """A SchemaError for any exception met while decoding.
 
-    cattrs reports a bad attribute as an exception group whose members carry a note naming
-    the attribute; our own hooks raise SchemaError with the path below them. Walking down
-    the first member of each group gives the first problem in field order.
+    The hooks raise SchemaError with the path below them; anything else escaping a hook is
+    a bug or a value no rule foresaw, and is still reported as invalid input.
     """
     if isinstance(exc, SchemaError):
         return exc
-    if isinstance(exc, ClassValidationError):
-        sub = exc.exceptions[0]
-        notes = [n for n in getattr(sub, "__notes__", ()) if isinstance(n, AttributeValidationNote)]
-        inner = SchemaError("missing required field") if type(sub) is KeyError else explain(sub)
-        if notes:
-            return inner.prefixed(wire_name(notes[-1].name))
-        return inner
     return SchemaError(f"invalid value ({type(exc).__name__}: {exc})")
 
 
@@ -251,46 +243,24 @@ for _spec in t.TAGGED_UNIONS.values():
     if _spec.default is not None:
         _VARIANT_TAGS[_spec.default] = (_spec, None)
 
-# The bare, cattrs-generated structure function of each class: callers that already know
-# they hold a dict (the union hooks) skip the type check of the registered hook.
-_generated_structure: dict[type, Callable[[dict, Any], Any]] = {}
 
 
 def _overrides(cls: type) -> dict[str, Any]:
     out = {}
     for a in attrs.fields(cls):
-        if isinstance(a.default, attrs.Factory):  # type: ignore[arg-type]
-            # Required on the wire but missing or null from some peers: take the default,
-            # and always write the field.
-            item = converter.get_structure_hook(a.type)
-            factory = a.default.factory
-
-            def null_is_default(v: Any, tp: Any, item: Any = item, factory: Any = factory) -> Any:
-                return factory() if v is None else item(v, tp)
-
-            out[a.name] = override(
-                rename=wire_name(a.name), struct_hook=null_is_default, omit_if_default=False
-            )
-        else:
-            out[a.name] = override(rename=wire_name(a.name))
+        # Fields with a factory default (``[]``) are required on the wire: always written.
+        omit = False if isinstance(a.default, attrs.Factory) else None  # type: ignore[arg-type]
+        out[a.name] = override(rename=wire_name(a.name), omit_if_default=omit)
     return out
 
 
 def _class_structure_factory(cls: type) -> Callable[[Any, Any], Any]:
     if cls is UnknownVariant:
         raise TypeError("UnknownVariant is produced by decoding a union, not decoded directly")
-    gen = make_dict_structure_fn(cls, converter, **_overrides(cls))
+    fn = make_structure_fn(cls, wire_name, converter.get_structure_hook, explain)
     if cls is t.SetSessionConfigOptionRequest:
-        gen = _config_value_structure(gen)
-    _generated_structure[cls] = gen
-
-    def structure(v: Any, _: Any) -> Any:
-        if v.__class__ is dict or isinstance(v, dict):
-            return gen(v, cls)
-        raise _expected("an object", v)
-
-    structure.__qualname__ = structure.__name__ = f"structure_{cls.__name__}"
-    return structure
+        fn = _config_value_structure(fn)
+    return fn
 
 
 def _class_unstructure_factory(cls: type) -> Callable[[Any], Any]:
@@ -367,33 +337,35 @@ def _is_union(tp: Any) -> bool:
 
 def _tagged_structure(spec: TaggedUnion) -> Callable[[Any, Any], Any]:
     key = spec.key
-    # Filled on first use: the variants' hooks may need this union's hook themselves.
-    by_tag: dict[str, tuple[Callable[[dict, Any], Any], type]] = {}
-    default: list[Any] = []
+    # Filled on first use: building the variants' hooks here could recurse into this one.
+    by_tag: dict[str, Callable[[dict, Any], Any]] = {}
+    default: dict[str, Callable[[dict, Any], Any]] = {}
 
     def resolve() -> None:
         for tag, cls in {**spec.decode_only, **spec.variants}.items():
-            converter.get_structure_hook(cls)
-            by_tag[tag] = (_generated_structure[cls], cls)
+            by_tag[tag] = converter.get_structure_hook(cls)
         if spec.default is not None:
-            converter.get_structure_hook(spec.default)
-            default.append((_generated_structure[spec.default], spec.default))
+            default[""] = converter.get_structure_hook(spec.default)
 
     def structure_tagged(v: Any, _: Any) -> Any:
-        if not by_tag:
-            resolve()
-        if not (v.__class__ is dict or isinstance(v, dict)):
+        if v.__class__ is not dict and not isinstance(v, dict):
             raise _expected("an object", v)
         tag = v.get(key, _MISSING)
         if tag.__class__ is str:
             hook = by_tag.get(tag)
-            if hook is not None:
-                return hook[0](v, hook[1])
-            return UnknownVariant(tag, v)
-        if tag is _MISSING and default:
-            return default[0][0](v, default[0][1])
+            if hook is None:
+                if by_tag:
+                    return UnknownVariant(tag, v)
+                resolve()
+                return structure_tagged(v, _)
+            # Class hooks ignore their second argument: they know their class.
+            return hook(v, None)
         if tag is _MISSING:
-            raise SchemaError("missing required field", (key,))
+            if spec.default is None:
+                raise SchemaError("missing required field", (key,))
+            if not default:
+                resolve()
+            return default[""](v, None)
         raise _expected("a string", tag).prefixed(key)
 
     return structure_tagged
@@ -525,10 +497,6 @@ converter.register_unstructure_hook_factory(_is_union, _union_unstructure_factor
 
 _structure_hooks: dict[Any, Callable[[Any, Any], Any]] = {}
 _unstructure_hooks: dict[type, Callable[[Any], Any]] = {}
-# Classes with no required field, which also decode from null: a JSON-RPC result or params
-# that is null/absent ("result": null for session/load in the stable docs, no params for
-# logout) means "all defaults".
-_empty_ok: dict[Any, bool] = {}
 
 
 def to_wire(obj: Any) -> Any:
@@ -554,16 +522,16 @@ def from_wire(tp: Any, data: Any) -> Any:
     ``tp`` is a class of ``trio_acp.schema`` or one of its union aliases
     (``from_wire(SessionUpdate, {...})``). Raises :class:`SchemaError`, and nothing else,
     when ``data`` does not fit. Extra keys are ignored; tagged unions decode unknown tags as
-    :class:`UnknownVariant`. A class without required fields also decodes from None.
+    :class:`UnknownVariant`. A class without required fields also decodes from None: a
+    JSON-RPC result or params that is null or absent (``"result": null`` for session/load in
+    the stable docs, no params for logout) means "all defaults".
     Containers of the input may be shared with the result rather than copied.
     """
-    hook = _structure_hooks.get(tp)
-    if hook is None:
+    try:
+        hook = _structure_hooks[tp]
+    except KeyError:
         hook = _structure_hooks[tp] = converter.get_structure_hook(tp)
-        _empty_ok[tp] = attrs.has(tp) and all(
-            a.default is not attrs.NOTHING for a in attrs.fields(tp)
-        )
-    if data is None and _empty_ok[tp]:
+    if data is None and _all_optional(tp):
         return tp()
     try:
         return hook(data, tp)
@@ -571,3 +539,8 @@ def from_wire(tp: Any, data: Any) -> Any:
         raise
     except Exception as e:
         raise explain(e) from None
+
+
+@functools.cache
+def _all_optional(tp: Any) -> bool:
+    return attrs.has(tp) and all(a.default is not attrs.NOTHING for a in attrs.fields(tp))
