@@ -1,0 +1,304 @@
+"""End to end: `trio-acp` (the OpenHands agent) as a subprocess under the official Python client.
+
+The client is the `acp` package from PyPI (asyncio), the model is our scripted
+OpenAI-compatible server on 127.0.0.1 (the real litellm streaming path, no key), and
+every frame in both directions is checked against the official JSON Schema. Each test
+spawns one agent (the SDK import inside it costs ~10 s), so the checks are grouped.
+
+pytest-trio runs in trio_mode, so the test functions are sync and call `asyncio.run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+acp = pytest.importorskip("acp")
+
+from acp.connection import StreamDirection, StreamEvent  # noqa: E402
+from acp.exceptions import RequestError as AcpRequestError  # noqa: E402
+from acp.schema import (  # noqa: E402
+    AgentMessageChunk,
+    AgentPlanUpdate,
+    AllowedOutcome,
+    ClientCapabilities,
+    Implementation,
+    RequestPermissionResponse,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+)
+
+from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env  # noqa: E402
+from trio_acp.testing.wire_check import FrameChecker  # noqa: E402
+
+TIMEOUT = 90.0
+
+
+class Client:
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, Any]] = []
+        self.got_update = asyncio.Event()
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+        self.got_update.set()
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any):
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=options[0].option_id))
+
+    def of(self, kind: type) -> list[Any]:
+        return [u for _, u in self.updates if isinstance(u, kind)]
+
+    def text(self) -> str:
+        return "".join(
+            u.content.text for u in self.of(AgentMessageChunk) if isinstance(u.content, TextContentBlock)
+        )
+
+
+class Wire:
+    """Every frame in wire order (per direction), plus markers where the client sent a prompt."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, event: StreamEvent) -> None:
+        direction = "to_agent" if event.direction is StreamDirection.OUTGOING else "from_agent"
+        self.frames.append((direction, event.message))
+
+    def mark(self, label: str) -> None:
+        self.frames.append(("marker", {"label": label}))
+
+    def schema_errors(self) -> tuple[list[str], int]:
+        agent = FrameChecker()
+        for direction, frame in self.frames:
+            if direction == "to_agent":
+                agent.received(frame)
+        for direction, frame in self.frames:
+            if direction == "from_agent":
+                agent.sent(frame)
+        return agent.errors, agent.checked
+
+    def updates_after_responses(self) -> list[dict[str, Any]]:
+        """session/update frames that arrived after a prompt response and before the next prompt."""
+        prompt_ids = {f["id"] for d, f in self.frames if d == "to_agent" and f.get("method") == "session/prompt"}
+        late, closed = [], False
+        for direction, frame in self.frames:
+            if direction == "marker":
+                closed = False
+            elif direction == "from_agent":
+                if "id" in frame and "method" not in frame and frame["id"] in prompt_ids:
+                    closed = True
+                elif frame.get("method") == "session/update" and closed:
+                    late.append(frame)
+        return late
+
+
+def agent_env(llm: ScriptedLLM, home: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(scripted_env(llm.base_url))
+    env.update(
+        OPENHANDS_PERSISTENCE_DIR=home,
+        LLM_NUM_RETRIES="1",
+        LLM_TIMEOUT="30",
+        LLM_MAX_INPUT_TOKENS="128000",
+    )
+    return env
+
+
+async def _initialize(conn) -> Any:
+    return await asyncio.wait_for(
+        conn.initialize(
+            protocol_version=acp.PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(),
+            client_info=Implementation(name="official-python-e2e", version="0.0.1"),
+        ),
+        TIMEOUT,
+    )
+
+
+async def _prompt(conn, wire: Wire, sid: str, text: str):
+    wire.mark(text)
+    return await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[TextContentBlock(type="text", text=text)]), TIMEOUT)
+
+
+def _run(scenario, **kwargs):
+    with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as ws:
+        return asyncio.run(scenario(llm, home, os.path.realpath(ws), **kwargs))
+
+
+async def _full_session(llm, home, ws):
+    client, wire, out = Client(), Wire(), {}
+    async with acp.spawn_agent_process(
+        client, sys.executable, "-m", "trio_acp", env=agent_env(llm, home), transport_kwargs={"stderr": None}
+    ) as (conn, process):
+        conn._conn.add_observer(wire)
+        out["init"] = await _initialize(conn)
+        sid = (await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)).session_id
+        out["sid"] = sid
+        out["first"] = await _prompt(conn, wire, sid, scenario_prompt("demo", "Show me [word:pelican] things"))
+        out["text_after_first"] = client.text()
+        out["second"] = await _prompt(conn, wire, sid, scenario_prompt("remember", "What did I say?"))
+        out["second_session"] = (await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)).session_id
+        out["files"] = sorted(os.listdir(ws))
+    out["client"], out["wire"] = client, wire
+    out["persisted"] = sorted(os.listdir(os.path.join(home, "conversations")))
+    return out
+
+
+def test_full_session_multi_turn_with_tools():
+    out = _run(_full_session)
+    client, wire, sid = out["client"], out["wire"], out["sid"]
+
+    assert out["init"].protocol_version == 1
+    assert out["init"].agent_info.name == "trio-acp"
+    assert out["first"].stop_reason == "end_turn"
+    assert out["second"].stop_reason == "end_turn"
+    # The second turn saw the first: the model quoted a word only the first prompt had.
+    assert "You said earlier: pelican" in client.text()
+    assert out["second_session"] != sid
+
+    # The turn's tool calls: a terminal command that really ran, a file edit with its
+    # diff, a task-tracker plan.
+    starts = {u.tool_call_id: u for u in client.of(ToolCallStart)}
+    progress = client.of(ToolCallProgress)
+    assert len(starts) == 3
+    kinds = {u.kind for u in progress if u.kind} | {u.kind for u in starts.values()}
+    assert {"execute", "edit"} <= kinds
+    completed = [u for u in progress if u.status == "completed"]
+    assert len(completed) == 3
+    outputs = [c.content.text for u in completed for c in (u.content or []) if getattr(c, "type", "") == "content"]
+    assert any("hello from terminal" in text for text in outputs)
+    diffs = [c for u in completed for c in (u.content or []) if getattr(c, "type", "") == "diff"]
+    assert diffs and diffs[0].path.startswith("/") and "trio-acp demo" in diffs[0].new_text
+    assert out["files"] == ["trio-acp-demo.txt"]
+    plans = client.of(AgentPlanUpdate)
+    assert plans and len(plans[-1].entries) == 3
+    # Streaming: the reply arrived in several chunks, not one.
+    assert len(client.of(AgentMessageChunk)) > 3
+    # Every update names its session; every frame is valid; nothing after a response.
+    assert {s for s, _ in client.updates} == {sid}
+    errors, checked = wire.schema_errors()
+    assert errors == [] and checked > 20
+    assert wire.updates_after_responses() == []
+    # The conversation is persisted under the SDK's layout.
+    assert sid.replace("-", "") in out["persisted"]
+
+
+async def _cancels(llm, home, ws):
+    client, wire, out = Client(), Wire(), {}
+    async with acp.spawn_agent_process(
+        client, sys.executable, "-m", "trio_acp", env=agent_env(llm, home), transport_kwargs={"stderr": None}
+    ) as (conn, process):
+        conn._conn.add_observer(wire)
+        await _initialize(conn)
+        sid = (await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)).session_id
+        # A cancel while idle is a no-op (and never answered: it is a notification).
+        await conn.cancel(session_id=sid)
+
+        # Mid-LLM-stream: the slow scenario streams 200 chunks 50 ms apart.
+        client.got_update.clear()
+        task = asyncio.create_task(_prompt(conn, wire, sid, scenario_prompt("slow")))
+        await asyncio.wait_for(client.got_update.wait(), TIMEOUT)
+        await conn.cancel(session_id=sid)
+        out["stream"] = await asyncio.wait_for(task, TIMEOUT)
+        out["chunks_at_cancel"] = len(client.of(AgentMessageChunk))
+
+        # Mid-tool: `sleep 30` in the terminal.
+        task = asyncio.create_task(_prompt(conn, wire, sid, scenario_prompt("sleep")))
+        for _ in range(int(TIMEOUT * 20)):
+            if any(u.status == "in_progress" for u in client.of(ToolCallProgress)):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # let the command start
+        agent = psutil.Process(process.pid)
+        out["sleep_before"] = [p.pid for p in agent.children(recursive=True) if p.name() == "sleep"]
+        await conn.cancel(session_id=sid)
+        out["tool"] = await asyncio.wait_for(task, TIMEOUT)
+        out["sleep_after"] = [p.pid for p in agent.children(recursive=True) if p.name() == "sleep" and p.is_running()]
+
+        # The session is still usable, with its history.
+        out["after"] = await _prompt(conn, wire, sid, scenario_prompt("echo", "still here"))
+        out["slow_requests"] = [r.outcome for r in llm.requests if r.scenario == "slow"]
+    out["client"], out["wire"] = client, wire
+    return out
+
+
+def test_cancel_mid_stream_and_mid_tool():
+    out = _run(_cancels)
+    assert out["stream"].stop_reason == "cancelled"
+    # The stream was cut: the model's connection was dropped, not read to the end.
+    assert out["slow_requests"] == ["disconnected"]
+    assert out["tool"].stop_reason == "cancelled"
+    assert out["sleep_before"], "the sleep command should have been running"
+    assert out["sleep_after"] == []
+    assert out["after"].stop_reason == "end_turn"
+    assert "Echo:" in out["client"].text()
+    failed = [u for u in out["client"].of(ToolCallProgress) if u.status == "failed"]
+    assert failed, "the interrupted tool call is reported failed"
+    errors, _ = out["wire"].schema_errors()
+    assert errors == []
+    assert out["wire"].updates_after_responses() == []
+
+
+async def _errors(llm, home, ws):
+    client, wire, out = Client(), Wire(), {}
+    async with acp.spawn_agent_process(
+        client, sys.executable, "-m", "trio_acp", env=agent_env(llm, home), transport_kwargs={"stderr": None}
+    ) as (conn, process):
+        conn._conn.add_observer(wire)
+        await _initialize(conn)
+        with pytest.raises(AcpRequestError) as info:
+            await conn.new_session(cwd="relative/path", mcp_servers=[])
+        out["relative_cwd"] = info.value
+        sid = (await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)).session_id
+        with pytest.raises(AcpRequestError) as info:
+            await _prompt(conn, wire, sid, scenario_prompt("error500"))
+        out["llm_error"] = info.value
+        out["after"] = await _prompt(conn, wire, sid, scenario_prompt("echo", "recovered"))
+        with pytest.raises(AcpRequestError) as info:
+            await _prompt(conn, wire, "5a7c3a7e-0000-4000-8000-000000000000", "hi")
+        out["unknown_session"] = info.value
+    out["client"], out["wire"] = client, wire
+    return out
+
+
+def test_llm_failure_is_a_clear_error_and_the_session_survives():
+    out = _run(_errors)
+    assert out["relative_cwd"].code == -32602
+    err = out["llm_error"]
+    assert err.code == -32603
+    assert "failed" in str(err) and "\n" not in str(err.args[0] if err.args else err)
+    assert out["after"].stop_reason == "end_turn"
+    assert "recovered" in out["client"].text()
+    assert out["unknown_session"].code == -32002
+    errors, _ = out["wire"].schema_errors()
+    assert errors == []
+
+
+async def _unconfigured(home):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_")}
+    env["OPENHANDS_PERSISTENCE_DIR"] = home
+    async with acp.spawn_agent_process(
+        Client(), sys.executable, "-m", "trio_acp", env=env, transport_kwargs={"stderr": None}
+    ) as (conn, process):
+        init = await _initialize(conn)
+        with pytest.raises(AcpRequestError) as info:
+            await conn.new_session(cwd=home, mcp_servers=[])
+        return init, info.value
+
+
+def test_no_model_configured_says_what_to_set():
+    with tempfile.TemporaryDirectory() as home:
+        init, err = asyncio.run(_unconfigured(home))
+    assert init.auth_methods and init.auth_methods[0].id == "openhands-settings"
+    assert err.code == -32000
+    message = str(err)
+    assert "LLM_MODEL" in message and "agent_settings.json" in message
