@@ -618,15 +618,15 @@ class Generator:
         ]
         for union, (key, variants, default, extra) in TAGGED_UNIONS.items():
             lines.append(f"    {union}: TaggedUnion(")
-            lines.append(f"        key={key!r},")
+            lines.append(f"        key={json.dumps(key)},")
             lines.append("        variants={")
             for tag, cls in variants:
-                lines.append(f"            {tag!r}: {cls},")
+                lines.append(f"            {json.dumps(tag)}: {cls},")
             lines.append("        },")
             if default:
                 lines.append(f"        default={default},")
             if extra:
-                inner = ", ".join(f"{k!r}: {v}" for k, v in extra.items())
+                inner = ", ".join(f"{json.dumps(k)}: {v}" for k, v in extra.items())
                 lines.append(f"        decode_only={{{inner}}},")
             lines.append("    ),")
         lines.append("}")
@@ -671,8 +671,8 @@ class Generator:
         return "\n".join(head + body + tail) + "\n"
 
 
-def main(argv: list[str]) -> None:
-    path = Path(argv[1]) if len(argv) > 1 else DEFAULT_SCHEMA
+def render(path: Path = DEFAULT_SCHEMA) -> str:
+    """The source of types.py for the schema at ``path``."""
     schema = json.loads(path.read_text())
     version = "schema v1"
     pkg = path.parents[2] / "package.json"
@@ -681,8 +681,13 @@ def main(argv: list[str]) -> None:
         version = f"{meta['name']} {meta['version']}, schema/v1/schema.json"
     gen = Generator(schema, version)
     gen.build()
-    OUTPUT.write_text(gen.render())
-    print(f"wrote {OUTPUT.relative_to(ROOT)}: {len(gen.exports)} names", file=sys.stderr)
+    return gen.render()
+
+
+def main(argv: list[str]) -> None:
+    path = Path(argv[1]) if len(argv) > 1 else DEFAULT_SCHEMA
+    OUTPUT.write_text(render(path))
+    print(f"wrote {OUTPUT.relative_to(ROOT)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

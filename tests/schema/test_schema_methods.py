@@ -55,3 +55,18 @@ def test_notifications_have_no_result():
 
 def test_protocol_version():
     assert S.PROTOCOL_VERSION == 1 == acp.PROTOCOL_VERSION
+
+
+def test_generated_types_are_up_to_date():
+    """types.py is what scripts/gen_schema.py makes of the installed official schema."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("gen_schema", root / "scripts/gen_schema.py")
+    gen = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_schema", gen)  # dataclasses look their module up there
+    spec.loader.exec_module(gen)
+    committed = (root / "src/trio_acp/schema/types.py").read_text()
+    assert gen.render() == committed, "run `uv run python scripts/gen_schema.py`"
