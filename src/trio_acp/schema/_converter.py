@@ -181,7 +181,7 @@ def _list_unstructure_factory(tp: Any) -> Callable[[Any], Any]:
 
 
 def _dict_structure_factory(tp: Any) -> Callable[[Any, Any], dict]:
-    key_tp, value_tp = get_args(tp) or (str, Any)
+    _, value_tp = get_args(tp) or (str, Any)
     if value_tp is Any:
 
         def structure_object(v: Any, _: Any) -> dict:
@@ -242,7 +242,6 @@ for _spec in t.TAGGED_UNIONS.values():
         _VARIANT_TAGS[_cls] = (_spec, _tag)
     if _spec.default is not None:
         _VARIANT_TAGS[_spec.default] = (_spec, None)
-
 
 
 def _overrides(cls: type) -> dict[str, Any]:
