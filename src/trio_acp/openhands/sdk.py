@@ -8,11 +8,14 @@ at import time, so they are set here before anything imports them.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
 import warnings
 import time
+import types
+import typing
 from types import SimpleNamespace
 from typing import Any
 
@@ -100,7 +103,7 @@ class SdkLoader:
 
 def build_llm(sdk: SimpleNamespace, fields: dict[str, Any]) -> Any:
     known = sdk.LLM.model_fields
-    data = {k: v for k, v in fields.items() if k in known}
+    data = {k: _from_env_text(v, known[k].annotation) for k, v in fields.items() if k in known}
     ignored = sorted(set(fields) - set(data))
     if ignored:
         log.debug("ignoring settings that are not LLM fields: %s", ", ".join(ignored))
@@ -109,6 +112,28 @@ def build_llm(sdk: SimpleNamespace, fields: dict[str, Any]) -> Any:
     # when a provider cannot stream.
     data.setdefault("stream", True)
     return sdk.LLM.model_validate(data)
+
+
+def _from_env_text(value: Any, annotation: Any) -> Any:
+    """`LLM_*` variables are text; JSON-shaped fields (dicts, lists) are parsed from it.
+
+    Scalars stay text: pydantic's lax mode turns "3" into 3 for an int field.
+    """
+    if not isinstance(value, str):
+        return value
+    if _shapes(annotation) & {dict, list, tuple}:
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _shapes(annotation: Any) -> set[Any]:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return {shape for arg in typing.get_args(annotation) for shape in _shapes(arg)}
+    return {origin or annotation}
 
 
 def build_agent(sdk: SimpleNamespace, llm: Any, mcp_config: dict[str, Any] | None = None) -> Any:

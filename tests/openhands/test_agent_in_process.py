@@ -1,0 +1,184 @@
+"""The OpenHands agent in-process (the SDK imported once for the module): the session rules.
+
+Subprocess end-to-end tests live in tests/e2e; these drive the same agent over an
+in-memory connection to check what is cheaper to check here.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import pytest
+import trio
+
+from trio_acp import schema
+from trio_acp.openhands.agent import open_openhands_agent
+from trio_acp.openhands.sdk import SdkLoader
+from trio_acp.openhands.settings import load_settings
+from trio_acp.rpc import RequestError
+from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing.pair import open_in_memory_pair
+
+_LOADER: SdkLoader | None = None
+
+
+def loader() -> SdkLoader:
+    # One import for the whole module (~10 s), shared by every test's agent.
+    global _LOADER
+    if _LOADER is None:
+        _LOADER = SdkLoader()
+    return _LOADER
+
+
+@pytest.fixture(scope="module")
+def llm():
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def env(llm, tmp_path):
+    e = dict(os.environ)
+    e.update(scripted_env(llm.base_url))
+    e.update(
+        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
+        LLM_NUM_RETRIES="1",
+        LLM_TIMEOUT="30",
+        LLM_MAX_INPUT_TOKENS="128000",
+    )
+    return e
+
+
+class Client:
+    def __init__(self) -> None:
+        self.updates: list = []
+        self.got = trio.Event()
+
+    async def session_update(self, params):
+        self.updates.append(params.update)
+        self.got.set()
+
+    async def request_permission(self, params):
+        raise AssertionError("no permission requests in these tests")
+
+    def text(self) -> str:
+        return "".join(
+            u.content.text for u in self.updates if isinstance(u, schema.AgentMessageChunk)
+        )
+
+
+async def _start(conn, cwd) -> str:
+    await conn.agent.initialize(protocol_version=1)
+    return (await conn.agent.new_session(cwd=str(cwd), mcp_servers=[])).session_id
+
+
+def _text(t: str) -> list:
+    return [schema.TextContent(text=t)]
+
+
+async def test_second_prompt_while_a_turn_runs_is_refused_clearly(env, tmp_path):
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _start(conn, tmp_path)
+            async with trio.open_nursery() as nursery:
+                result = {}
+
+                async def first():
+                    result["r"] = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("slow", chunks=40, delay_ms=50)))
+
+                nursery.start_soon(first)
+                await client.got.wait()
+                with pytest.raises(RequestError) as info:
+                    await conn.agent.prompt(session_id=sid, prompt=_text("second"))
+                assert info.value.code == -32600
+                assert "already running" in info.value.message
+                await conn.agent.cancel(session_id=sid)
+            assert result["r"].stop_reason == "cancelled"
+
+
+async def test_prompt_content_kinds_reach_the_model(env, tmp_path, llm):
+    # The SDK answers images itself for models without vision; say this one has it
+    # (JSON-shaped LLM_* variables are parsed, like the SDK's own LLM.load_from_env).
+    env["LLM_CAPABILITY_OVERRIDES"] = '{"supports_vision": true}'
+    client = Client()
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
+    blocks = [
+        schema.TextContent(text=scenario_prompt("echo", "look at these")),
+        schema.ResourceLink(uri=f"file://{tmp_path}/notes.md", name="notes.md", mime_type="text/markdown"),
+        schema.EmbeddedResource(
+            resource=schema.TextResourceContents(uri=f"file://{tmp_path}/a.py", text="print('embedded')", mime_type="text/x-python")
+        ),
+        schema.ImageContent(data=png, mime_type="image/png"),
+    ]
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _start(conn, tmp_path)
+            before = len(llm.requests)
+            response = await conn.agent.prompt(session_id=sid, prompt=blocks)
+    assert response.stop_reason == "end_turn"
+    body = llm.requests[before].body
+    user = [m for m in body["messages"] if m["role"] == "user"][-1]
+    parts = user["content"] if isinstance(user["content"], list) else [{"type": "text", "text": user["content"]}]
+    flat = "\n".join(p.get("text", "") or p.get("image_url", {}).get("url", "") for p in parts)
+    assert "notes.md" in flat and f"{tmp_path}/notes.md" in flat
+    assert "print('embedded')" in flat
+    assert "data:image/png;base64," in flat
+
+
+async def test_close_session_cancels_and_forgets_it(env, tmp_path):
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _start(conn, tmp_path)
+            async with trio.open_nursery() as nursery:
+                result = {}
+
+                async def run():
+                    result["r"] = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("slow", chunks=40, delay_ms=50)))
+
+                nursery.start_soon(run)
+                await client.got.wait()
+                await conn.agent.close_session(session_id=sid)
+            assert result["r"].stop_reason == "cancelled"
+            with pytest.raises(RequestError) as info:
+                await conn.agent.prompt(session_id=sid, prompt=_text("hello"))
+            assert info.value.code == -32002
+
+
+async def test_invalid_session_ids_never_reach_a_path(env, tmp_path):
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, Client()) as (_, conn):
+            await conn.agent.initialize(protocol_version=1)
+            for bad in ["../../etc/passwd", "", "x" * 300]:
+                with pytest.raises(RequestError) as info:
+                    await conn.agent.prompt(session_id=bad, prompt=_text("hi"))
+                assert info.value.code == -32002
+
+
+async def test_initialize_answers_any_version_with_1_and_advertises_what_works(env):
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, Client()) as (_, conn):
+            init = await conn.agent.initialize(protocol_version=65535)
+    assert init.protocol_version == 1
+    caps = init.agent_capabilities
+    assert caps.prompt_capabilities.image and caps.prompt_capabilities.embedded_context
+    assert not caps.prompt_capabilities.audio
+    assert not caps.load_session
+    assert init.auth_methods == []  # a model is configured
+
+
+def test_settings_file_then_env_override(tmp_path):
+    home = tmp_path / "oh"
+    home.mkdir()
+    (home / "agent_settings.json").write_text(
+        '{"llm": {"model": "anthropic/claude", "api_key": "k1", "base_url": "http://x"}, "tools": []}'
+    )
+    s = load_settings({"OPENHANDS_PERSISTENCE_DIR": str(home)})
+    assert s.llm["model"] == "anthropic/claude" and s.llm["api_key"] == "k1"
+    s = load_settings({"OPENHANDS_PERSISTENCE_DIR": str(home), "LLM_MODEL": "openai/gpt", "LLM_NUM_RETRIES": "2"})
+    assert s.llm["model"] == "openai/gpt" and s.llm["api_key"] == "k1" and s.llm["num_retries"] == "2"
+    assert s.conversations_dir == home / "conversations"
+    empty = load_settings({"OPENHANDS_PERSISTENCE_DIR": str(tmp_path / "none")})
+    assert empty.llm is None and "LLM_MODEL" in empty.missing_model_message()
