@@ -17,7 +17,7 @@ from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.settings import load_settings
 from trio_acp.rpc import RequestError
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import Scenario, ScriptedLLM, Turn, scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
 
 _LOADER: SdkLoader | None = None
@@ -33,7 +33,11 @@ def loader() -> SdkLoader:
 
 @pytest.fixture(scope="module")
 def llm():
-    with ScriptedLLM() as server:
+    extra = [
+        Scenario("cutoff", [Turn(text="This reply is cut", finish_reason="length")], "max tokens"),
+        Scenario("refuse", [Turn(text="I can't help with that.", finish_reason="content_filter")], "refusal"),
+    ]
+    with ScriptedLLM(scenarios=extra) as server:
         yield server
 
 
@@ -182,3 +186,28 @@ def test_settings_file_then_env_override(tmp_path):
     assert s.conversations_dir == home / "conversations"
     empty = load_settings({"OPENHANDS_PERSISTENCE_DIR": str(tmp_path / "none")})
     assert empty.llm is None and "LLM_MODEL" in empty.missing_model_message()
+
+
+async def test_stop_reasons_follow_the_models_finish_reason(env, tmp_path):
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _start(conn, tmp_path)
+            cut = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("cutoff")))
+            refused = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("refuse")))
+            normal = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "ok")))
+    assert (cut.stop_reason, refused.stop_reason, normal.stop_reason) == ("max_tokens", "refusal", "end_turn")
+    assert "This reply is cut" in client.text()
+
+
+async def test_max_iterations_is_max_turn_requests(env, tmp_path):
+    env["TRIO_ACP_MAX_ITERATIONS"] = "1"
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _start(conn, tmp_path)
+            # The terminal scenario needs two LLM calls (command, then finish).
+            r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("terminal")))
+            assert r.stop_reason == "max_turn_requests"
+            again = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "still ok")))
+            assert again.stop_reason == "end_turn"

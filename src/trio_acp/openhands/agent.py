@@ -125,6 +125,7 @@ class OpenHandsAgent:
                 callbacks=callbacks,
                 token_callbacks=token_callbacks,
                 visualizer=None,
+                max_iteration_per_run=settings.max_iterations,
             )
 
         session = Session(

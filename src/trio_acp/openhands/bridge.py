@@ -20,12 +20,17 @@ import trio
 
 
 class Flush:
-    """A marker: the Trio side sets `done` once every item posted before it is handled."""
+    """A marker: the Trio side sets `done` once every item posted before it is handled.
 
-    __slots__ = ("done",)
+    `payload` is for the consumer (e.g. "this turn is over"): it acts on it in order,
+    between the items posted before and after the marker.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("done", "payload")
+
+    def __init__(self, payload: Any = None) -> None:
         self.done = trio.Event()
+        self.payload = payload
 
 
 class ThreadBridge:
@@ -68,11 +73,11 @@ class ThreadBridge:
             items.append(popleft())
         return items
 
-    async def flush(self) -> None:
+    async def flush(self, payload: Any = None) -> None:
         """Return once everything posted before this call has been handled by the consumer."""
         if self._closed:
             return
-        marker = Flush()
+        marker = Flush(payload)
         self.post(marker)
         await marker.done.wait()
 

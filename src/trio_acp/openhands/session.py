@@ -19,6 +19,7 @@ import math
 from types import SimpleNamespace
 from typing import Any
 
+import attrs
 import trio
 
 from .. import schema
@@ -36,6 +37,12 @@ log = logging.getLogger(__name__)
 CANCEL_DEADLINE = 10.0
 # How long closing a session may take (tool executors, terminals).
 CLOSE_DEADLINE = 5.0
+
+
+@attrs.frozen
+class _EndTurn:
+    seq: int
+    fail_open: str | None  # close unfinished tool calls as failed with this reason
 
 
 class TurnBusyError(RequestError):
@@ -69,9 +76,12 @@ class Session:
         self._loop: LoopThread | None = None
         self._cancel_event: trio.Event | None = None
         self._turn_running = False
-        # Which turn SDK callbacks belong to; None between turns (their output is dropped).
+        # Which turn SDK callbacks belong to (None between turns), and the last turn the
+        # pump has closed: anything tagged with a closed turn is dropped.
         self._turn_seq: int | None = None
         self._turns = 0
+        self._ended_turn = 0
+        self._finish_reason: str | None = None
         self._closed = trio.Event()
         self._stopped = trio.Event()
 
@@ -135,25 +145,37 @@ class Session:
     # --- the update pump ------------------------------------------------------------
 
     async def _pump(self) -> None:
+        """Translate and send what the SDK posts, in order; the only sender of turn updates.
+
+        The pump also closes turns (an `_EndTurn` flush marker): from then on it drops
+        whatever a finished turn's stragglers still post (a tool thread outliving an
+        interrupt, a late token), so nothing can follow the turn's response.
+        """
         assert self.bridge is not None
         while True:
             items = await self.bridge.receive_batch()
             pending: list[Any] = []
             for item in items:
                 if isinstance(item, Flush):
+                    end = item.payload
+                    if isinstance(end, _EndTurn):
+                        if end.fail_open is not None:
+                            pending.extend(self.translator.fail_open_tool_calls(end.fail_open))
+                        self._ended_turn = max(self._ended_turn, end.seq)
                     await self._send(pending)
                     pending = []
                     item.done.set()
                     continue
                 kind, obj, seq = item
+                if seq is None or seq <= self._ended_turn:
+                    log.debug("dropping %s %s posted outside its turn", kind, type(obj).__name__)
+                    continue
                 if kind == "update":  # already an ACP update (usage, notes from the session)
                     pending.append(obj)
                     continue
-                if seq is None or seq != self._turn_seq:
-                    log.debug("dropping %s %s posted outside its turn", kind, type(obj).__name__)
-                    continue
                 try:
                     if kind == "token":
+                        self._note_finish_reason(obj)
                         pending.extend(self.translator.token(obj))
                     else:
                         pending.extend(self.translator.event(obj))
@@ -161,6 +183,14 @@ class Session:
                     # A translation bug must cost one update, never the session.
                     log.exception("translating %s %r failed", kind, type(obj).__name__)
             await self._send(pending)
+
+    def _note_finish_reason(self, chunk: Any) -> None:
+        # The SDK drops the model's finish_reason; the stream still carries it, and it is
+        # how `max_tokens` and `refusal` stop reasons are told apart from `end_turn`.
+        for choice in getattr(chunk, "choices", None) or ():
+            reason = getattr(choice, "finish_reason", None)
+            if reason:
+                self._finish_reason = reason
 
     async def _send(self, updates: list[Any]) -> None:
         for update in coalesce(updates):
@@ -186,9 +216,11 @@ class Session:
             raise RequestError(-32002, f"session {self.id} is closed")
         self._turn_running = True
         self._turns += 1
-        self._turn_seq = self._turns
+        seq = self._turn_seq = self._turns
+        self._finish_reason = None
         self._cancel_event = cancel_event = trio.Event()
         assert self.bridge is not None
+        stop_reason: str | None = None
         try:
             message = self._build_message(blocks)
             conv = self.conversation
@@ -198,15 +230,23 @@ class Session:
                 stop_reason = "cancelled"
             else:
                 stop_reason = await self._run(conv, cancel_event, start)
-            await self._send_usage()
-            return schema.PromptResponse(stop_reason=stop_reason)
+            self._post_usage(seq)
         finally:
-            # Every update of this turn goes out before its response, errors included.
+            # Every update of this turn goes out before its response, errors included;
+            # tool calls the turn announced but never finished are closed as failed.
+            fail_open = None if stop_reason == "end_turn" else (
+                "Cancelled." if stop_reason == "cancelled" else "The turn ended with an error."
+            )
             with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-                await self.bridge.flush()
+                await self.bridge.flush(_EndTurn(seq, fail_open))
             self._turn_seq = None
             self._turn_running = False
             self._cancel_event = None
+        if stop_reason == "end_turn":
+            stop_reason = {"length": "max_tokens", "content_filter": "refusal"}.get(
+                self._finish_reason or "", "end_turn"
+            )
+        return schema.PromptResponse(stop_reason=stop_reason)
 
     async def _run(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
         assert self._loop is not None
@@ -290,7 +330,7 @@ class Session:
             raise RequestError.invalid_params("the prompt has no content")
         return sdk.Message(role="user", content=content)
 
-    async def _send_usage(self) -> None:
+    def _post_usage(self, seq: int) -> None:
         try:
             metrics = self.conversation.conversation_stats.get_combined_metrics()
         except Exception:
@@ -309,7 +349,7 @@ class Session:
             size=size,
             cost=schema.Cost(amount=cost, currency="USD") if cost and math.isfinite(cost) else None,
         )
-        self.bridge.post(("update", update, None))
+        self.bridge.post(("update", update, seq))
 
 
 def _one_line(text: str) -> str:

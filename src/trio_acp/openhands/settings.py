@@ -43,6 +43,8 @@ class Settings:
     llm: dict[str, Any] | None
     # Where each LLM field came from, for `/status` and error messages.
     sources: dict[str, str] = attrs.field(factory=dict)
+    # LLM calls one prompt may make before the turn ends with `max_turn_requests`.
+    max_iterations: int = 500
 
     @property
     def settings_file(self) -> Path:
@@ -91,6 +93,16 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             llm[field] = value
             sources[field] = f"${key}"
 
-    if not llm.get("model"):
-        return Settings(persistence_dir=pdir, llm=None, sources=sources)
-    return Settings(persistence_dir=pdir, llm=llm, sources=sources)
+    raw = env.get("TRIO_ACP_MAX_ITERATIONS", "").strip()
+    try:
+        max_iterations = int(raw) if raw else 500
+        if max_iterations < 1:
+            raise ValueError
+    except ValueError:
+        raise SettingsError(f"TRIO_ACP_MAX_ITERATIONS must be a positive integer, got {raw!r}") from None
+    return Settings(
+        persistence_dir=pdir,
+        llm=llm if llm.get("model") else None,
+        sources=sources,
+        max_iterations=max_iterations,
+    )
