@@ -26,7 +26,14 @@ from ._messages import (
     encode_result,
     parse_message,
 )
-from ._peer import CANCEL_REQUEST_METHOD, Handler, Peer, current_request_id, open_peer
+from ._peer import (
+    CANCEL_REQUEST_METHOD,
+    Handler,
+    Peer,
+    after_response,
+    current_request_id,
+    open_peer,
+)
 
 __all__ = [
     "CANCEL_REQUEST_METHOD",
@@ -35,6 +42,7 @@ __all__ = [
     "ErrorResponse",
     "FrameTooLarge",
     "Handler",
+    "after_response",
     "InvalidMessage",
     "LineBuffer",
     "Message",

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, NoReturn, Protocol
@@ -60,7 +60,7 @@ from ._messages import (
     parse_message,
 )
 
-__all__ = ["CANCEL_REQUEST_METHOD", "Handler", "Peer", "current_request_id", "open_peer"]
+__all__ = ["CANCEL_REQUEST_METHOD", "Handler", "Peer", "after_response", "current_request_id", "open_peer"]
 
 logger = logging.getLogger("trio_acp.rpc")
 
@@ -68,6 +68,25 @@ logger = logging.getLogger("trio_acp.rpc")
 CANCEL_REQUEST_METHOD = "$/cancel_request"
 
 #: Inside a task handling an inbound request: that request's id (``None`` elsewhere).
+_after_response: ContextVar[list[Callable[[], Awaitable[None]]] | None] = ContextVar(
+    "trio_acp.rpc.after_response", default=None
+)
+
+
+def after_response(fn: Callable[[], Awaitable[None]]) -> None:
+    """Run `fn()` in the current request's task once its response is queued.
+
+    For what must follow a response on the wire and never precede it — e.g. ACP's
+    `available_commands_update` after `session/new` (the writer is FIFO, so anything `fn`
+    sends goes out after the response). Only valid inside a request handler; errors from
+    `fn` are logged, never answered.
+    """
+    callbacks = _after_response.get()
+    if callbacks is None:
+        raise RuntimeError("after_response() is only valid inside a request handler")
+    callbacks.append(fn)
+
+
 current_request_id: ContextVar[RequestId | None] = ContextVar(
     "trio_acp.rpc.current_request_id", default=None
 )
@@ -355,6 +374,8 @@ class Peer:
 
     async def _serve_request(self, request: Request, scope: trio.CancelScope) -> None:
         current_request_id.set(request.id)
+        callbacks: list[Callable[[], Awaitable[None]]] = []
+        _after_response.set(callbacks)
         frame: bytes | None = None
         try:
             with scope:
@@ -367,6 +388,11 @@ class Peer:
             # the request must still be answered.
             frame = encode_error(request.id, RequestError.request_cancelled())
         await self._send_quietly(frame)
+        for fn in callbacks:
+            try:
+                await fn()
+            except Exception:
+                logger.exception("after-response callback of %r failed", request.method)
 
     async def _call_handler(self, request: Request) -> bytes:
         """The per-request error boundary (DESIGN decision 8)."""
