@@ -50,6 +50,8 @@ def env(llm, tmp_path):
         LLM_NUM_RETRIES="1",
         LLM_TIMEOUT="30",
         LLM_MAX_INPUT_TOKENS="128000",
+        # These tests are about turns, not permissions (tests/e2e covers those).
+        TRIO_ACP_DEFAULT_MODE="always-approve",
     )
     return e
 
@@ -211,3 +213,56 @@ async def test_max_iterations_is_max_turn_requests(env, tmp_path):
             assert r.stop_reason == "max_turn_requests"
             again = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "still ok")))
             assert again.stop_reason == "end_turn"
+
+
+async def test_slash_commands(env, tmp_path, llm):
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _start(conn, tmp_path)
+            session = agent._sessions[sid]
+            await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "remember me")))
+
+            async def say(text):
+                client.updates.clear()
+                r = await conn.agent.prompt(session_id=sid, prompt=_text(text))
+                assert r.stop_reason == "end_turn"
+                return client.text()
+
+            assert "/condense" in await say("/help") and "/rules" in await say("/help")
+            status = await say("/status")
+            assert "openai/scripted" in status and "always-approve" in status and "tokens" in status
+            assert "No 'always' rules" in await say("/rules")
+            assert "Choose one of" in await say("/confirm")
+            events_before = [type(e).__name__ for e in session.conversation.state.events]
+            assert "condensed" in await say("/condense")
+            events_after = [type(e).__name__ for e in session.conversation.state.events]
+            assert "Condensation" in events_after and "Condensation" not in events_before
+            # Not one of ours: it goes to the model as text.
+            requests = len(llm.requests)
+            reply = await say("/frobnicate now")
+            assert reply.startswith("Echo:") and reply.endswith("/frobnicate now")
+            assert len(llm.requests) == requests + 1
+            assert "always-ask" in await say("/confirm always-ask")
+            assert session.mode == "always-ask"
+            kinds = [type(u).__name__ for u in client.updates]
+            assert "CurrentModeUpdate" in kinds and "ConfigOptionUpdate" in kinds
+
+
+def test_rules_persist_and_reject_wins(tmp_path):
+    from trio_acp.openhands.permissions import Rule, RuleBook, action_scope
+
+    path = tmp_path / "rules.json"
+    book = RuleBook(path)
+    scope = action_scope("terminal", {"command": "rm  -rf build"}, "/w")
+    assert scope.target == "rm -rf build"
+    book.add(Rule("terminal", "rm -rf build", allow=True))
+    book.add(Rule("terminal", "rm -rf build", allow=False))
+    again = RuleBook(path)
+    assert again.rules == book.rules
+    assert again.match(scope).allow is False  # fail closed when both apply
+    assert again.match(action_scope("terminal", {"command": "ls"}, "/w")) is None
+    edit = action_scope("file_editor", {"command": "create", "path": "a/b.txt"}, "/w")
+    assert edit.target == "/w/a/b.txt"
+    path.write_text("{not json")
+    assert RuleBook(path).rules == []  # a damaged file costs the rules, not the session

@@ -16,7 +16,8 @@ from typing import Any
 import trio
 
 from .. import __version__, schema
-from ..rpc import RequestError
+from ..rpc import RequestError, after_response
+from . import commands
 from .sdk import SdkLoader, build_agent, build_llm
 from .session import Session
 from .settings import Settings, SettingsError, load_settings
@@ -24,6 +25,8 @@ from .settings import Settings, SettingsError, load_settings
 log = logging.getLogger(__name__)
 
 AUTH_METHOD_ID = "openhands-settings"
+# The session's "always" permission rules, next to the SDK's files for the conversation.
+RULES_FILE = "trio_acp_rules.json"
 
 
 def validate_session_id(session_id: str) -> str:
@@ -129,7 +132,14 @@ class OpenHandsAgent:
             )
 
         session = Session(
-            session_id=session_id, cwd=cwd, sdk=sdk, conversation_factory=factory, client=self._client
+            session_id=session_id,
+            cwd=cwd,
+            sdk=sdk,
+            conversation_factory=factory,
+            client=self._client,
+            model=str(settings.llm.get("model")),
+            mode=settings.default_mode,
+            rules_path=persistence / uuid.UUID(session_id).hex / RULES_FILE,
         )
         try:
             await self._nursery.start(session.run)
@@ -137,7 +147,28 @@ class OpenHandsAgent:
             log.exception("creating session failed")
             raise RequestError(-32603, f"could not start the session: {_short(exc)}") from None
         self._sessions[session_id] = session
-        return schema.NewSessionResponse(session_id=session_id)
+        # Session-level updates go after the session/new response, never before it.
+        after_response(lambda: session.send_update(commands.available_commands()))
+        return schema.NewSessionResponse(
+            session_id=session_id, modes=session.mode_state(), config_options=session.config_options()
+        )
+
+    async def set_session_mode(self, params: schema.SetSessionModeRequest) -> schema.SetSessionModeResponse:
+        session = self._session(params.session_id)
+        await session.set_mode(params.mode_id, announce=False)
+        # The mode changed by other means than set_config_option: keep both views in sync.
+        after_response(session.announce_mode)
+        return schema.SetSessionModeResponse()
+
+    async def set_session_config_option(
+        self, params: schema.SetSessionConfigOptionRequest
+    ) -> schema.SetSessionConfigOptionResponse:
+        session = self._session(params.session_id)
+        before = session.mode
+        options = await session.set_config_option(params.config_id, params.value)
+        if session.mode != before:
+            after_response(lambda: session.send_update(schema.CurrentModeUpdate(current_mode_id=session.mode)))
+        return schema.SetSessionConfigOptionResponse(config_options=options)
 
     def _session(self, session_id: str) -> Session:
         session = self._sessions.get(validate_session_id(session_id))

@@ -44,7 +44,11 @@ def import_sdk() -> SimpleNamespace:
     """Import everything the agent uses from the SDK (slow; call from a thread)."""
     _prepare_environment()
     from openhands.sdk import LLM, Agent, Conversation, Message, TextContent, Tool
-    from openhands.sdk.conversation.state import ConversationExecutionStatus
+    from openhands.sdk import LLMSummarizingCondenser
+    from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
+    from openhands.sdk.security.confirmation_policy import AlwaysConfirm, ConfirmRisky, NeverConfirm
+    from openhands.sdk.security.llm_analyzer import LLMSecurityAnalyzer
+    from openhands.sdk.security.risk import SecurityRisk
     from openhands.sdk.llm import ImageContent
     from openhands.tools.file_editor import FileEditorTool
     from openhands.tools.task_tracker import TaskTrackerTool
@@ -59,6 +63,13 @@ def import_sdk() -> SimpleNamespace:
         ImageContent=ImageContent,
         Tool=Tool,
         ExecutionStatus=ConversationExecutionStatus,
+        ConversationState=ConversationState,
+        LLMSummarizingCondenser=LLMSummarizingCondenser,
+        AlwaysConfirm=AlwaysConfirm,
+        NeverConfirm=NeverConfirm,
+        ConfirmRisky=ConfirmRisky,
+        LLMSecurityAnalyzer=LLMSecurityAnalyzer,
+        SecurityRisk=SecurityRisk,
         TerminalTool=TerminalTool,
         FileEditorTool=FileEditorTool,
         TaskTrackerTool=TaskTrackerTool,
@@ -144,4 +155,16 @@ def build_agent(sdk: SimpleNamespace, llm: Any, mcp_config: dict[str, Any] | Non
         sdk.Tool(name=sdk.FileEditorTool.name),
         sdk.Tool(name=sdk.TaskTrackerTool.name),
     ]
-    return sdk.Agent(llm=llm, tools=tools, mcp_config=mcp_config or {})
+    # The summarizing condenser keeps long sessions inside the context window, and is
+    # what `/condense` asks to run now.
+    condenser = sdk.LLMSummarizingCondenser(llm=llm.model_copy(update={"usage_id": "condenser"}))
+    return sdk.Agent(llm=llm, tools=tools, mcp_config=mcp_config or {}, condenser=condenser)
+
+
+def confirmation_setup(sdk: SimpleNamespace, mode: str) -> tuple[Any, Any]:
+    """(confirmation policy, security analyzer) for one of the three modes."""
+    if mode == "always-approve":
+        return sdk.NeverConfirm(), None
+    if mode == "llm-approve":
+        return sdk.ConfirmRisky(threshold=sdk.SecurityRisk.HIGH), sdk.LLMSecurityAnalyzer()
+    return sdk.AlwaysConfirm(), None

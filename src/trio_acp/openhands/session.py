@@ -24,7 +24,11 @@ import trio
 
 from .. import schema
 from ..rpc import PeerClosed, RequestError
+from . import commands
 from .bridge import Flush, ThreadBridge
+from .confirm import CANCELLED, PermissionFailed, confirm_pending
+from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
+from .sdk import confirmation_setup
 from .loop_thread import LoopThread, wait_future
 from .prompt import ImagePart, TextPart, prompt_to_parts
 from .tool_processes import stop_tool_processes
@@ -63,11 +67,17 @@ class Session:
         sdk: SimpleNamespace,
         conversation_factory: Any,
         client: Any,
+        model: str = "",
+        mode: str = ALWAYS_ASK,
+        rules_path: Any = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
-        self._sdk = sdk
-        self._client = client
+        self.sdk = sdk
+        self.client = client
+        self.model = model
+        self.mode = mode
+        self.rules = RuleBook(rules_path)
         self._conversation_factory = conversation_factory
         self.conversation: Any = None
         self.translator = Translator(cwd)
@@ -102,6 +112,7 @@ class Session:
                     limiter=self.limiter,
                 )
                 self._loop = LoopThread(f"trio-acp-session-{self.id[:8]}")
+                await self._apply_mode(self.mode)
                 task_status.started()
                 await self._closed.wait()
                 nursery.cancel_scope.cancel()
@@ -141,6 +152,67 @@ class Session:
         bridge = self.bridge
         if bridge is not None:
             bridge.post((kind, obj, self._turn_seq))
+
+    # --- modes and config options -------------------------------------------------
+
+    def mode_state(self) -> schema.SessionModeState:
+        return mode_state(self.mode)
+
+    def config_options(self) -> list[Any]:
+        return [
+            mode_option(self.mode),
+            schema.SessionConfigOptionSelect(
+                id="model",
+                name="Model",
+                category="model",
+                current_value=self.model,
+                options=[schema.SessionConfigSelectOption(value=self.model, name=self.model)],
+            ),
+        ]
+
+    async def _apply_mode(self, mode: str) -> None:
+        policy, analyzer = confirmation_setup(self.sdk, mode)
+        conv = self.conversation
+
+        def apply() -> None:
+            # Both take the state lock: a worker thread, never the Trio thread.
+            conv.set_security_analyzer(analyzer)
+            conv.set_confirmation_policy(policy)
+
+        await trio.to_thread.run_sync(apply, limiter=self.limiter)
+        self.translator.action_status = "in_progress" if mode == ALWAYS_APPROVE else "pending"
+
+    async def set_mode(self, mode: str, *, announce: bool) -> None:
+        """Switch the approval mode; `announce` sends current_mode_update and config_option_update."""
+        if mode not in MODE_IDS:
+            raise RequestError.invalid_params(f"unknown mode {mode!r}; one of: {', '.join(MODE_IDS)}")
+        await self._apply_mode(mode)
+        self.mode = mode
+        if announce:
+            await self.announce_mode()
+
+    async def announce_mode(self) -> None:
+        await self.send_update(schema.CurrentModeUpdate(current_mode_id=self.mode))
+        await self.send_update(schema.ConfigOptionUpdate(config_options=self.config_options()))
+
+    async def set_config_option(self, config_id: str, value: Any) -> list[Any]:
+        if config_id == "mode":
+            if not isinstance(value, str):
+                raise RequestError.invalid_params("the mode option takes a string value")
+            await self.set_mode(value, announce=False)
+        elif config_id == "model":
+            if value != self.model:
+                raise RequestError.invalid_params(
+                    f"model {value!r} is not available; configured: {self.model!r}"
+                )
+        else:
+            raise RequestError.invalid_params(f"unknown config option {config_id!r}")
+        return self.config_options()
+
+    async def flush_turn_updates(self) -> None:
+        """Wait until everything the SDK posted so far has been sent to the client."""
+        assert self.bridge is not None
+        await self.bridge.flush()
 
     # --- the update pump ------------------------------------------------------------
 
@@ -198,7 +270,7 @@ class Session:
 
     async def send_update(self, update: Any) -> None:
         try:
-            await self._client.session_update(session_id=self.id, update=update)
+            await self.client.session_update(session_id=self.id, update=update)
         except PeerClosed:
             pass  # the client is gone; keep draining so flushes still complete
 
@@ -222,6 +294,12 @@ class Session:
         assert self.bridge is not None
         stop_reason: str | None = None
         try:
+            command = commands.parse(blocks)
+            if command is not None:
+                text = await commands.run(self, *command)
+                await self.send_update(schema.AgentMessageChunk(content=schema.TextContent(text=text)))
+                stop_reason = "end_turn"
+                return schema.PromptResponse(stop_reason=stop_reason)
             message = self._build_message(blocks)
             conv = self.conversation
             start = len(conv.state.events)
@@ -249,6 +327,27 @@ class Session:
         return schema.PromptResponse(stop_reason=stop_reason)
 
     async def _run(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
+        """Run the conversation until the turn is over, asking permission as the SDK stops for it."""
+        while True:
+            outcome = await self._run_once(conv, cancel_event, start)
+            if outcome != "confirm":
+                return outcome
+            try:
+                decision = await confirm_pending(self, conv, cancel_event)
+            except PermissionFailed as exc:
+                # Fail closed: nothing pending runs, and the turn ends with the reason.
+                await self._reject_pending(conv, "The permission request failed; nothing was run.")
+                raise RequestError(-32603, f"{exc}; nothing was run") from None
+            if decision == CANCELLED or cancel_event.is_set():
+                # Rejected now, or the next run would take the pending actions as approved.
+                await self._reject_pending(conv, "The user cancelled before approving this action.")
+                return "cancelled"
+
+    async def _reject_pending(self, conv: Any, reason: str) -> None:
+        with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+            await trio.to_thread.run_sync(conv.reject_pending_actions, reason, limiter=self.limiter)
+
+    async def _run_once(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
         assert self._loop is not None
         fut = self._loop.submit(conv.arun)
         try:
@@ -293,9 +392,11 @@ class Session:
 
     def _stop_reason(self, conv: Any, start: int, error: BaseException | None) -> str:
         status = conv.state.execution_status
-        Status = self._sdk.ExecutionStatus
+        Status = self.sdk.ExecutionStatus
         if status == Status.FINISHED and error is None:
             return "end_turn"
+        if status == Status.WAITING_FOR_CONFIRMATION and error is None:
+            return "confirm"
         code, detail = self._last_error(conv, start)
         if code == "MaxIterationsReached":
             return "max_turn_requests"
@@ -319,7 +420,7 @@ class Session:
         return None, None
 
     def _build_message(self, blocks: list[Any]) -> Any:
-        sdk = self._sdk
+        sdk = self.sdk
         content: list[Any] = []
         for part in prompt_to_parts(blocks):
             if isinstance(part, TextPart):

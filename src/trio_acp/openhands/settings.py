@@ -21,6 +21,8 @@ from typing import Any
 
 import attrs
 
+from .permissions import MODE_IDS
+
 SETTINGS_FILE = "agent_settings.json"
 CONVERSATIONS_DIR = "conversations"
 
@@ -45,6 +47,8 @@ class Settings:
     sources: dict[str, str] = attrs.field(factory=dict)
     # LLM calls one prompt may make before the turn ends with `max_turn_requests`.
     max_iterations: int = 500
+    # The approval mode new sessions start in (TRIO_ACP_DEFAULT_MODE).
+    default_mode: str = "always-ask"
 
     @property
     def settings_file(self) -> Path:
@@ -100,7 +104,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             raise ValueError
     except ValueError:
         raise SettingsError(f"TRIO_ACP_MAX_ITERATIONS must be a positive integer, got {raw!r}") from None
+    mode = env.get("TRIO_ACP_DEFAULT_MODE", "").strip() or "always-ask"
+    if mode not in MODE_IDS:
+        raise SettingsError(f"TRIO_ACP_DEFAULT_MODE must be one of {', '.join(MODE_IDS)}, got {mode!r}")
     return Settings(
+        default_mode=mode,
         persistence_dir=pdir,
         llm=llm if llm.get("model") else None,
         sources=sources,

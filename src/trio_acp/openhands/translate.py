@@ -586,6 +586,10 @@ class Translator:
 
     def __init__(self, cwd: str, *, is_dir: Callable[[str], bool] | None = None) -> None:
         self.cwd = cwd
+        # The status an action gets when the SDK produces it: "in_progress" when it runs
+        # at once; "pending" when it may wait for the user's permission first (the session
+        # then marks it in_progress once allowed).
+        self.action_status = "in_progress"
         self._is_dir = is_dir if is_dir is not None else os.path.isdir
         self._replaying = False
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
@@ -895,7 +899,7 @@ class Translator:
         args = _arguments_of(event)
         presentation = self._present(tool, args, getattr(event, "summary", None))
         title, kind, locations = presentation
-        status = "pending" if self._replaying else "in_progress"
+        status = "pending" if self._replaying else self.action_status
         if call is not None and call.announced and not call.finished:
             had_locations = bool(call.presentation and call.presentation[2])
             out.append(

@@ -81,8 +81,8 @@ def finish(message: str, **turn_kwargs: object) -> Turn:
     return Turn(tool_calls=[ToolCall("finish", {"message": message})], **turn_kwargs)  # type: ignore[arg-type]
 
 
-def _tool(name: str, summary: str, **args: object) -> ToolCall:
-    return ToolCall(name, {**args, "summary": summary, "security_risk": "LOW"})
+def _tool(name: str, summary: str, risk: str = "LOW", **args: object) -> ToolCall:
+    return ToolCall(name, {**args, "summary": summary, "security_risk": risk})
 
 
 # -- echo ---------------------------------------------------------------------------------------
@@ -116,6 +116,8 @@ TERMINAL = Scenario(
                 _tool(
                     "terminal",
                     "Run a shell command",
+                    # [risk:HIGH] makes the model rate its command risky (for llm-approve).
+                    risk=ctx.tag("risk", "LOW") or "LOW",
                     command=ctx.tag("command", "echo hello from terminal"),
                 )
             ],

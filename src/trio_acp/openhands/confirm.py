@@ -1,0 +1,176 @@
+"""Asking the user before the agent acts: one `session/request_permission` per action.
+
+When the SDK stops with WAITING_FOR_CONFIRMATION, each pending action is checked against
+the session's "always" rules and, if none applies, put to the user with a preview (the
+command, or the diff of an edit) and the security analyzer's risk. It fails closed:
+anything but an explicit allow — a reject, a cancelled outcome, an error, a malformed or
+unknown answer, a cancelled turn — means nothing runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import trio
+
+from .. import schema
+from ..rpc import ErrorCode, PeerClosed, RequestError
+from .permissions import (
+    ALLOW_ALWAYS,
+    ALLOW_ONCE,
+    REJECT_ALWAYS,
+    REJECT_ONCE,
+    Rule,
+    Scope,
+    action_scope,
+    permission_options,
+)
+
+log = logging.getLogger(__name__)
+
+CANCELLED = "cancelled"
+# How much of a file the permission preview may read to show an edit's diff.
+PREVIEW_LIMIT = 256 * 1024
+
+
+class PermissionFailed(Exception):
+    """The permission request failed or was answered with something unusable."""
+
+
+def action_arguments(action: Any) -> dict[str, Any]:
+    try:
+        args = json.loads(action.tool_call.arguments)
+    except (AttributeError, TypeError, ValueError):
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def _read(path: str) -> str | None:
+    try:
+        if os.path.getsize(path) > PREVIEW_LIMIT:
+            return None
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def preview(tool: str, args: dict[str, Any], cwd: str, risk: str | None) -> list[Any]:
+    """What the user sees before saying yes: the command, or the edit as a diff."""
+    content: list[Any] = []
+    if tool == "terminal" and isinstance(args.get("command"), str):
+        content.append(schema.ContentToolCallContent(content=schema.TextContent(text=f"```sh\n{args['command']}\n```")))
+    elif tool == "file_editor" and isinstance(args.get("path"), str):
+        path = args["path"] if os.path.isabs(args["path"]) else os.path.join(cwd, args["path"])
+        command = args.get("command")
+        old = _read(path) if os.path.isfile(path) else None
+        new: str | None = None
+        if command == "create" and isinstance(args.get("file_text"), str):
+            new = args["file_text"]
+        elif command == "str_replace" and old is not None and isinstance(args.get("old_str"), str):
+            new = old.replace(args["old_str"], args.get("new_str") or "", 1)
+        elif command == "insert" and old is not None and isinstance(args.get("insert_line"), int):
+            lines = old.splitlines(keepends=True)
+            at = max(0, min(args["insert_line"], len(lines)))
+            new = "".join(lines[:at]) + (args.get("new_str") or "") + "\n" + "".join(lines[at:])
+        if new is not None:
+            content.append(schema.DiffToolCallContent(path=os.path.normpath(path), old_text=old, new_text=new))
+        else:
+            content.append(
+                schema.ContentToolCallContent(content=schema.TextContent(text=f"{command} {os.path.normpath(path)}"))
+            )
+    if risk and risk.upper() != "UNKNOWN":
+        content.append(schema.ContentToolCallContent(content=schema.TextContent(text=f"Security risk: {risk.lower()}")))
+    return content
+
+
+async def ask(session: Any, action: Any, scope: Scope, cancel_event: trio.Event) -> str:
+    """Put one action to the user; returns an option kind, or CANCELLED. Raises PermissionFailed."""
+    args = action_arguments(action)
+    risk = getattr(getattr(action, "security_risk", None), "value", None)
+    tool_call = schema.ToolCallUpdate(
+        tool_call_id=action.tool_call_id,
+        status="pending",
+        content=preview(action.tool_name, args, session.cwd, risk) or None,
+        raw_input=args or None,
+    )
+    request = schema.RequestPermissionRequest(
+        session_id=session.id, tool_call=tool_call, options=permission_options(scope.label())
+    )
+    result: dict[str, Any] = {}
+    async with trio.open_nursery() as nursery:
+
+        async def watch_cancel() -> None:
+            await cancel_event.wait()
+            nursery.cancel_scope.cancel()  # sends $/cancel_request for our request
+
+        async def request_it() -> None:
+            try:
+                result["response"] = await session.client.request_permission(request)
+            except RequestError as exc:
+                result["error"] = exc
+            except PeerClosed as exc:
+                result["error"] = exc
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch_cancel)
+        nursery.start_soon(request_it)
+    if cancel_event.is_set():
+        return CANCELLED
+    error = result.get("error")
+    if isinstance(error, RequestError) and error.code == ErrorCode.REQUEST_CANCELLED:
+        return CANCELLED  # the client withdrew the question ($/cancel_request): same as a cancel
+    if error is not None:
+        raise PermissionFailed(f"the permission request failed: {error}")
+    outcome = result["response"].outcome
+    if isinstance(outcome, schema.CancelledPermissionOutcome):
+        return CANCELLED
+    if isinstance(outcome, schema.SelectedPermissionOutcome) and outcome.option_id in (
+        ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS
+    ):
+        return outcome.option_id
+    raise PermissionFailed(f"the client answered with an option we did not offer: {schema.to_wire(outcome)!r}")
+
+
+async def confirm_pending(session: Any, conv: Any, cancel_event: trio.Event) -> str:
+    """Decide on every pending action. Returns "continue" or CANCELLED; raises PermissionFailed.
+
+    With any rejection, the SDK rejects the whole pending batch (it has no per-action
+    reject), so nothing of that batch runs and the model is told which the user refused.
+    """
+    sdk = session.sdk
+    pending = await trio.to_thread.run_sync(
+        lambda: sdk.ConversationState.get_unmatched_actions(conv.state.active_branch()),
+        limiter=session.limiter,
+    )
+    # The tool calls were announced as they streamed; they must be on the wire before a
+    # permission request that refers to them.
+    await session.flush_turn_updates()
+    refused: list[str] = []
+    allowed: list[str] = []
+    for action in pending:
+        scope = action_scope(action.tool_name, action_arguments(action), session.cwd)
+        rule = session.rules.match(scope)
+        if rule is not None:
+            decision = ALLOW_ONCE if rule.allow else REJECT_ONCE
+            log.info("rule %r decided %s for %s", rule.describe(), decision, scope)
+        else:
+            decision = await ask(session, action, scope, cancel_event)
+        if decision == CANCELLED:
+            return CANCELLED
+        if decision in (ALLOW_ALWAYS, REJECT_ALWAYS):
+            session.rules.add(Rule(scope.tool, scope.target, allow=decision == ALLOW_ALWAYS))
+        if decision in (REJECT_ONCE, REJECT_ALWAYS):
+            refused.append(scope.label())
+        else:
+            allowed.append(action.tool_call_id)
+    if refused:
+        reason = "The user rejected: " + ", ".join(refused) + ". Nothing in this batch was run."
+        await trio.to_thread.run_sync(conv.reject_pending_actions, reason, limiter=session.limiter)
+    else:
+        for tool_call_id in allowed:
+            await session.send_update(schema.ToolCallProgress(tool_call_id=tool_call_id, status="in_progress"))
+    return "continue"
