@@ -47,6 +47,7 @@ class ScriptedClient(Client):
         super().__init__()
         self.answers: list[str] = []
         self.asked: list = []
+        self.waiting = asyncio.Event()
 
     async def request_permission(self, session_id, tool_call, options, **kwargs):
         self.asked.append((tool_call, [o.option_id for o in options], [o.kind for o in options]))
@@ -54,6 +55,12 @@ class ScriptedClient(Client):
         if answer == "error":
             raise AcpRequestError(-32603, "the client's permission UI crashed")
         if answer == "cancel":
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if answer == "hang":
+            # A user who has not answered yet; after session/cancel, a client MUST answer
+            # pending permission requests with `cancelled` — this one does so late.
+            self.waiting.set()
+            await asyncio.sleep(1.0)
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         if answer == "bogus":
             return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id="not-offered"))
@@ -93,6 +100,12 @@ async def _always_ask(llm, home, ws):
         out["reject_always_again"] = await turn(touch(ws, "never"))  # not asked
         out["cancelled"] = await turn(touch(ws, "cancelled"), "cancel")
         out["after_cancel"] = await turn(scenario_prompt("echo", "next"))
+        # session/cancel while the permission request is pending.
+        client.answers = ["hang"]
+        task = asyncio.create_task(_prompt(conn, wire, sid, touch(ws, "hung")))
+        await asyncio.wait_for(client.waiting.wait(), TIMEOUT)
+        await conn.cancel(session_id=sid)
+        out["cancel_during_ask"] = (await asyncio.wait_for(task, TIMEOUT)).stop_reason
         out["client_error"] = await turn(touch(ws, "errored"), "error")
         out["bogus"] = await turn(touch(ws, "bogus"), "bogus")
         out["edit_allowed"] = await turn(scenario_prompt("edit", path=f"{ws}/edited.txt"), "allow_once", "allow_once")
@@ -139,6 +152,7 @@ def test_each_outcome_in_always_ask_mode():
     assert out["reject_always_again"] == ("end_turn", 0)
     assert out["cancelled"] == ("cancelled", 1) and "cancelled" not in files
     assert out["after_cancel"] == ("end_turn", 0)  # the cancelled action did not sneak in
+    assert out["cancel_during_ask"] == "cancelled" and "hung" not in files
     assert out["client_error"][0] == "error -32603" and "errored" not in files
     assert out["bogus"][0] == "error -32603" and "bogus" not in files
     assert out["edit_allowed"] == ("end_turn", 2) and "edited.txt" in files

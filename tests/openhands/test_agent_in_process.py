@@ -7,12 +7,15 @@ in-memory connection to check what is cheaper to check here.
 from __future__ import annotations
 
 import base64
+import json
 import os
 
 import pytest
 import trio
+import trio.testing
 
 from trio_acp import schema
+from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.settings import load_settings
@@ -63,7 +66,8 @@ class Client:
 
     async def session_update(self, params):
         self.updates.append(params.update)
-        self.got.set()
+        if isinstance(params.update, schema.AgentMessageChunk):  # the turn is streaming
+            self.got.set()
 
     async def request_permission(self, params):
         raise AssertionError("no permission requests in these tests")
@@ -266,3 +270,59 @@ def test_rules_persist_and_reject_wins(tmp_path):
     assert edit.target == "/w/a/b.txt"
     path.write_text("{not json")
     assert RuleBook(path).rules == []  # a damaged file costs the rules, not the session
+
+
+class RawClient:
+    """Raw JSON lines on the client end: to send exactly the frames a test needs."""
+
+    def __init__(self, stream):
+        self.stream, self.buffer = stream, b""
+
+    async def send(self, frame):
+        await self.stream.send_all(json.dumps(frame).encode() + b"\n")
+
+    async def receive(self):
+        while b"\n" not in self.buffer:
+            self.buffer += await self.stream.receive_some()
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    async def until(self, predicate):
+        while True:
+            frame = await self.receive()
+            if predicate(frame):
+                return frame
+
+
+async def test_cancel_request_for_a_prompt_waiting_on_permission_ends_cancelled(env, tmp_path):
+    # `$/cancel_request` for the prompt while its permission request is pending: handled
+    # like session/cancel — the turn answers `cancelled` (a result) and nothing runs.
+    env["TRIO_ACP_DEFAULT_MODE"] = "always-ask"
+    agent_stream, client_stream = trio.testing.memory_stream_pair()
+    raw = RawClient(client_stream)
+    target = tmp_path / "never-made"
+    with trio.fail_after(60):
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_agent_connection(agent_stream, agent):
+                await raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+                await raw.until(lambda f: f.get("id") == 1)
+                await raw.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}})
+                sid = (await raw.until(lambda f: f.get("id") == 2))["result"]["sessionId"]
+                prompt = scenario_prompt("terminal", command=f"touch {target}")
+                await raw.send({"jsonrpc": "2.0", "id": "p-1", "method": "session/prompt",
+                                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}})
+                ask = await raw.until(lambda f: f.get("method") == "session/request_permission")
+                await raw.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "p-1"}})
+                # The agent withdraws its own question, then answers the prompt.
+                frames = []
+                response = await raw.until(lambda f: frames.append(f) or f.get("id") == "p-1")
+                assert response["result"] == {"stopReason": "cancelled"}
+                assert any(f.get("method") == "$/cancel_request" and f["params"]["requestId"] == ask["id"] for f in frames)
+                # The client's late answer to the withdrawn question is ignored, safely.
+                await raw.send({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+                await raw.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": scenario_prompt("echo", "after")}]}})
+                after = await raw.until(lambda f: f.get("id") == 3)
+                assert after["result"]["stopReason"] == "end_turn"
+                await client_stream.aclose()
+    assert not target.exists()

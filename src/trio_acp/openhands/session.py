@@ -327,7 +327,27 @@ class Session:
         return schema.PromptResponse(stop_reason=stop_reason)
 
     async def _run(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
-        """Run the conversation until the turn is over, asking permission as the SDK stops for it."""
+        """Run the conversation until the turn is over, asking permission as the SDK stops for it.
+
+        If this request itself is cancelled — `$/cancel_request` for the prompt (also while
+        a permission request is pending), or the connection closing — the turn ends as a
+        session/cancel would: the SDK is stopped, nothing pending runs, and the answer is
+        the `cancelled` stop reason rather than an error.
+        """
+        try:
+            return await self._run_turn(conv, cancel_event, start)
+        except BaseException as exc:
+            if not _only_cancelled(exc):
+                raise
+        # Swallowing the Cancelled is deliberate; everything from here to the response
+        # is shielded or synchronous, so the still-cancelled scope cannot interrupt it.
+        cancel_event.set()
+        with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+            if conv.state.execution_status == self.sdk.ExecutionStatus.WAITING_FOR_CONFIRMATION:
+                await self._reject_pending(conv, "The user cancelled before approving this action.")
+        return "cancelled"
+
+    async def _run_turn(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
         while True:
             outcome = await self._run_once(conv, cancel_event, start)
             if outcome != "confirm":
@@ -451,6 +471,14 @@ class Session:
             cost=schema.Cost(amount=cost, currency="USD") if cost and math.isfinite(cost) else None,
         )
         self.bridge.post(("update", update, seq))
+
+
+def _only_cancelled(exc: BaseException) -> bool:
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_cancelled(e) for e in exc.exceptions)
+    return False
 
 
 def _one_line(text: str) -> str:
