@@ -1,0 +1,18 @@
+"""The checks, by area.  Importing this package registers them in `model.REGISTRY`, in the
+order the runner runs them: checks on the live agent first, then the checks that judge the
+whole run (schema, framing, capabilities), then exit on stdin EOF last."""
+
+from . import (  # noqa: F401 - imported for registration, in run order
+    initialize,
+    jsonrpc,
+    transport,
+    sessions,
+    prompt,
+    extensibility,
+    cancel,
+    permissions,
+    modes,
+    lifecycle,
+    capabilities,
+    whole_run,
+)

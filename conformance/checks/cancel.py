@@ -1,0 +1,127 @@
+"""session/cancel."""
+
+from __future__ import annotations
+
+import attrs
+import trio
+
+from ..context import Context, Turn
+from ..harness import Frame
+from ..model import Failed, Level, NotTested, check
+from ..scenarios import echo_prompt, slow_prompt
+from ._util import late_turn_updates, require_stop_reason
+
+AREA = "cancel"
+
+
+@attrs.define
+class Cancelled:
+    session_id: str
+    turn: Turn
+    cancel: Frame
+
+
+async def cancelled_turn(ctx: Context) -> Cancelled:
+    """One slow turn, cancelled once it is under way (shared by the cancel checks)."""
+    if "cancel" in ctx.memo:
+        value = ctx.memo["cancel"]
+        if isinstance(value, Exception):
+            raise value
+        return value
+    try:
+        value = await _cancelled_turn(ctx)
+    except NotTested as exc:
+        ctx.memo["cancel"] = exc
+        raise
+    ctx.memo["cancel"] = value
+    return value
+
+
+async def _cancelled_turn(ctx: Context) -> Cancelled:
+    agent = await ctx.main()
+    sid, _ = await ctx.new_session()
+    mark, handle = await ctx.start_turn(agent, sid, slow_prompt())
+
+    def started() -> bool:
+        return handle.done or any(
+            f.method == "session/update" and f.session_id == sid
+            and f.update_kind in ("agent_message_chunk", "agent_thought_chunk", "tool_call")
+            for f in agent.since(mark)
+        )
+
+    await agent.wait_for(started, timeout=3.0)
+    if handle.done:
+        raise NotTested("the turn ended before a cancel could be sent")
+    cancel = await agent.notify("session/cancel", {"sessionId": sid})
+    turn = await ctx.finish_turn(agent, sid, mark, handle, timeout=20, grace=1.5)
+    return Cancelled(sid, turn, cancel)
+
+
+@check(
+    "ACP-CANCEL-001",
+    "a cancelled turn ends with stopReason cancelled",
+    rule='"the Agent MUST respond to the original session/prompt request with the cancelled stop '
+    'reason"; exceptions from aborted operations MUST be caught and turned into it '
+    "(prompt-turn.mdx §Cancellation; acp-tck ACP-CANCEL-001).",
+    level=Level.MANDATORY,
+    area=AREA,
+)
+async def cancelled_result(ctx: Context) -> str:
+    c = await cancelled_turn(ctx)
+    reason = require_stop_reason(c.turn, "the cancelled session/prompt")
+    if reason != "cancelled":
+        raise Failed(f"stopReason {reason!r} after session/cancel")
+    return "cancelled"
+
+
+@check(
+    "ACP-CANCEL-002",
+    "nothing for the session follows the cancelled turn's response",
+    rule="The Agent MAY send more session/update after session/cancel but MUST send them before "
+    "responding to session/prompt (prompt-turn.mdx; acp-tck ACP-CANCEL-002). Watched for 1.5 s; "
+    "session-level updates (commands, mode, config, info, usage) are not counted.",
+    level=Level.MANDATORY,
+    area=AREA,
+)
+async def nothing_after(ctx: Context) -> str:
+    c = await cancelled_turn(ctx)
+    late = late_turn_updates(c.turn.late)
+    if late:
+        raise Failed(f"{len(late)} update(s) after the response, first: {late[0].short()}")
+    return f"{len(c.turn.updates)} update(s) before the response, none after"
+
+
+@check(
+    "ACP-CANCEL-003",
+    "the session works after a cancel",
+    rule="A cancelled turn leaves the session usable (LESSONS #1: wedged sessions after cancel "
+    "in hermes-agent, opencode, nano-rlm).",
+    level=Level.ADVISORY,
+    area=AREA,
+)
+async def usable_after_cancel(ctx: Context) -> str:
+    c = await cancelled_turn(ctx)
+    turn = await ctx.turn(c.session_id, echo_prompt("after the cancel"), timeout=30)
+    reason = require_stop_reason(turn, "the next prompt")
+    if reason == "cancelled":
+        raise Failed("the next prompt was also cancelled")
+    return f"next prompt: {reason}"
+
+
+@check(
+    "ACP-CANCEL-004",
+    "a cancel is answered within 2 s",
+    rule="Agents SHOULD stop LLM requests and tool invocations as soon as possible after "
+    "session/cancel (prompt-turn.mdx); LESSONS target: bounded latency under 2 s.",
+    level=Level.ADVISORY,
+    area=AREA,
+)
+async def cancel_latency(ctx: Context) -> str:
+    c = await cancelled_turn(ctx)
+    if c.turn.reply is None:
+        raise Failed("no response")
+    latency = c.turn.reply.frame.time - c.cancel.time
+    if latency > 2.0:
+        raise Failed(f"answered {latency:.2f} s after the cancel")
+    await trio.lowlevel.checkpoint()
+    return f"{latency * 1000:.0f} ms"
