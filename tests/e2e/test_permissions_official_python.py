@@ -214,7 +214,7 @@ def test_modes_and_config_options():
     assert out["approve"].stop_reason == "end_turn" and "approved" in files
     options = out["set_option"].config_options
     by_id = {(o.root if hasattr(o, "root") else o).id: (o.root if hasattr(o, "root") else o) for o in options}
-    assert set(by_id) == {"mode", "model"}  # the complete list on every set
+    assert set(by_id) == {"mode", "model", "thought_level"}  # the complete list on every set
     assert by_id["mode"].current_value == "llm-approve"
     assert "low" in files and "high" not in files
     assert out["asked"] == 2  # the high-risk command and the one after /confirm

@@ -326,3 +326,39 @@ async def test_cancel_request_for_a_prompt_waiting_on_permission_ends_cancelled(
                 assert after["result"]["stopReason"] == "end_turn"
                 await client_stream.aclose()
     assert not target.exists()
+
+
+async def test_config_options_full_list_and_reasoning_effort(env, tmp_path, llm):
+    env["LLM_CAPABILITY_OVERRIDES"] = '{"supports_reasoning_effort": true}'
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            await conn.agent.initialize(protocol_version=1)
+            new = await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])
+            ids = [o.id for o in new.config_options]
+            assert ids == ["mode", "model", "thought_level"]
+            assert [o.category for o in new.config_options] == ["mode", "model", "thought_level"]
+            result = await conn.agent.set_session_config_option(
+                session_id=new.session_id, config_id="thought_level", value="low"
+            )
+            assert [o.id for o in result.config_options] == ids  # the complete list
+            assert {o.id: o.current_value for o in result.config_options}["thought_level"] == "low"
+            before = len(llm.requests)
+            await conn.agent.prompt(session_id=new.session_id, prompt=_text(scenario_prompt("echo", "x")))
+            assert llm.requests[before].body.get("reasoning_effort") == "low"
+            for bad in [("thought_level", "extreme"), ("model", "other/model"), ("nope", "x"), ("mode", True)]:
+                with pytest.raises(RequestError) as info:
+                    await conn.agent.set_session_config_option(session_id=new.session_id, config_id=bad[0], value=bad[1])
+                assert info.value.code == -32602
+            # No boolean options are offered, advertised or not.
+            assert all(o.type == "select" if hasattr(o, "type") else True for o in result.config_options)
+
+
+async def test_no_reasoning_option_for_models_without_it(env, tmp_path):
+    env["LLM_CAPABILITY_OVERRIDES"] = '{"supports_reasoning_effort": false}'
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, Client()) as (_, conn):
+            await conn.agent.initialize(protocol_version=1)
+            new = await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])
+    assert [o.id for o in new.config_options] == ["mode", "model"]
+    assert new.modes.current_mode_id == "always-approve"  # TRIO_ACP_DEFAULT_MODE

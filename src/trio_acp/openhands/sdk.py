@@ -48,6 +48,7 @@ def import_sdk() -> SimpleNamespace:
     from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
     from openhands.sdk.security.confirmation_policy import AlwaysConfirm, ConfirmRisky, NeverConfirm
     from openhands.sdk.security.llm_analyzer import LLMSecurityAnalyzer
+    from openhands.sdk.llm.utils.model_features import get_features
     from openhands.sdk.security.risk import SecurityRisk
     from openhands.sdk.llm import ImageContent
     from openhands.tools.file_editor import FileEditorTool
@@ -70,6 +71,7 @@ def import_sdk() -> SimpleNamespace:
         ConfirmRisky=ConfirmRisky,
         LLMSecurityAnalyzer=LLMSecurityAnalyzer,
         SecurityRisk=SecurityRisk,
+        get_features=get_features,
         TerminalTool=TerminalTool,
         FileEditorTool=FileEditorTool,
         TaskTrackerTool=TaskTrackerTool,
@@ -168,3 +170,13 @@ def confirmation_setup(sdk: SimpleNamespace, mode: str) -> tuple[Any, Any]:
     if mode == "llm-approve":
         return sdk.ConfirmRisky(threshold=sdk.SecurityRisk.HIGH), sdk.LLMSecurityAnalyzer()
     return sdk.AlwaysConfirm(), None
+
+
+REASONING_EFFORTS = ["low", "medium", "high"]
+
+
+def supports_reasoning_effort(sdk: SimpleNamespace, llm: Any) -> bool:
+    try:
+        return bool(sdk.get_features(llm.model, overrides=llm.capability_overrides).supports_reasoning_effort)
+    except Exception:
+        return False

@@ -28,7 +28,7 @@ from . import commands
 from .bridge import Flush, ThreadBridge
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
-from .sdk import confirmation_setup
+from .sdk import REASONING_EFFORTS, confirmation_setup, supports_reasoning_effort
 from .loop_thread import LoopThread, wait_future
 from .prompt import ImagePart, TextPart, prompt_to_parts
 from .tool_processes import stop_tool_processes
@@ -78,6 +78,8 @@ class Session:
         self.model = model
         self.mode = mode
         self.rules = RuleBook(rules_path)
+        # The model's reasoning effort, when it has one to choose (else no option).
+        self.reasoning_effort: str | None = None
         self._conversation_factory = conversation_factory
         self.conversation: Any = None
         self.translator = Translator(cwd)
@@ -113,6 +115,9 @@ class Session:
                 )
                 self._loop = LoopThread(f"trio-acp-session-{self.id[:8]}")
                 await self._apply_mode(self.mode)
+                llm = self.conversation.agent.llm
+                if supports_reasoning_effort(self.sdk, llm):
+                    self.reasoning_effort = llm.reasoning_effort or "high"
                 task_status.started()
                 await self._closed.wait()
                 nursery.cancel_scope.cancel()
@@ -159,7 +164,7 @@ class Session:
         return mode_state(self.mode)
 
     def config_options(self) -> list[Any]:
-        return [
+        options = [
             mode_option(self.mode),
             schema.SessionConfigOptionSelect(
                 id="model",
@@ -169,6 +174,31 @@ class Session:
                 options=[schema.SessionConfigSelectOption(value=self.model, name=self.model)],
             ),
         ]
+        if self.reasoning_effort is not None:
+            options.append(
+                schema.SessionConfigOptionSelect(
+                    id="thought_level",
+                    name="Reasoning effort",
+                    category="thought_level",
+                    current_value=self.reasoning_effort,
+                    options=[schema.SessionConfigSelectOption(value=v, name=v.capitalize()) for v in REASONING_EFFORTS],
+                )
+            )
+        return options
+
+    async def _set_reasoning_effort(self, value: Any) -> None:
+        if self.reasoning_effort is None:
+            raise RequestError.invalid_params("this model has no reasoning effort to choose")
+        if value not in REASONING_EFFORTS:
+            raise RequestError.invalid_params(f"reasoning effort must be one of {', '.join(REASONING_EFFORTS)}")
+        conv = self.conversation
+
+        def switch() -> None:
+            llm = conv.agent.llm
+            conv.switch_llm(llm.model_copy(update={"reasoning_effort": value}))
+
+        await trio.to_thread.run_sync(switch, limiter=self.limiter)
+        self.reasoning_effort = value
 
     async def _apply_mode(self, mode: str) -> None:
         policy, analyzer = confirmation_setup(self.sdk, mode)
@@ -200,6 +230,8 @@ class Session:
             if not isinstance(value, str):
                 raise RequestError.invalid_params("the mode option takes a string value")
             await self.set_mode(value, announce=False)
+        elif config_id == "thought_level":
+            await self._set_reasoning_effort(value)
         elif config_id == "model":
             if value != self.model:
                 raise RequestError.invalid_params(
