@@ -16,7 +16,6 @@ import sys
 import tempfile
 import time
 
-import trio
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel

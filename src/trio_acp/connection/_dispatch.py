@@ -9,7 +9,6 @@ implements it.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from typing import Any
 
@@ -153,6 +152,3 @@ class Proxy:
             raise ValueError(f"extension notification names start with '_': {method!r}")
         await self._peer.notify(method, params if params is not None else {})
 
-
-def is_async_callable(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))

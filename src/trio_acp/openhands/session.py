@@ -102,7 +102,6 @@ class Session:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The session's own nursery: lives until `close()`; builds the conversation."""
         self.bridge = ThreadBridge()
-        bridge = self.bridge
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump)

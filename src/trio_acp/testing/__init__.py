@@ -1,4 +1,5 @@
-"""Test support: a scripted OpenAI-compatible LLM server and its built-in scenarios."""
+"""Test support: a scripted OpenAI-compatible LLM server and its scenarios, an in-memory
+agent/client pair, and (in `wire_check`) a frame checker against the official schema."""
 
 from trio_acp.testing.scripted_llm import (
     DEFAULT_MODEL,
@@ -18,4 +19,27 @@ from trio_acp.testing.scripted_llm import (
     parse_tags,
     scripted_env,
 )
+from trio_acp.testing.pair import open_in_memory_pair
 from trio_acp.testing.scenarios import BUILTIN_SCENARIOS, scenario_prompt
+
+__all__ = [
+    "BUILTIN_SCENARIOS",
+    "DEFAULT_MODEL",
+    "ENV_API_KEY",
+    "ENV_BASE_URL",
+    "ENV_MODEL",
+    "FINISHED_TEXT",
+    "RequestContext",
+    "RequestRecord",
+    "Scenario",
+    "ScriptedLLM",
+    "ToolCall",
+    "Turn",
+    "fast_llm_kwargs",
+    "load_script_file",
+    "message_text",
+    "open_in_memory_pair",
+    "parse_tags",
+    "scenario_prompt",
+    "scripted_env",
+]
