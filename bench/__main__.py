@@ -12,6 +12,10 @@ Figures (see bench/README.md): the `flood N` turn's notifications per second, fr
 prompt sent to its response (median and best of --runs, after a warm-up), the CPU time
 per notification in each process, and sequential `_echo/ping` round trips (p50/p99).
 Benchmarks print; they assert nothing.
+
+`python -m bench agent [...]` benchmarks the OpenHands agent itself instead (start-up,
+streaming, the thread bridge, cancel latency): see bench/agent_main.py and
+`python -m bench agent --help`.
 """
 
 from __future__ import annotations
@@ -125,6 +129,11 @@ def _print_profiles(profile_dir: Path, top: int) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["agent"]:
+        from .agent_main import main as agent_main
+
+        agent_main(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20_000, help="notifications per flood turn (default 20,000)")
