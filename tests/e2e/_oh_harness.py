@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -135,3 +137,19 @@ def _run(scenario, **kwargs):
         return asyncio.run(scenario(llm, home, os.path.realpath(ws), **kwargs))
 
 
+
+
+@contextlib.asynccontextmanager
+async def trio_acp_agent(client: Any, wire: Wire, env: dict[str, str]):
+    """`trio-acp` as a subprocess under the official client, every frame recorded, initialized."""
+    async with acp.spawn_agent_process(
+        # stderr inherited: a pipe nobody reads could fill up and stall the agent.
+        client, sys.executable, "-m", "trio_acp", env=env, transport_kwargs={"stderr": None}
+    ) as (conn, process):
+        conn._conn.add_observer(wire)
+        await _initialize(conn)
+        yield conn, process
+
+
+async def new_session(conn, cwd: str):
+    return await asyncio.wait_for(conn.new_session(cwd=cwd, mcp_servers=[]), TIMEOUT)

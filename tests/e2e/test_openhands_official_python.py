@@ -14,8 +14,6 @@ import asyncio
 import os
 import sys
 import tempfile
-from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -32,22 +30,19 @@ from acp.schema import (  # noqa: E402
 
 from trio_acp.testing import scenario_prompt  # noqa: E402
 
-from _oh_harness import TIMEOUT, Client, Wire, _initialize, _prompt, _run, agent_env  # noqa: E402
+from _oh_harness import TIMEOUT, Client, Wire, _initialize, _prompt, _run, agent_env, new_session, trio_acp_agent  # noqa: E402
 
 
 async def _full_session(llm, home, ws):
     client, wire, out = Client(), Wire(), {}
-    async with acp.spawn_agent_process(
-        client, sys.executable, "-m", "trio_acp", env=agent_env(llm, home), transport_kwargs={"stderr": None}
-    ) as (conn, process):
-        conn._conn.add_observer(wire)
+    async with trio_acp_agent(client, wire, agent_env(llm, home)) as (conn, process):
         out["init"] = await _initialize(conn)
-        sid = (await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)).session_id
+        sid = (await new_session(conn, ws)).session_id
         out["sid"] = sid
         out["first"] = await _prompt(conn, wire, sid, scenario_prompt("demo", "Show me [word:pelican] things"))
         out["text_after_first"] = client.text()
         out["second"] = await _prompt(conn, wire, sid, scenario_prompt("remember", "What did I say?"))
-        out["second_session"] = (await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)).session_id
+        out["second_session"] = (await new_session(conn, ws)).session_id
         out["files"] = sorted(os.listdir(ws))
     out["client"], out["wire"] = client, wire
     out["persisted"] = sorted(os.listdir(os.path.join(home, "conversations")))
@@ -95,12 +90,8 @@ def test_full_session_multi_turn_with_tools():
 
 async def _cancels(llm, home, ws):
     client, wire, out = Client(), Wire(), {}
-    async with acp.spawn_agent_process(
-        client, sys.executable, "-m", "trio_acp", env=agent_env(llm, home), transport_kwargs={"stderr": None}
-    ) as (conn, process):
-        conn._conn.add_observer(wire)
-        await _initialize(conn)
-        sid = (await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)).session_id
+    async with trio_acp_agent(client, wire, agent_env(llm, home)) as (conn, process):
+        sid = (await new_session(conn, ws)).session_id
         # A cancel while idle is a no-op (and never answered: it is a notification).
         await conn.cancel(session_id=sid)
 
@@ -151,15 +142,11 @@ def test_cancel_mid_stream_and_mid_tool():
 
 async def _errors(llm, home, ws):
     client, wire, out = Client(), Wire(), {}
-    async with acp.spawn_agent_process(
-        client, sys.executable, "-m", "trio_acp", env=agent_env(llm, home), transport_kwargs={"stderr": None}
-    ) as (conn, process):
-        conn._conn.add_observer(wire)
-        await _initialize(conn)
+    async with trio_acp_agent(client, wire, agent_env(llm, home)) as (conn, process):
         with pytest.raises(AcpRequestError) as info:
             await conn.new_session(cwd="relative/path", mcp_servers=[])
         out["relative_cwd"] = info.value
-        sid = (await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)).session_id
+        sid = (await new_session(conn, ws)).session_id
         with pytest.raises(AcpRequestError) as info:
             await _prompt(conn, wire, sid, scenario_prompt("error500"))
         out["llm_error"] = info.value

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 
 import psutil
 import pytest
@@ -25,17 +24,17 @@ from acp.schema import (  # noqa: E402
     CurrentModeUpdate,
     DeniedOutcome,
     RequestPermissionResponse,
-    ToolCallProgress,
 )
 
 from _oh_harness import (  # noqa: E402
     TIMEOUT,
     Client,
     Wire,
-    _initialize,
     _prompt,
     _run,
     agent_env,
+    new_session,
+    trio_acp_agent,
 )
 from trio_acp.testing import scenario_prompt  # noqa: E402
 
@@ -73,12 +72,8 @@ def touch(ws: str, name: str) -> str:
 
 async def _always_ask(llm, home, ws):
     client, wire, out = ScriptedClient(), Wire(), {}
-    async with acp.spawn_agent_process(
-        client, sys.executable, "-m", "trio_acp", env=agent_env(llm, home), transport_kwargs={"stderr": None}
-    ) as (conn, process):
-        conn._conn.add_observer(wire)
-        await _initialize(conn)
-        new = await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)
+    async with trio_acp_agent(client, wire, agent_env(llm, home)) as (conn, process):
+        new = await new_session(conn, ws)
         sid = new.session_id
         out["new"] = new
 
@@ -175,12 +170,8 @@ def test_each_outcome_in_always_ask_mode():
 
 async def _modes(llm, home, ws):
     client, wire, out = ScriptedClient(), Wire(), {}
-    async with acp.spawn_agent_process(
-        client, sys.executable, "-m", "trio_acp", env=agent_env(llm, home), transport_kwargs={"stderr": None}
-    ) as (conn, process):
-        conn._conn.add_observer(wire)
-        await _initialize(conn)
-        sid = (await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)).session_id
+    async with trio_acp_agent(client, wire, agent_env(llm, home)) as (conn, process):
+        sid = (await new_session(conn, ws)).session_id
         await asyncio.sleep(0.2)
         out["commands"] = [u for _, u in client.updates if isinstance(u, AvailableCommandsUpdate)]
         # set_mode → always-approve: nothing asked, the command runs.
