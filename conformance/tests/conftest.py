@@ -1,0 +1,27 @@
+"""Shared set-up for the conformance suite's own tests.
+
+Agents under test are subprocesses; the OpenHands SDK (in trio-acp) and litellm must see
+these before they start, and the runs below pass the environment on.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import conformance.checks  # noqa: F401 - registers every check
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
+
+FAULTY_AGENT = Path(__file__).parent / "agents" / "faulty_agent.py"
+
+
+def faulty_command(fault: str | None = None) -> list[str]:
+    return [sys.executable, str(FAULTY_AGENT)] + (["--fault", fault] if fault else [])
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    return tmp_path / "scratch"
