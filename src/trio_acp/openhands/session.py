@@ -117,6 +117,7 @@ class Session:
                 llm = self.conversation.agent.llm
                 if supports_reasoning_effort(self.sdk, llm):
                     self.reasoning_effort = llm.reasoning_effort or "high"
+                nursery.start_soon(self._warm_up)
                 task_status.started()
                 await self._closed.wait()
                 nursery.cancel_scope.cancel()
@@ -124,6 +125,22 @@ class Session:
             with trio.move_on_after(CLOSE_DEADLINE, shield=True):
                 await self._shutdown_sdk()
             self._stopped.set()
+
+    async def _warm_up(self) -> None:
+        """Start the agent's tools (terminal shell, MCP servers) while the user types.
+
+        The SDK does this lazily on the first message, and the terminal's start-up alone
+        sleeps a second: done here, the first prompt does not wait for it. It is the SDK's
+        own thread-safe, idempotent initializer; if it fails, the first prompt tries again
+        and reports the error.
+        """
+        ensure_ready = getattr(self.conversation, "_ensure_agent_ready", None)
+        if ensure_ready is None:
+            return
+        try:
+            await trio.to_thread.run_sync(ensure_ready, limiter=self.limiter, abandon_on_cancel=True)
+        except Exception:
+            log.warning("warming up session %s failed; the first prompt will retry", self.id, exc_info=True)
 
     async def _shutdown_sdk(self) -> None:
         if self.conversation is not None:
