@@ -8,6 +8,7 @@ for the checks that judge the whole run (schema, framing, capabilities).
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -60,8 +61,12 @@ class RunConfig:
     permission_mode: str | None = None
     #: The first session/new may wait for the agent's own start-up (SDK imports, ...).
     session_timeout: float = 120.0
-    prompt_timeout: float = 90.0
+    prompt_timeout: float = 60.0
     allow_schema_download: bool = True
+    #: The agent processes' working directory (default: the suite's); sessions use their own.
+    agent_cwd: str | None = None
+    #: Keep a temporary scratch directory after the run.
+    keep_scratch: bool = False
 
 
 @attrs.define
@@ -123,7 +128,6 @@ class Context:
         self.markers = scratch / "markers"
         self.markers.mkdir(parents=True, exist_ok=True)
         self._nursery = nursery
-        self._closing = trio.Event()
         self.validator = validator
         self.schema_problem = schema_problem
         self.schema_version = schema_version
@@ -156,7 +160,7 @@ class Context:
             name,
             self.config.command,
             env=self.prepared.env,
-            cwd=str(self.workdir),
+            cwd=self.config.agent_cwd or os.getcwd(),
             stderr_path=self.scratch / f"stderr-{name}.log",
         ) as agent:
             self.agents.append(agent)
@@ -165,7 +169,7 @@ class Context:
     async def _host(self, label: str, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with self.spawn(label) as agent:
             task_status.started(agent)
-            await self._closing.wait()
+            await agent.retire.wait()
 
     async def spawn_long(self, label: str) -> AgentProcess:
         """A fresh agent process that lives until the end of the run (not initialized).
@@ -176,7 +180,15 @@ class Context:
 
     def close(self) -> None:
         """Stop every long-lived agent process (the end of the run)."""
-        self._closing.set()
+        for agent in self.agents:
+            agent.retire.set()
+
+    def retire_main(self, why: str) -> None:
+        """Stop the main process (e.g. it stopped answering); the next check gets a new one."""
+        if self._main is not None and not self._main.retire.is_set():
+            self._main.retire.set()
+            self.notes.append(f"the main agent process was replaced after {self.current_check}: {why}")
+            self._shared_session = None
 
     async def initialize(
         self, agent: AgentProcess, params: dict[str, Any] | None = None, *, timeout: float = 30.0
@@ -191,13 +203,13 @@ class Context:
 
     async def main(self) -> AgentProcess:
         """The shared, initialized agent process (restarted if it died)."""
-        if self._main is not None and self._main.alive:
+        if self._main is not None and self._main.alive and not self._main.retire.is_set():
             return self._main
         if self._main_failure is not None:
             raise NotTested(f"the agent is not usable: {self._main_failure}")
-        if self._main is not None:
+        if self._main is not None and not self._main.retire.is_set():
             self.notes.append(f"the main agent process exited during {self.current_check}; restarted")
-            self._shared_session = None
+        self._shared_session = None
         agent = await self.spawn_long("main")
         try:
             reply = await self.initialize(agent)

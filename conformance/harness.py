@@ -182,6 +182,8 @@ class AgentProcess:
         self._changed = trio.Event()
         self.stdout_closed = False
         self.exited = trio.Event()
+        #: Set to stop a long-lived process (the end of the run, or it stopped answering).
+        self.retire = trio.Event()
         self.returncode: int | None = None
         self.stdin_closed = False
         self.started = time.monotonic()
@@ -538,6 +540,9 @@ async def open_agent(
     except BaseException:
         stderr_file.close()
         raise
+    # An exception from the caller's block is re-raised as itself, not wrapped in the
+    # nursery's ExceptionGroup: checks conclude by raising (Failed, NotTested, ...).
+    raised: Exception | None = None
     try:
         async with trio.open_nursery() as nursery:
             agent = AgentProcess(name, process, nursery, stderr_path)
@@ -545,6 +550,8 @@ async def open_agent(
             nursery.start_soon(agent._wait_process)
             try:
                 yield agent
+            except Exception as exc:
+                raised = exc
             finally:
                 await agent.stop()
                 if on_close is not None:
@@ -553,3 +560,5 @@ async def open_agent(
                 nursery.cancel_scope.cancel()
     finally:
         stderr_file.close()
+    if raised is not None:
+        raise raised

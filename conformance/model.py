@@ -71,7 +71,7 @@ class Check:
     #: The capability a CAPABILITY check depends on, in words (for the report).
     capability: str | None = None
     #: Upper bound on the check's run time (seconds); exceeding it fails the check.
-    timeout: float = 90.0
+    timeout: float = 150.0
 
 
 @attrs.define
@@ -112,7 +112,7 @@ def check(
     level: Level,
     area: str,
     capability: str | None = None,
-    timeout: float = 90.0,
+    timeout: float = 150.0,
 ) -> Callable[[CheckFn], CheckFn]:
     """Register a check; its id must be new (ids are stable: never reuse or renumber)."""
     if level is Level.CAPABILITY and not capability:

@@ -85,17 +85,19 @@ def openhands_cli(base_url: str, scratch: Path, extra: Mapping[str, str]) -> Pre
     tmux_dir = scratch / "tmux"
     tmux_dir.mkdir(parents=True, exist_ok=True)
     env = _common_env(base_url, scratch, {})
-    env.update({"HOME": str(home), "TMUX_TMPDIR": str(tmux_dir)})
+    # It reads its settings (and keeps conversations) in OPENHANDS_PERSISTENCE_DIR when set.
+    env.update({"HOME": str(home), "TMUX_TMPDIR": str(tmux_dir), "OPENHANDS_PERSISTENCE_DIR": str(settings_dir)})
     env.pop("TMUX", None)
     env.update(extra)
 
     def cleanup() -> None:
+        # Every tmux server with a socket in the private TMUX_TMPDIR (it uses `-L openhands`).
         tmux = shutil.which("tmux")
-        if tmux:
-            subprocess.run(
-                [tmux, "kill-server"], env={**os.environ, "TMUX_TMPDIR": str(tmux_dir)},
-                capture_output=True, timeout=10, check=False,
-            )
+        if not tmux:
+            return
+        for socket in tmux_dir.glob("tmux-*/*"):
+            subprocess.run([tmux, "-S", str(socket), "kill-server"], capture_output=True,
+                           timeout=10, check=False)
 
     return Prepared(env, cleanup, permission_modes=("always-ask",))
 

@@ -61,12 +61,15 @@ async def run_check(ctx: Context, check: Check, *, verbose: bool = False) -> Res
             status, detail = Status.FAILED, f"the agent exited: {exc}"
         except RequestTimeout as exc:
             status, detail = Status.FAILED, str(exc)
+            # It may be wedged: later checks get a fresh process.
+            ctx.retire_main(str(exc))
         except Exception as exc:  # a bug in the check, or an agent reply it did not foresee
             status, detail = Status.NOT_TESTED, f"the check itself failed: {type(exc).__name__}: {exc}"
             if verbose:
                 traceback.print_exc()
     if scope.cancelled_caught:
         status, detail = Status.FAILED, f"the check did not finish within {check.timeout:g} s"
+        ctx.retire_main(detail)
     return Result(check, status, " ".join(str(detail).split())[:400], time.monotonic() - start)
 
 
@@ -81,6 +84,7 @@ def _schema_version(path: Path) -> str:
 
 async def run_suite(config: RunConfig, *, progress: Any = None, verbose: bool = False) -> Report:
     selected = select_checks(config.only)
+    temporary = config.scratch is None and not config.keep_scratch
     scratch = config.scratch or Path(tempfile.mkdtemp(prefix="acp-conformance-"))
     scratch.mkdir(parents=True, exist_ok=True)
     validator, problem, version = None, None, ""
@@ -114,11 +118,14 @@ async def run_suite(config: RunConfig, *, progress: Any = None, verbose: bool = 
             notes = list(ctx.notes)
             if ctx.permission_approach not in (None, "-"):
                 notes.append(f"permission requests made by: {ctx.permission_approach or 'default'}")
-            notes.append(f"scratch directory (agent stderr logs): {scratch}")
+            if not temporary:
+                notes.append(f"scratch directory (agent stderr logs): {scratch}")
             ctx.close()
     finally:
         prepared.cleanup()
         await trio.to_thread.run_sync(llm.close)
+        if temporary:
+            shutil.rmtree(scratch, ignore_errors=True)
     return Report(
         command=list(config.command), profile=config.profile, results=results, agent=agent,
         schema={"path": str(validator.path) if validator else None, "source": version, "problem": problem},
@@ -126,11 +133,11 @@ async def run_suite(config: RunConfig, *, progress: Any = None, verbose: bool = 
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m conformance") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m conformance",
+        prog=prog,
         description="Run the ACP v1 conformance suite against an agent command (launched over stdio).",
-        epilog="Example: python -m conformance -- trio-acp",
+        epilog=f"Example: {prog} --json -- trio-acp",
     )
     parser.add_argument("--profile", choices=sorted(PROFILES), default="generic",
                         help="how to hand the scripted model to the agent (default: generic)")
@@ -147,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--permission-mode", metavar="MODE_ID",
                         help="session mode that makes the agent ask permission (default: guessed)")
     parser.add_argument("--scratch", metavar="DIR", help="working directory for the run (kept)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the temporary working directory (agent stderr logs, sessions)")
     parser.add_argument("--session-timeout", type=float, default=120.0,
                         help="seconds to wait for session/new (default: 120)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show check tracebacks")
@@ -160,8 +169,8 @@ def list_checks(out: Any) -> None:
         print(f"{c.id:20} {level:45} {c.title}", file=out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str = "python -m conformance") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.list:
         list_checks(sys.stdout)
@@ -186,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         command=command, profile=args.profile, scratch=Path(args.scratch) if args.scratch else None,
         schema_path=args.schema, extra_env=extra_env, only=args.only,
         permission_mode=args.permission_mode, session_timeout=args.session_timeout,
-        allow_schema_download=not args.no_download,
+        allow_schema_download=not args.no_download, keep_scratch=args.keep,
     )
     from rich.console import Console
     from rich.markup import escape

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from ..context import Context
-from ..harness import RequestTimeout
+from ..harness import AgentProcess, RequestTimeout
 from ..model import Failed, Level, check
 from ..scenarios import echo_prompt
 from ._util import exact_id, require_stop_reason, responses_with_loose_id
@@ -15,9 +15,8 @@ AREA = "json-rpc"
 UNKNOWN_METHOD = "acp_conformance/no_such_method"
 
 
-async def _probe_id(ctx: Context, sent_id: object) -> str:
+async def _probe_id(agent: AgentProcess, sent_id: object) -> str:
     """Send an unknown method with ``sent_id``; the response must carry it exactly."""
-    agent = await ctx.main()
     mark = agent.mark()
     try:
         reply = await agent.request(UNKNOWN_METHOD, {}, id=sent_id, timeout=10)
@@ -35,18 +34,25 @@ async def _probe_id(ctx: Context, sent_id: object) -> str:
     "ACP-JSONRPC-001",
     "integer request ids are echoed exactly",
     rule='JSON-RPC 2.0: the response "MUST be the same as the value of the id member in the '
-    'Request Object"; ids may be integers (PROTOCOL §2; acp-tck ACP-JSONRPC-001).',
+    'Request Object"; ids may be integers (PROTOCOL §2; acp-tck ACP-JSONRPC-001). Checked on '
+    "initialize (id 1) and two more requests, in a process of its own.",
     level=Level.MANDATORY,
     area=AREA,
 )
 async def int_ids(ctx: Context) -> str:
-    agent = await ctx.main()
-    init = ctx.main_init
-    if init is not None and not exact_id(init.frame, init.request.msg["id"]):
-        raise Failed(f"initialize id {init.request.msg['id']!r} came back as {init.msg.get('id')!r}")
-    done = [await _probe_id(ctx, 2**31 + 7), await _probe_id(ctx, 0)]
-    del agent
-    return "echoed " + ", ".join(done) + " and initialize's id"
+    async with ctx.spawn("int-ids") as agent:
+        mark = agent.mark()
+        try:
+            reply = await ctx.initialize(agent, timeout=30)
+        except RequestTimeout:
+            loose = responses_with_loose_id(agent, 1, mark)
+            if loose:
+                raise Failed(f"initialize id 1 came back as {loose[0].msg.get('id')!r}") from None
+            raise Failed("no response to initialize") from None
+        if not exact_id(reply.frame, 1):
+            raise Failed(f"initialize id 1 came back as {reply.msg.get('id')!r}")
+        done = [await _probe_id(agent, 2**31 + 7), await _probe_id(agent, 0)]
+    return "echoed 1 (initialize), " + ", ".join(done)
 
 
 @check(
@@ -57,9 +63,9 @@ async def int_ids(ctx: Context) -> str:
     area=AREA,
 )
 async def string_ids(ctx: Context) -> str:
-    done = [await _probe_id(ctx, "acp-conformance:7"), await _probe_id(ctx, "42")]
-    # A successful request with a string id too, not only an error path.
     agent = await ctx.main()
+    done = [await _probe_id(agent, "acp-conformance:7"), await _probe_id(agent, "42")]
+    # A successful request with a string id too, not only an error path.
     sent = f"acp-conformance-new-{uuid.uuid4().hex[:6]}"
     mark = agent.mark()
     try:

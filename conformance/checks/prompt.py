@@ -7,7 +7,7 @@ import base64
 from ..context import Context
 from ..model import Failed, Level, NotTested, check
 from ..scenarios import echo_prompt
-from ._util import require_stop_reason
+from ._util import late_turn_updates, require_stop_reason
 
 AREA = "prompt"
 
@@ -42,7 +42,8 @@ async def valid_stop_reason(ctx: Context) -> str:
     "ACP-PROMPT-002",
     "every session/update of a turn carries the prompted sessionId",
     rule="session/update notifications carry the sessionId of the session they belong to "
-    "(schema SessionNotification; acp-tck ACP-PROMPT-002). Two sessions are open; one is prompted.",
+    "(schema SessionNotification; acp-tck ACP-PROMPT-002). Two sessions are open; one is prompted; "
+    "session-level updates (commands, mode, config, info, usage) of the other are allowed.",
     level=Level.MANDATORY,
     area=AREA,
 )
@@ -51,10 +52,12 @@ async def updates_carry_session(ctx: Context) -> str:
     idle, _ = await ctx.new_session()
     turn = await ctx.turn(prompted, echo_prompt("whose update"))
     require_stop_reason(turn)
-    if turn.others:
-        f = turn.others[0]
+    # Session-level updates (e.g. the idle session's available commands) may come any time.
+    others = late_turn_updates(turn.others)
+    if others:
+        f = others[0]
         which = "the idle session" if f.session_id == idle else repr(f.session_id)
-        raise Failed(f"{len(turn.others)} update(s) during the turn carried {which}: {f.short()}")
+        raise Failed(f"{len(others)} turn update(s) carried {which}: {f.short()}")
     if not turn.updates:
         raise NotTested("the agent sent no session/update during the turn")
     return f"{len(turn.updates)} update(s), all for the prompted session"

@@ -29,7 +29,8 @@ async def large_frame(ctx: Context) -> str:
     padding = "x" * LARGE
     try:
         turn = await ctx.turn(sid, echo_prompt("after a large frame"),
-                              extra={"_meta": {"acp-conformance/padding": padding}})
+                              extra={"_meta": {"acp-conformance/padding": padding}}, timeout=30)
     except (RequestTimeout, AgentExited) as exc:
-        raise Failed(f"{exc}; stderr: {agent.stderr_tail(200)!r}") from None
+        ctx.retire_main("it did not survive a 1 MiB frame")
+        raise Failed(f"{exc}; stderr: {' '.join(agent.stderr_tail(300).split())!r}") from None
     return f"{len(turn.request.raw) // 1024} KiB prompt: {require_stop_reason(turn)}"

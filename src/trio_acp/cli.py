@@ -49,10 +49,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a full ACP session against trio-acp on a scripted model (no API key needed)",
     )
     demo.add_argument("--keep", action="store_true", help="keep the demo's workspace directory")
+    sub.add_parser(
+        "conformance",
+        help="run the ACP conformance suite against an agent command: "
+        "trio-acp conformance [options] -- AGENT COMMAND... (see `trio-acp conformance --help`)",
+        add_help=False,
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["conformance"]:
+        # The suite has options of its own and takes the agent command after `--`.
+        from conformance.runner import main as conformance_main
+
+        return conformance_main(argv[1:], prog="trio-acp conformance")
     args = build_parser().parse_args(argv)
     _configure_logging(args.log_level, args.log_file)
     if args.command in (None, "serve"):
