@@ -25,6 +25,23 @@ def _configure_logging(level: str, log_file: str | None) -> None:
     )
 
 
+def _exit_now(code: int) -> None:
+    """Leave without tearing down the interpreter.
+
+    Everything is closed by now (sessions, tools, the protocol stream), but the
+    interpreter's own teardown — garbage-collecting the SDK's and litellm's huge module
+    graph — takes ~2 s, and an editor waiting for the agent to exit after closing its
+    stdin should not wait for that.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trio-acp",
@@ -71,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         from .server import serve_main
 
         trio.run(serve_main)
-        return 0
+        _exit_now(0)
     if args.command == "demo":
         from .demo import demo_main
 
