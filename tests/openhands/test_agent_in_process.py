@@ -362,3 +362,18 @@ async def test_no_reasoning_option_for_models_without_it(env, tmp_path):
             new = await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])
     assert [o.id for o in new.config_options] == ["mode", "model"]
     assert new.modes.current_mode_id == "always-approve"  # TRIO_ACP_DEFAULT_MODE
+
+
+async def test_a_retried_model_call_is_announced_and_a_final_failure_is_an_error(env, tmp_path):
+    env.update(LLM_NUM_RETRIES="2", LLM_RETRY_MIN_WAIT="0", LLM_RETRY_MAX_WAIT="0", LLM_RETRY_MULTIPLIER="0")
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _start(conn, tmp_path)
+            with pytest.raises(RequestError) as info:
+                await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("error500")))
+            assert info.value.code == -32603 and "failed" in info.value.message
+            thoughts = "".join(u.content.text for u in client.updates if isinstance(u, schema.AgentThoughtChunk))
+            assert "Retrying, attempt 2 of 2" in thoughts
+            ok = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "fine")))
+            assert ok.stop_reason == "end_turn"

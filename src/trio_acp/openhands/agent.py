@@ -108,8 +108,9 @@ class OpenHandsAgent:
         if settings.llm is None:
             raise RequestError(-32000, settings.missing_model_message())
         sdk = await self._sdk_loader.get()
+        retries = RetryRelay()
         try:
-            llm = build_llm(sdk, settings.llm)
+            llm = build_llm(sdk, settings.llm, retry_listener=retries)
         except Exception as exc:
             raise RequestError(
                 -32000, f"the model settings are not usable: {_short(exc)} (from {settings.settings_file} / LLM_*)"
@@ -141,6 +142,7 @@ class OpenHandsAgent:
             mode=settings.default_mode,
             rules_path=persistence / uuid.UUID(session_id).hex / RULES_FILE,
         )
+        retries.session = session
         try:
             await self._nursery.start(session.run)
         except Exception as exc:
@@ -197,6 +199,20 @@ class OpenHandsAgent:
         async with trio.open_nursery() as nursery:
             for session in sessions:
                 nursery.start_soon(session.close)
+
+
+class RetryRelay:
+    """The LLM's retry listener (called in the SDK's thread) → a note in the session.
+
+    The LLM is built before its session exists, hence the late-bound session.
+    """
+
+    def __init__(self) -> None:
+        self.session: Session | None = None
+
+    def __call__(self, attempt: int, total: int, error: BaseException | None) -> None:
+        if self.session is not None:
+            self.session.note_retry(attempt, total, error)
 
 
 def mcp_config(servers: list[Any]) -> dict[str, Any]:

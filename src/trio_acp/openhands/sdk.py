@@ -114,7 +114,7 @@ class SdkLoader:
         return self._sdk
 
 
-def build_llm(sdk: SimpleNamespace, fields: dict[str, Any]) -> Any:
+def build_llm(sdk: SimpleNamespace, fields: dict[str, Any], *, retry_listener: Any = None) -> Any:
     known = sdk.LLM.model_fields
     data = {k: _from_env_text(v, known[k].annotation) for k, v in fields.items() if k in known}
     ignored = sorted(set(fields) - set(data))
@@ -124,7 +124,10 @@ def build_llm(sdk: SimpleNamespace, fields: dict[str, Any]) -> Any:
     # Streaming is what makes an editor feel alive; the SDK falls back to a whole reply
     # when a provider cannot stream.
     data.setdefault("stream", True)
-    return sdk.LLM.model_validate(data)
+    llm = sdk.LLM.model_validate(data)
+    if retry_listener is not None:
+        llm = llm.model_copy(update={"retry_listener": retry_listener})
+    return llm
 
 
 def _from_env_text(value: Any, annotation: Any) -> Any:

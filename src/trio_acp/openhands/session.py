@@ -262,6 +262,15 @@ class Session:
         assert self.bridge is not None
         await self.bridge.flush()
 
+    def note_retry(self, attempt: int, total: int, error: BaseException | None) -> None:
+        """SDK thread: a model call failed and will be retried — say so, it can take a while.
+
+        It also explains why a reply that was streaming may start over.
+        """
+        reason = _one_line(str(error))[:200] if error is not None else "unknown error"
+        text = f"\n(The model call failed: {reason}. Retrying, attempt {attempt + 1} of {total}.)\n"
+        self._post_sdk("update", schema.AgentThoughtChunk(content=schema.TextContent(text=text)))
+
     # --- the update pump ------------------------------------------------------------
 
     async def _pump(self) -> None:
