@@ -27,6 +27,9 @@ import trio
 
 __all__ = ["AgentExited", "AgentProcess", "Frame", "Reply", "RequestTimeout", "open_agent"]
 
+#: Seconds a write to the agent's stdin may block before the agent counts as stuck.
+WRITE_TIMEOUT = 30.0
+
 #: Marks a line that is not a JSON value.
 NOT_JSON = object()
 
@@ -254,9 +257,17 @@ class AgentProcess:
             frame = self._record("out", data.rstrip(b"\n"))
             try:
                 assert self.process.stdin is not None
-                await self.process.stdin.send_all(data)
+                # An agent whose reader died (e.g. on a too-long line) stops draining its
+                # stdin: the pipe fills and the write would wait forever.
+                with trio.fail_after(WRITE_TIMEOUT):
+                    await self.process.stdin.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 raise AgentExited(f"cannot write to the agent: {exc!r}") from None
+            except trio.TooSlowError:
+                raise RequestTimeout(
+                    f"the agent has not read its stdin for {WRITE_TIMEOUT:g} s "
+                    f"({len(data)} bytes to write)"
+                ) from None
             return frame
 
     async def send(self, msg: dict[str, Any]) -> Frame:

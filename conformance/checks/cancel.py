@@ -8,7 +8,7 @@ import trio
 from ..context import Context, Turn
 from ..harness import Frame
 from ..model import Failed, Level, NotTested, check
-from ..scenarios import echo_prompt, slow_prompt
+from ..scenarios import echo_prompt, sleep_prompt, slow_prompt
 from ._util import late_turn_updates, require_stop_reason
 
 AREA = "cancel"
@@ -125,3 +125,43 @@ async def cancel_latency(ctx: Context) -> str:
         raise Failed(f"answered {latency:.2f} s after the cancel")
     await trio.lowlevel.checkpoint()
     return f"{latency * 1000:.0f} ms"
+
+
+@check(
+    "ACP-CANCEL-005",
+    "a cancel during a running tool call is answered within 5 s",
+    rule="On session/cancel the agent SHOULD stop tool invocations as soon as possible and then "
+    "answer cancelled (prompt-turn.mdx §Cancellation; LESSONS: a soft pause that waits for the "
+    "tool is the common failure). The tool runs `sleep 20`.",
+    level=Level.ADVISORY,
+    area=AREA,
+    timeout=90,
+)
+async def cancel_mid_tool(ctx: Context) -> str:
+    agent = await ctx.main()
+    sid, _ = await ctx.new_session()
+    mark, handle = await ctx.start_turn(agent, sid, sleep_prompt(20))
+
+    def tool_started() -> bool:
+        return handle.done or any(
+            f.session_id == sid and f.update_kind in ("tool_call", "tool_call_update")
+            for f in agent.since(mark)
+        )
+
+    await agent.wait_for(tool_started, timeout=15.0)
+    if handle.done:
+        raise NotTested("the turn ended before the tool call started")
+    if not tool_started():
+        raise NotTested("no tool call within 15 s")
+    await trio.sleep(1.0)  # let the command start
+    if handle.done:
+        raise NotTested("the turn ended before a cancel could be sent")
+    cancel = await agent.notify("session/cancel", {"sessionId": sid})
+    turn = await ctx.finish_turn(agent, sid, mark, handle, timeout=40, grace=0.5)
+    reason = require_stop_reason(turn)
+    latency = turn.reply.frame.time - cancel.time if turn.reply else float("inf")
+    if reason != "cancelled":
+        raise Failed(f"stopReason {reason!r} after {latency:.1f} s")
+    if latency > 5.0:
+        raise Failed(f"answered {latency:.1f} s after the cancel")
+    return f"cancelled after {latency * 1000:.0f} ms"

@@ -54,6 +54,7 @@ FAULT_FOR = {
     "ACP-CANCEL-002": "updates-after-cancel",
     "ACP-CANCEL-003": "wedge-after-cancel",
     "ACP-CANCEL-004": "slow-cancel",
+    "ACP-CANCEL-005": "cancel-waits-for-tool",
     "ACP-PERM-001": "perm-dup-options",
     "ACP-PERM-002": "perm-allow-ignored",
     "ACP-PERM-003": "perm-reject-runs",

@@ -66,6 +66,7 @@ FAULTS = {
     "updates-after-cancel": "sends an update after the cancelled turn's response",
     "wedge-after-cancel": "a cancelled session refuses later prompts",
     "slow-cancel": "takes 3 s to answer a cancel",
+    "cancel-waits-for-tool": "a cancel waits for the running tool to finish",
     "perm-dup-options": "permission options share an optionId",
     "perm-allow-ignored": "does not run an allowed tool",
     "perm-reject-runs": "runs a rejected tool",
@@ -548,7 +549,8 @@ class Agent:
             if what.startswith("touch "):
                 Path(what[6:].strip()).touch()
             elif what.startswith("sleep "):
-                await trio.sleep(float(what[6:]))
+                with trio.CancelScope(shield=FAULT == "cancel-waits-for-tool"):
+                    await trio.sleep(float(what[6:]))
         elif kind == "edit" and what:
             if FAULT == "fs-without-cap":
                 await self.call("fs/write_text_file", {"sessionId": session.id, "path": what,
