@@ -175,7 +175,9 @@ async def test_initialize_answers_any_version_with_1_and_advertises_what_works(e
     caps = init.agent_capabilities
     assert caps.prompt_capabilities.image and caps.prompt_capabilities.embedded_context
     assert not caps.prompt_capabilities.audio
-    assert not caps.load_session
+    assert caps.load_session
+    sc = caps.session_capabilities
+    assert sc.close is not None and sc.list is not None and sc.resume is not None and sc.delete is not None
     assert init.auth_methods == []  # a model is configured
 
 
@@ -377,3 +379,57 @@ async def test_a_retried_model_call_is_announced_and_a_final_failure_is_an_error
             assert "Retrying, attempt 2 of 2" in thoughts
             ok = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "fine")))
             assert ok.stop_reason == "end_turn"
+
+
+async def test_load_resume_list_delete_across_agent_restarts(env, tmp_path, llm):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    first = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, first) as (_, conn):
+            sid = await _start(conn, ws)
+            await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("terminal", "Say [word:heron] hello")))
+            other = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+    titles = [u.title for u in first.updates if isinstance(u, schema.SessionInfoUpdate)]
+    assert titles == ["Say hello"]
+
+    # A new agent process (same persistence dir): list, load with replay, resume, delete.
+    loaded = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, loaded) as (_, conn):
+            await conn.agent.initialize(protocol_version=1)
+            listed = await conn.agent.list_sessions()
+            assert {s.session_id for s in listed.sessions} == {sid, other}
+            only_ws = await conn.agent.list_sessions(cwd=str(ws))
+            [entry] = only_ws.sessions
+            assert entry.session_id == sid and entry.cwd == str(ws) and entry.title == "Say hello"
+            assert entry.updated_at.endswith("Z")
+            with pytest.raises(RequestError) as info:
+                await conn.agent.list_sessions(cursor="not-a-cursor")
+            assert info.value.code == -32602
+
+            response = await conn.agent.load_session(session_id=sid, cwd=str(ws), mcp_servers=[])
+            assert response.modes.current_mode_id == "always-approve"
+            kinds = [type(u).__name__ for u in loaded.updates]
+            assert "UserMessageChunk" in kinds and "ToolCallStart" in kinds and "AgentMessageChunk" in kinds
+            user_text = "".join(u.content.text for u in loaded.updates if isinstance(u, schema.UserMessageChunk))
+            assert "heron" in user_text
+            [call] = [u for u in loaded.updates if isinstance(u, schema.ToolCallStart)]
+            assert call.status == "completed" and call.kind == "execute"
+            # The conversation goes on where it was: the model sees the earlier prompt.
+            again = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("remember")))
+            assert again.stop_reason == "end_turn"
+            assert "You said earlier: heron" in loaded.text()
+
+            loaded.updates.clear()
+            await conn.agent.resume_session(session_id=sid, cwd=str(ws), mcp_servers=[])
+            assert not [u for u in loaded.updates if isinstance(u, schema.UserMessageChunk)]  # no replay
+
+            await conn.agent.delete_session(session_id=sid)
+            await conn.agent.delete_session(session_id=sid)  # again: silently fine
+            await conn.agent.delete_session(session_id="../../etc")  # never a path
+            assert [s.session_id for s in (await conn.agent.list_sessions()).sessions] == [other]
+            for call in (conn.agent.load_session, conn.agent.resume_session):
+                with pytest.raises(RequestError) as info:
+                    await call(session_id=sid, cwd=str(ws), mcp_servers=[])
+                assert info.value.code == -32002

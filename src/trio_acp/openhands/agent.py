@@ -21,20 +21,19 @@ from . import commands
 from .sdk import SdkLoader, build_agent, build_llm
 from .session import Session
 from .settings import Settings, SettingsError, load_settings
+from .store import RULES_FILE, SessionStore, parse_session_id
 
 log = logging.getLogger(__name__)
 
 AUTH_METHOD_ID = "openhands-settings"
-# The session's "always" permission rules, next to the SDK's files for the conversation.
-RULES_FILE = "trio_acp_rules.json"
 
 
 def validate_session_id(session_id: str) -> str:
     """Session ids are UUIDs we made; anything else never reaches a path."""
-    try:
-        return str(uuid.UUID(session_id))
-    except (ValueError, TypeError, AttributeError):
-        raise RequestError(-32002, f"unknown session: {session_id!r}") from None
+    sid = parse_session_id(session_id)
+    if sid is None:
+        raise RequestError(-32002, f"unknown session: {session_id!r}")
+    return str(sid)
 
 
 class OpenHandsAgent:
@@ -75,12 +74,17 @@ class OpenHandsAgent:
             # We speak v1; for any other requested version the answer is still 1 (§6.1).
             protocol_version=schema.PROTOCOL_VERSION,
             agent_capabilities=schema.AgentCapabilities(
-                load_session=False,
+                load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
                 mcp_capabilities=schema.McpCapabilities(http=False, sse=False),
-                session_capabilities=schema.SessionCapabilities(close=schema.SessionCloseCapabilities()),
+                session_capabilities=schema.SessionCapabilities(
+                    close=schema.SessionCloseCapabilities(),
+                    list=schema.SessionListCapabilities(),
+                    resume=schema.SessionResumeCapabilities(),
+                    delete=schema.SessionDeleteCapabilities(),
+                ),
             ),
             auth_methods=auth_methods,
             agent_info=schema.Implementation(
@@ -98,12 +102,15 @@ class OpenHandsAgent:
 
     # --- sessions ---------------------------------------------------------------------
 
-    async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
-        cwd = params.cwd
+    def _check_cwd(self, cwd: str) -> None:
         if not os.path.isabs(cwd):
             raise RequestError.invalid_params(f"cwd must be an absolute path, got {cwd!r}")
         if not os.path.isdir(cwd):
             raise RequestError.invalid_params(f"cwd is not an existing directory: {cwd}")
+
+    async def _open_session(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> Session:
+        """Start a session (new, or an existing conversation from disk) in the agent's nursery."""
+        self._check_cwd(cwd)
         settings = self._settings()
         if settings.llm is None:
             raise RequestError(-32000, settings.missing_model_message())
@@ -115,17 +122,19 @@ class OpenHandsAgent:
             raise RequestError(
                 -32000, f"the model settings are not usable: {_short(exc)} (from {settings.settings_file} / LLM_*)"
             ) from None
-        agent = build_agent(sdk, llm, mcp_config=mcp_config(params.mcp_servers or []))
-        session_id = str(uuid.uuid4())
-        persistence = settings.conversations_dir
-        persistence.mkdir(parents=True, exist_ok=True)
+        agent = build_agent(sdk, llm, mcp_config=mcp_config(mcp_servers or []))
+        sid = uuid.UUID(session_id)
+        store = SessionStore(settings.conversations_dir)
+        store.root.mkdir(parents=True, exist_ok=True)
 
         def factory(callbacks, token_callbacks):
+            # With an existing directory the SDK resumes that conversation: same id,
+            # same events, the runtime agent and LLM replacing the persisted ones.
             return sdk.Conversation(
                 agent=agent,
                 workspace=cwd,
-                persistence_dir=str(persistence),
-                conversation_id=uuid.UUID(session_id),
+                persistence_dir=str(store.root),
+                conversation_id=sid,
                 callbacks=callbacks,
                 token_callbacks=token_callbacks,
                 visualizer=None,
@@ -140,20 +149,80 @@ class OpenHandsAgent:
             client=self._client,
             model=str(settings.llm.get("model")),
             mode=settings.default_mode,
-            rules_path=persistence / uuid.UUID(session_id).hex / RULES_FILE,
+            rules_path=store.dir_for(sid) / RULES_FILE,
+            store=store,
         )
         retries.session = session
         try:
             await self._nursery.start(session.run)
         except Exception as exc:
-            log.exception("creating session failed")
+            log.exception("starting session %s failed", session_id)
             raise RequestError(-32603, f"could not start the session: {_short(exc)}") from None
         self._sessions[session_id] = session
-        # Session-level updates go after the session/new response, never before it.
+        store.write_index(sid, cwd=cwd)
+        # Session-level updates go after the response, never before it.
         after_response(lambda: session.send_update(commands.available_commands()))
+        return session
+
+    async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+        session = await self._open_session(str(uuid.uuid4()), params.cwd, params.mcp_servers)
         return schema.NewSessionResponse(
-            session_id=session_id, modes=session.mode_state(), config_options=session.config_options()
+            session_id=session.id, modes=session.mode_state(), config_options=session.config_options()
         )
+
+    async def _existing(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> Session:
+        sid = parse_session_id(session_id)
+        if sid is None:
+            raise RequestError(-32002, f"unknown session: {session_id!r}")
+        live = self._sessions.get(str(sid))
+        if live is not None:
+            if live.busy:
+                raise RequestError(-32600, f"session {sid} is running a prompt turn; cancel it first")
+            # Reopen from disk so the new cwd and MCP servers apply; history is on disk.
+            self._sessions.pop(live.id, None)
+            await live.close()
+        self._check_cwd(cwd)
+        if not SessionStore(self._settings().conversations_dir).exists(sid):
+            raise RequestError(-32002, f"unknown session: {session_id}")
+        return await self._open_session(str(sid), cwd, mcp_servers)
+
+    async def load_session(self, params: schema.LoadSessionRequest) -> schema.LoadSessionResponse:
+        session = await self._existing(params.session_id, params.cwd, params.mcp_servers)
+        # The whole history, user messages included, before the response (§6.2).
+        await session.replay_history()
+        return schema.LoadSessionResponse(modes=session.mode_state(), config_options=session.config_options())
+
+    async def resume_session(self, params: schema.ResumeSessionRequest) -> schema.ResumeSessionResponse:
+        # Like load, but the client already shows the history: no replay.
+        session = await self._existing(params.session_id, params.cwd, params.mcp_servers)
+        return schema.ResumeSessionResponse(modes=session.mode_state(), config_options=session.config_options())
+
+    async def list_sessions(self, params: schema.ListSessionsRequest) -> schema.ListSessionsResponse:
+        if params.cwd is not None and not os.path.isabs(params.cwd):
+            raise RequestError.invalid_params(f"cwd must be an absolute path, got {params.cwd!r}")
+        store = SessionStore(self._settings().conversations_dir)
+        try:
+            page, cursor = await trio.to_thread.run_sync(store.list, params.cwd, params.cursor)
+        except ValueError as exc:
+            raise RequestError.invalid_params(str(exc)) from None
+        return schema.ListSessionsResponse(
+            sessions=[
+                schema.SessionInfo(session_id=s.session_id, cwd=s.cwd, title=s.title, updated_at=s.updated_at)
+                for s in page
+            ],
+            next_cursor=cursor,
+        )
+
+    async def delete_session(self, params: schema.DeleteSessionRequest) -> schema.DeleteSessionResponse:
+        sid = parse_session_id(params.session_id)
+        if sid is None:
+            return schema.DeleteSessionResponse()  # unknown ids succeed silently (spec: SHOULD)
+        live = self._sessions.pop(str(sid), None)
+        if live is not None:
+            await live.close()
+        store = SessionStore(self._settings().conversations_dir)
+        await trio.to_thread.run_sync(store.delete, sid)
+        return schema.DeleteSessionResponse()
 
     async def set_session_mode(self, params: schema.SetSessionModeRequest) -> schema.SetSessionModeResponse:
         session = self._session(params.session_id)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,6 +30,7 @@ from . import commands
 from .bridge import Flush, ThreadBridge
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
+from .store import now_iso
 from .sdk import REASONING_EFFORTS, confirmation_setup, supports_reasoning_effort
 from .loop_thread import LoopThread, wait_future
 from .prompt import ImagePart, TextPart, prompt_to_parts
@@ -70,6 +73,7 @@ class Session:
         model: str = "",
         mode: str = ALWAYS_ASK,
         rules_path: Any = None,
+        store: Any = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -78,6 +82,8 @@ class Session:
         self.model = model
         self.mode = mode
         self.rules = RuleBook(rules_path)
+        self._store = store
+        self._titled = False
         # The model's reasoning effort, when it has one to choose (else no option).
         self.reasoning_effort: str | None = None
         self._conversation_factory = conversation_factory
@@ -333,6 +339,37 @@ class Session:
 
     # --- turns ----------------------------------------------------------------------
 
+    @property
+    def busy(self) -> bool:
+        return self._turn_running
+
+    async def replay_history(self) -> None:
+        """session/load: the whole conversation as updates, user messages included."""
+        conv = self.conversation
+        events = await trio.to_thread.run_sync(lambda: list(conv.state.events), limiter=self.limiter)
+        for update in coalesce(self.translator.replay(events)):
+            await self.send_update(update)
+        self._titled = True  # a loaded session keeps the title it had
+
+    def _record_turn(self, blocks: list[Any], seq: int) -> None:
+        """Keep `session/list` current; the first prompt also names the session."""
+        if self._store is None:
+            return
+        title = None
+        if not self._titled:
+            text = next((b.text for b in blocks if isinstance(b, schema.TextContent)), "")
+            title = _title_from(text)
+            self._titled = True
+        sid = uuid.UUID(self.id)
+        try:
+            self._store.write_index(sid, cwd=self.cwd, title=title)
+        except OSError:
+            log.warning("could not update the session index of %s", self.id, exc_info=True)
+            return
+        if title:
+            update = schema.SessionInfoUpdate(title=title, updated_at=now_iso())
+            self.bridge.post(("update", update, seq))
+
     def request_cancel(self) -> None:
         """session/cancel: stop the running turn, if any. A no-op while idle."""
         if self._cancel_event is not None:
@@ -358,6 +395,7 @@ class Session:
                 stop_reason = "end_turn"
                 return schema.PromptResponse(stop_reason=stop_reason)
             message = self._build_message(blocks)
+            self._record_turn(blocks, seq)
             conv = self.conversation
             start = len(conv.state.events)
             await trio.to_thread.run_sync(conv.send_message, message, limiter=self.limiter)
@@ -528,6 +566,14 @@ class Session:
             cost=schema.Cost(amount=cost, currency="USD") if cost and math.isfinite(cost) else None,
         )
         self.bridge.post(("update", update, seq))
+
+
+def _title_from(text: str) -> str | None:
+    # Scenario tags and the like are noise in a title; the first real words are not.
+    words = " ".join(re.sub(r"\[[^\]\n]*\]", " ", text).split())
+    if not words:
+        return None
+    return words if len(words) <= 80 else words[:79].rstrip() + "…"
 
 
 def _only_cancelled(exc: BaseException) -> bool:
