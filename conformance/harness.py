@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -237,6 +238,20 @@ class AgentProcess:
     @property
     def alive(self) -> bool:
         return not self.stdout_closed and not self.exited.is_set()
+
+    def stderr_error(self) -> str:
+        """The last ``SomethingError: ...`` the agent logged (box drawing stripped), or ""."""
+        text = self.stderr_tail(20000)
+        lines = [" ".join(re.sub(r"[│╭╮╰╯─┃━]", " ", line).split()) for line in text.splitlines()]
+        for i in range(len(lines) - 1, -1, -1):
+            if re.match(r"^[A-Za-z_.]*(Error|Exception)\b:", lines[i]):
+                out = [lines[i]]
+                for more in lines[i + 1 : i + 4]:
+                    if not more or re.match(r"^\[|^[A-Za-z_.]*(Error|Exception)\b", more):
+                        break
+                    out.append(more)
+                return " ".join(out)[:300]
+        return ""
 
     def stderr_tail(self, n: int = 600) -> str:
         try:

@@ -32,5 +32,6 @@ async def large_frame(ctx: Context) -> str:
                               extra={"_meta": {"acp-conformance/padding": padding}}, timeout=30)
     except (RequestTimeout, AgentExited) as exc:
         ctx.retire_main("it did not survive a 1 MiB frame")
-        raise Failed(f"{exc}; stderr: {' '.join(agent.stderr_tail(300).split())!r}") from None
+        logged = agent.stderr_error()
+        raise Failed(f"{exc}" + (f"; the agent logged {logged!r}" if logged else "")) from None
     return f"{len(turn.request.raw) // 1024} KiB prompt: {require_stop_reason(turn)}"
