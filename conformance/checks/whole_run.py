@@ -167,6 +167,19 @@ def _message_type(agent_methods: dict[Any, str], frame: Frame) -> tuple[str | No
     return result_t, msg.get("result"), f"{method} result"
 
 
+def _spec_messages(ctx: Context):
+    """(frame, schema type name or None, value, label) for every well-formed, non-extension
+    message the agents sent in the whole run."""
+    for agent in ctx.agents:
+        methods = _outbound_methods(agent)
+        for f in agent.frames:
+            if f.direction != "in" or f.problem or not isinstance(f.msg, dict):
+                continue
+            if (f.method or "").startswith("_"):
+                continue
+            yield (f, *_message_type(methods, f))
+
+
 def _schema(ctx: Context):
     if ctx.validator is None:
         raise NotTested(f"the official schema is not available: {ctx.schema_problem}")
@@ -186,21 +199,14 @@ async def schema_valid(ctx: Context) -> str:
     validator = _schema(ctx)
     await ctx.basic_traffic()
     checked, errors, unknown = 0, [], []
-    for agent in ctx.agents:
-        methods = _outbound_methods(agent)
-        for f in agent.frames:
-            if f.direction != "in" or f.problem or not isinstance(f.msg, dict):
-                continue
-            if (f.method or "").startswith("_"):
-                continue
-            type_name, value, label = _message_type(methods, f)
-            if type_name is None:
-                if f.is_request or f.is_notification:
-                    unknown.append(f.method)
-                continue
-            checked += 1
-            for e in validator.errors(type_name, value):
-                errors.append(f"{label}: {e}")
+    for f, type_name, value, label in _spec_messages(ctx):
+        if type_name is None:
+            if f.is_request or f.is_notification:
+                unknown.append(f.method)
+            continue
+        checked += 1
+        for e in validator.errors(type_name, value):
+            errors.append(f"{label}: {e}")
     if unknown:
         errors.insert(0, f"method(s) not in ACP v1: {sorted(set(map(str, unknown)))}")
     if errors:
@@ -221,23 +227,16 @@ async def no_custom_fields(ctx: Context) -> str:
     validator = _schema(ctx)
     await ctx.basic_traffic()
     problems = []
-    for agent in ctx.agents:
-        methods = _outbound_methods(agent)
-        for f in agent.frames:
-            if f.direction != "in" or f.problem or not isinstance(f.msg, dict):
-                continue
-            if (f.method or "").startswith("_"):
-                continue
-            type_name, value, label = _message_type(methods, f)
-            if type_name is None or not isinstance(value, dict):
-                continue
-            extra = set(value) - validator.known_properties(type_name)
+    for f, type_name, value, label in _spec_messages(ctx):
+        if type_name is None or not isinstance(value, dict):
+            continue
+        extra = set(value) - validator.known_properties(type_name)
+        if extra:
+            problems.append(f"{label}: {sorted(extra)}")
+        if f.method == "session/update" and isinstance(value.get("update"), dict):
+            extra = set(value["update"]) - validator.known_properties("SessionUpdate")
             if extra:
-                problems.append(f"{label}: {sorted(extra)}")
-            if f.method == "session/update" and isinstance(value.get("update"), dict):
-                extra = set(value["update"]) - validator.known_properties("SessionUpdate")
-                if extra:
-                    problems.append(f"{value['update'].get('sessionUpdate')} update: {sorted(extra)}")
+                problems.append(f"{value['update'].get('sessionUpdate')} update: {sorted(extra)}")
     if problems:
         raise Failed(f"{len(problems)} message(s); " + " | ".join(sorted(set(problems))[:3]))
     return "none"
