@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 
+import psutil
 import pytest
 import trio
 import trio.testing
@@ -20,7 +22,7 @@ from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.settings import load_settings
 from trio_acp.rpc import RequestError
-from trio_acp.testing import Scenario, ScriptedLLM, Turn, scenario_prompt, scripted_env
+from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Turn, scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
 
 _LOADER: SdkLoader | None = None
@@ -36,7 +38,17 @@ def loader() -> SdkLoader:
 
 @pytest.fixture(scope="module")
 def llm():
+    def shout_steps(ctx):
+        # The MCP tool's name as the SDK registered it, found in the request's tool list.
+        names = [t["function"]["name"] for t in ctx.body.get("tools", [])]
+        name = next((n for n in names if "shout" in n), "shout")
+        return [
+            Turn(tool_calls=[ToolCall(name, {"text": "hello mcp"})]),
+            Turn(text="Shouted."),
+        ]
+
     extra = [
+        Scenario("mcp-shout", shout_steps, "call the shout MCP tool"),
         Scenario("cutoff", [Turn(text="This reply is cut", finish_reason="length")], "max tokens"),
         Scenario("refuse", [Turn(text="I can't help with that.", finish_reason="content_filter")], "refusal"),
     ]
@@ -433,3 +445,36 @@ async def test_load_resume_list_delete_across_agent_restarts(env, tmp_path, llm)
                 with pytest.raises(RequestError) as info:
                     await call(session_id=sid, cwd=str(ws), mcp_servers=[])
                 assert info.value.code == -32002
+
+
+async def test_stdio_mcp_servers_from_session_new_become_tools(env, tmp_path, llm):
+    # LESSONS 11: MCP servers the client passes must not be silently ignored.
+    server = os.path.join(os.path.dirname(__file__), "mcp", "shout_server.py")
+    mcp = schema.McpServerStdio(
+        name="shouter",
+        command=sys.executable,
+        args=[server],
+        env=[schema.EnvVariable(name="SHOUT_SUFFIX", value="!!")],
+    )
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            await conn.agent.initialize(protocol_version=1)
+            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[mcp])).session_id
+            before = len(llm.requests)
+            r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("mcp-shout")))
+            assert r.stop_reason == "end_turn"
+    tools = [t["function"]["name"] for t in llm.requests[before].body.get("tools", [])]
+    assert any("shout" in name for name in tools), tools
+    outputs = [
+        c.content.text
+        for u in client.updates
+        if isinstance(u, schema.ToolCallProgress) and u.status == "completed"
+        for c in (u.content or [])
+        if isinstance(c, schema.ContentToolCallContent)
+    ]
+    assert any("HELLO MCP!!" in text for text in outputs), outputs
+    # Closing the agent closed the session, and the MCP server with it (LESSONS 16).
+    with trio.fail_after(10):
+        while [p for p in psutil.process_iter(["cmdline"]) if server in (p.info["cmdline"] or [])]:
+            await trio.sleep(0.1)

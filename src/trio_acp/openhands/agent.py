@@ -122,7 +122,10 @@ class OpenHandsAgent:
             raise RequestError(
                 -32000, f"the model settings are not usable: {_short(exc)} (from {settings.settings_file} / LLM_*)"
             ) from None
-        agent = build_agent(sdk, llm, mcp_config=mcp_config(mcp_servers or []))
+        try:
+            agent = build_agent(sdk, llm, mcp_config=mcp_config(mcp_servers or []))
+        except Exception as exc:
+            raise RequestError.invalid_params(f"the session's set-up is not usable: {_short(exc)}") from None
         sid = uuid.UUID(session_id)
         store = SessionStore(settings.conversations_dir)
         store.root.mkdir(parents=True, exist_ok=True)
@@ -285,7 +288,7 @@ class RetryRelay:
 
 
 def mcp_config(servers: list[Any]) -> dict[str, Any]:
-    """ACP stdio MCP servers → the SDK's `mcp_config` (the `mcpServers` JSON shape)."""
+    """ACP stdio MCP servers → the SDK's `mcp_config` (server name → command, args, env)."""
     out: dict[str, Any] = {}
     for server in servers:
         if isinstance(server, schema.McpServerStdio):
@@ -294,7 +297,7 @@ def mcp_config(servers: list[Any]) -> dict[str, Any]:
                 "args": list(server.args or []),
                 "env": {e.name: e.value for e in (server.env or [])},
             }
-    return {"mcpServers": out} if out else {}
+    return out
 
 
 def load_settings_message(env) -> str:
