@@ -110,3 +110,20 @@ async def test_loop_thread_result_and_exception_reach_trio():
             raise AssertionError("expected ValueError")
     finally:
         loop.stop()
+
+
+async def test_close_releases_a_flush_that_nobody_will_consume():
+    bridge = ThreadBridge()
+    async with trio.open_nursery() as nursery:
+        done = trio.Event()
+
+        async def flusher():
+            await bridge.flush()  # no consumer is running
+            done.set()
+
+        nursery.start_soon(flusher)
+        await trio.sleep(0.01)
+        assert not done.is_set()
+        bridge.close()
+        with trio.fail_after(5):
+            await done.wait()

@@ -83,4 +83,8 @@ class ThreadBridge:
 
     def close(self) -> None:
         self._closed = True
-        self._items.clear()
+        # Whoever waits on a flush must not wait for a consumer that is gone.
+        while self._items:
+            item = self._items.popleft()
+            if isinstance(item, Flush):
+                item.done.set()

@@ -102,6 +102,8 @@ class Session:
         self._finish_reason: str | None = None
         self._closed = trio.Event()
         self._stopped = trio.Event()
+        self._idle = trio.Event()  # set while no turn runs
+        self._idle.set()
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -165,8 +167,12 @@ class Session:
             self.bridge.close()
 
     async def close(self) -> None:
-        """Cancel any turn as if by session/cancel, then free everything."""
+        """Cancel any turn as if by session/cancel, let it answer, then free everything."""
         self.request_cancel()
+        # The turn needs the pump and the loop thread to finish properly (its last
+        # updates, then its `cancelled` response): only then does the nursery go.
+        with trio.move_on_after(CANCEL_DEADLINE):
+            await self._idle.wait()
         self._closed.set()
         await self._stopped.wait()
 
@@ -381,6 +387,7 @@ class Session:
         if self._closed.is_set():
             raise RequestError(-32002, f"session {self.id} is closed")
         self._turn_running = True
+        self._idle = trio.Event()
         self._turns += 1
         seq = self._turn_seq = self._turns
         self._finish_reason = None
@@ -415,6 +422,7 @@ class Session:
             self._turn_seq = None
             self._turn_running = False
             self._cancel_event = None
+            self._idle.set()
         if stop_reason == "end_turn":
             stop_reason = {"length": "max_tokens", "content_filter": "refusal"}.get(
                 self._finish_reason or "", "end_turn"
