@@ -478,3 +478,64 @@ async def test_stdio_mcp_servers_from_session_new_become_tools(env, tmp_path, ll
     with trio.fail_after(10):
         while [p for p in psutil.process_iter(["cmdline"]) if server in (p.info["cmdline"] or [])]:
             await trio.sleep(0.1)
+
+
+async def test_a_malformed_permission_answer_fails_closed_now_and_later(env, tmp_path):
+    # Regression: a schema-invalid answer used to leave the action pending, and the next
+    # prompt's run took it as approved.
+    env["TRIO_ACP_DEFAULT_MODE"] = "always-ask"
+    agent_stream, client_stream = trio.testing.memory_stream_pair()
+    raw = RawClient(client_stream)
+    marker = tmp_path / "never-made"
+    with trio.fail_after(60):
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_agent_connection(agent_stream, agent):
+                await raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+                await raw.until(lambda f: f.get("id") == 1)
+                await raw.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}})
+                sid = (await raw.until(lambda f: f.get("id") == 2))["result"]["sessionId"]
+                text = scenario_prompt("terminal", command=f"touch {marker}")
+                await raw.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}})
+                ask = await raw.until(lambda f: f.get("method") == "session/request_permission")
+                await raw.send({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected"}}})
+                failed = await raw.until(lambda f: f.get("id") == 3)
+                assert failed["error"]["code"] == -32603 and "nothing was run" in failed["error"]["message"]
+                await raw.send({"jsonrpc": "2.0", "id": 4, "method": "session/prompt",
+                                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": scenario_prompt("echo", "next")}]}})
+                after = await raw.until(lambda f: f.get("id") == 4)
+                assert after["result"]["stopReason"] == "end_turn"
+                await client_stream.aclose()
+    assert not marker.exists()
+
+
+async def test_an_action_left_pending_on_disk_is_not_run_after_a_reload(env, tmp_path):
+    # Regression: agent 1 dies while asking permission (its state on disk: waiting for
+    # confirmation); a restarted agent that loads the session must not run that action.
+    env["TRIO_ACP_DEFAULT_MODE"] = "always-ask"
+    marker = tmp_path / "never-made"
+    asked = trio.Event()
+
+    class Hanging(Client):
+        async def request_permission(self, params):
+            asked.set()
+            await trio.sleep_forever()
+
+    class Rejecting(Client):
+        async def request_permission(self, params):
+            return schema.RequestPermissionResponse(outcome=schema.SelectedPermissionOutcome(option_id="reject_once"))
+
+    with trio.fail_after(90):
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as a1, open_openhands_agent(env=env, sdk_loader=loader()) as a2:
+            async with open_in_memory_pair(a1, Hanging()) as (_, c1), open_in_memory_pair(a2, Rejecting()) as (_, c2):
+                sid = await _start(c1, tmp_path)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(lambda: c1.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("terminal", command=f"touch {marker}"))))
+                    await asked.wait()
+                    await c2.agent.initialize(protocol_version=1)
+                    await c2.agent.load_session(session_id=sid, cwd=str(tmp_path), mcp_servers=[])
+                    r = await c2.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "hello")))
+                    assert r.stop_reason == "end_turn"
+                    assert not marker.exists()
+                    nursery.cancel_scope.cancel()
+    assert not marker.exists()

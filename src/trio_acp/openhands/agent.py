@@ -43,6 +43,7 @@ class OpenHandsAgent:
         self._env = env
         self._client: Any = None
         self._sessions: dict[str, Session] = {}
+        self._locks: dict[str, trio.Lock] = {}
 
     def on_connect(self, client: Any) -> None:
         self._client = client
@@ -173,10 +174,20 @@ class OpenHandsAgent:
             session_id=session.id, modes=session.mode_state(), config_options=session.config_options()
         )
 
+    def _lock_for(self, session_id: str) -> trio.Lock:
+        # Reopening and deleting a session close and re-register it across awaits: one at a
+        # time per id, or two loads could both open it and orphan one.
+        return self._locks.setdefault(session_id, trio.Lock())
+
     async def _existing(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> Session:
         sid = parse_session_id(session_id)
         if sid is None:
             raise RequestError(-32002, f"unknown session: {session_id!r}")
+        async with self._lock_for(str(sid)):
+            return await self._reopen(sid, cwd, mcp_servers)
+
+    async def _reopen(self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None) -> Session:
+        session_id = str(sid)
         live = self._sessions.get(str(sid))
         if live is not None:
             if live.busy:
@@ -220,11 +231,12 @@ class OpenHandsAgent:
         sid = parse_session_id(params.session_id)
         if sid is None:
             return schema.DeleteSessionResponse()  # unknown ids succeed silently (spec: SHOULD)
-        live = self._sessions.pop(str(sid), None)
-        if live is not None:
-            await live.close()
-        store = SessionStore(self._settings().conversations_dir)
-        await trio.to_thread.run_sync(store.delete, sid)
+        async with self._lock_for(str(sid)):
+            live = self._sessions.pop(str(sid), None)
+            if live is not None:
+                await live.close()
+            store = SessionStore(self._settings().conversations_dir)
+            await trio.to_thread.run_sync(store.delete, sid)
         return schema.DeleteSessionResponse()
 
     async def set_session_mode(self, params: schema.SetSessionModeRequest) -> schema.SetSessionModeResponse:

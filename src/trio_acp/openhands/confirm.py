@@ -110,9 +110,9 @@ async def ask(session: Any, action: Any, scope: Scope, cancel_event: trio.Event)
         async def request_it() -> None:
             try:
                 result["response"] = await session.client.request_permission(request)
-            except RequestError as exc:
+            except (RequestError, PeerClosed) as exc:
                 result["error"] = exc
-            except PeerClosed as exc:
+            except Exception as exc:  # e.g. a malformed answer (SchemaError): fail closed
                 result["error"] = exc
             nursery.cancel_scope.cancel()
 

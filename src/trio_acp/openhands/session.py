@@ -90,6 +90,9 @@ class Session:
         self.conversation: Any = None
         self.translator = Translator(cwd)
         self.limiter = trio.CapacityLimiter(2)
+        # Interrupting has its own thread budget: a set_mode blocked on the SDK's lock
+        # behind a running tool must never delay a cancel.
+        self._interrupt_limiter = trio.CapacityLimiter(1)
         self.bridge: ThreadBridge | None = None
         self._loop: LoopThread | None = None
         self._cancel_event: trio.Event | None = None
@@ -146,7 +149,9 @@ class Session:
         if ensure_ready is None:
             return
         try:
-            await trio.to_thread.run_sync(ensure_ready, limiter=self.limiter, abandon_on_cancel=True)
+            # Not abandoned on cancel: a close must wait for it, or the shell it is starting
+            # would outlive the session (conv.close() would find no tools to close yet).
+            await trio.to_thread.run_sync(ensure_ready, limiter=self.limiter)
         except Exception:
             log.warning("warming up session %s failed; the first prompt will retry", self.id, exc_info=True)
 
@@ -290,40 +295,58 @@ class Session:
 
         The pump also closes turns (an `_EndTurn` flush marker): from then on it drops
         whatever a finished turn's stragglers still post (a tool thread outliving an
-        interrupt, a late token), so nothing can follow the turn's response.
+        interrupt, a late token), so nothing can follow the turn's response. A turn can
+        also be closed from outside (`_ended_turn`, when its flush timed out): updates of
+        a closed turn are dropped right up to the moment they would be sent.
         """
         assert self.bridge is not None
-        while True:
-            items = await self.bridge.receive_batch()
-            pending: list[Any] = []
+        items: list[Any] = []
+        try:
+            while True:
+                items = await self.bridge.receive_batch()
+                pending: list[Any] = []
+                pending_seq = 0
+                while items:
+                    item = items.pop(0)
+                    if isinstance(item, Flush):
+                        end = item.payload
+                        if isinstance(end, _EndTurn) and end.fail_open is not None:
+                            pending.extend(self._guard(self.translator.fail_open_tool_calls, end.fail_open))
+                            pending_seq = pending_seq or end.seq
+                        await self._send(pending, pending_seq)
+                        pending, pending_seq = [], 0
+                        if isinstance(end, _EndTurn):
+                            self._ended_turn = max(self._ended_turn, end.seq)
+                        item.done.set()
+                        continue
+                    kind, obj, seq = item
+                    if seq is None or seq <= self._ended_turn:
+                        log.debug("dropping %s %s posted outside its turn", kind, type(obj).__name__)
+                        continue
+                    pending_seq = seq
+                    if kind == "update":  # already an ACP update (usage, notes from the session)
+                        pending.append(obj)
+                    elif kind == "token":
+                        self._note_finish_reason(obj)
+                        pending.extend(self._guard(self.translator.token, obj))
+                    else:
+                        pending.extend(self._guard(self.translator.event, obj))
+                await self._send(pending, pending_seq)
+        finally:
+            # A cancelled pump must not leave anyone waiting on a flush it held.
             for item in items:
                 if isinstance(item, Flush):
-                    end = item.payload
-                    if isinstance(end, _EndTurn):
-                        if end.fail_open is not None:
-                            pending.extend(self.translator.fail_open_tool_calls(end.fail_open))
-                        self._ended_turn = max(self._ended_turn, end.seq)
-                    await self._send(pending)
-                    pending = []
                     item.done.set()
-                    continue
-                kind, obj, seq = item
-                if seq is None or seq <= self._ended_turn:
-                    log.debug("dropping %s %s posted outside its turn", kind, type(obj).__name__)
-                    continue
-                if kind == "update":  # already an ACP update (usage, notes from the session)
-                    pending.append(obj)
-                    continue
-                try:
-                    if kind == "token":
-                        self._note_finish_reason(obj)
-                        pending.extend(self.translator.token(obj))
-                    else:
-                        pending.extend(self.translator.event(obj))
-                except Exception:
-                    # A translation bug must cost one update, never the session.
-                    log.exception("translating %s %r failed", kind, type(obj).__name__)
-            await self._send(pending)
+
+    @staticmethod
+    def _guard(fn: Any, arg: Any) -> list[Any]:
+        # A translation bug must cost one update, never the session (or the agent: an
+        # exception here would leave the session's nursery and take the others down).
+        try:
+            return fn(arg)
+        except Exception:
+            log.exception("translating %r failed", type(arg).__name__)
+            return []
 
     def _note_finish_reason(self, chunk: Any) -> None:
         # The SDK drops the model's finish_reason; the stream still carries it, and it is
@@ -333,8 +356,15 @@ class Session:
             if reason:
                 self._finish_reason = reason
 
-    async def _send(self, updates: list[Any]) -> None:
-        for update in coalesce(updates):
+    async def _send(self, updates: list[Any], seq: int) -> None:
+        try:
+            merged = coalesce(updates)
+        except Exception:
+            log.exception("coalescing updates failed; sending them as they are")
+            merged = updates
+        for update in merged:
+            if seq and seq <= self._ended_turn:
+                return  # the turn was closed while we waited to send: never after its response
             await self.send_update(update)
 
     async def send_update(self, update: Any) -> None:
@@ -342,6 +372,8 @@ class Session:
             await self.client.session_update(session_id=self.id, update=update)
         except PeerClosed:
             pass  # the client is gone; keep draining so flushes still complete
+        except Exception:
+            log.exception("sending a session/update failed")
 
     # --- turns ----------------------------------------------------------------------
 
@@ -353,7 +385,7 @@ class Session:
         """session/load: the whole conversation as updates, user messages included."""
         conv = self.conversation
         events = await trio.to_thread.run_sync(lambda: list(conv.state.events), limiter=self.limiter)
-        for update in coalesce(self.translator.replay(events)):
+        for update in coalesce(self._guard(self.translator.replay, events)):
             await self.send_update(update)
         self._titled = True  # a loaded session keeps the title it had
 
@@ -399,11 +431,15 @@ class Session:
             if command is not None:
                 text = await commands.run(self, *command)
                 await self.send_update(schema.AgentMessageChunk(content=schema.TextContent(text=text)))
-                stop_reason = "end_turn"
+                stop_reason = "cancelled" if cancel_event.is_set() else "end_turn"
                 return schema.PromptResponse(stop_reason=stop_reason)
             message = self._build_message(blocks)
             self._record_turn(blocks, seq)
             conv = self.conversation
+            if conv.state.execution_status == self.sdk.ExecutionStatus.WAITING_FOR_CONFIRMATION:
+                # Left waiting by an earlier process (crash, kill) or turn: the SDK would run
+                # those actions as approved on the next run. Nobody approved them.
+                await self._reject_pending(conv, "Not approved before the session was reopened; nothing was run.")
             start = len(conv.state.events)
             await trio.to_thread.run_sync(conv.send_message, message, limiter=self.limiter)
             if cancel_event.is_set():
@@ -419,6 +455,9 @@ class Session:
             )
             with trio.move_on_after(CANCEL_DEADLINE, shield=True):
                 await self.bridge.flush(_EndTurn(seq, fail_open))
+            # Closed here too in case the flush timed out (a client that stopped reading):
+            # whatever of this turn the pump still holds is then dropped, not sent late.
+            self._ended_turn = max(self._ended_turn, seq)
             self._turn_seq = None
             self._turn_running = False
             self._cancel_event = None
@@ -461,6 +500,12 @@ class Session:
                 # Fail closed: nothing pending runs, and the turn ends with the reason.
                 await self._reject_pending(conv, "The permission request failed; nothing was run.")
                 raise RequestError(-32603, f"{exc}; nothing was run") from None
+            except BaseException:
+                # Whatever else went wrong (a cancel is handled in _run), the actions that
+                # were waiting must not be left pending: the next run would take them as
+                # approved.
+                await self._reject_pending(conv, "No approval was given; nothing was run.")
+                raise
             if decision == CANCELLED or cancel_event.is_set():
                 # Rejected now, or the next run would take the pending actions as approved.
                 await self._reject_pending(conv, "The user cancelled before approving this action.")
@@ -505,10 +550,10 @@ class Session:
         delay = 0.02
         first = True
         while not fut.done():
-            await trio.to_thread.run_sync(conv.interrupt, limiter=self.limiter)
+            await trio.to_thread.run_sync(conv.interrupt, limiter=self._interrupt_limiter)
             if first:
                 first = False
-                await trio.to_thread.run_sync(stop_tool_processes, conv, limiter=self.limiter)
+                await trio.to_thread.run_sync(stop_tool_processes, conv, limiter=self._interrupt_limiter)
             with trio.move_on_after(delay):
                 await wait_future(fut)
             delay = min(delay * 2, 0.5)
