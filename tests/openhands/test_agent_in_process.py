@@ -307,6 +307,17 @@ class RawClient:
             if predicate(frame):
                 return frame
 
+    async def open_session(self, cwd) -> str:
+        """initialize (ids 1) and session/new (id 2); returns the session id."""
+        await self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+        await self.until(lambda f: f.get("id") == 1)
+        await self.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(cwd), "mcpServers": []}})
+        return (await self.until(lambda f: f.get("id") == 2))["result"]["sessionId"]
+
+    async def prompt(self, request_id, sid: str, text: str) -> None:
+        await self.send({"jsonrpc": "2.0", "id": request_id, "method": "session/prompt",
+                         "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}})
+
 
 async def test_cancel_request_for_a_prompt_waiting_on_permission_ends_cancelled(env, tmp_path):
     # `$/cancel_request` for the prompt while its permission request is pending: handled
@@ -318,13 +329,9 @@ async def test_cancel_request_for_a_prompt_waiting_on_permission_ends_cancelled(
     with trio.fail_after(60):
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
             async with open_agent_connection(agent_stream, agent):
-                await raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
-                await raw.until(lambda f: f.get("id") == 1)
-                await raw.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}})
-                sid = (await raw.until(lambda f: f.get("id") == 2))["result"]["sessionId"]
+                sid = await raw.open_session(tmp_path)
                 prompt = scenario_prompt("terminal", command=f"touch {target}")
-                await raw.send({"jsonrpc": "2.0", "id": "p-1", "method": "session/prompt",
-                                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}})
+                await raw.prompt("p-1", sid, prompt)
                 ask = await raw.until(lambda f: f.get("method") == "session/request_permission")
                 await raw.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "p-1"}})
                 # The agent withdraws its own question, then answers the prompt.
@@ -334,8 +341,7 @@ async def test_cancel_request_for_a_prompt_waiting_on_permission_ends_cancelled(
                 assert any(f.get("method") == "$/cancel_request" and f["params"]["requestId"] == ask["id"] for f in frames)
                 # The client's late answer to the withdrawn question is ignored, safely.
                 await raw.send({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
-                await raw.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-                                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": scenario_prompt("echo", "after")}]}})
+                await raw.prompt(3, sid, scenario_prompt("echo", "after"))
                 after = await raw.until(lambda f: f.get("id") == 3)
                 assert after["result"]["stopReason"] == "end_turn"
                 await client_stream.aclose()
@@ -490,19 +496,14 @@ async def test_a_malformed_permission_answer_fails_closed_now_and_later(env, tmp
     with trio.fail_after(60):
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
             async with open_agent_connection(agent_stream, agent):
-                await raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
-                await raw.until(lambda f: f.get("id") == 1)
-                await raw.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}})
-                sid = (await raw.until(lambda f: f.get("id") == 2))["result"]["sessionId"]
+                sid = await raw.open_session(tmp_path)
                 text = scenario_prompt("terminal", command=f"touch {marker}")
-                await raw.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-                                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}})
+                await raw.prompt(3, sid, text)
                 ask = await raw.until(lambda f: f.get("method") == "session/request_permission")
                 await raw.send({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected"}}})
                 failed = await raw.until(lambda f: f.get("id") == 3)
                 assert failed["error"]["code"] == -32603 and "nothing was run" in failed["error"]["message"]
-                await raw.send({"jsonrpc": "2.0", "id": 4, "method": "session/prompt",
-                                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": scenario_prompt("echo", "next")}]}})
+                await raw.prompt(4, sid, scenario_prompt("echo", "next"))
                 after = await raw.until(lambda f: f.get("id") == 4)
                 assert after["result"]["stopReason"] == "end_turn"
                 await client_stream.aclose()
