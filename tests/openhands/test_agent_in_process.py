@@ -99,25 +99,29 @@ def _text(t: str) -> list:
     return [schema.TextContent(text=t)]
 
 
-async def test_second_prompt_while_a_turn_runs_is_refused_clearly(env, tmp_path):
+async def test_a_prompt_sent_while_a_turn_runs_is_queued_and_a_cancel_ends_both(env, tmp_path):
     client = Client()
     async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
         async with open_in_memory_pair(agent, client) as (_, conn):
             sid = await _start(conn, tmp_path)
+            result = {}
+
+            async def prompt(name, text):
+                result[name] = await conn.agent.prompt(session_id=sid, prompt=_text(text))
+
             async with trio.open_nursery() as nursery:
-                result = {}
-
-                async def first():
-                    result["r"] = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("slow", chunks=40, delay_ms=50)))
-
-                nursery.start_soon(first)
+                nursery.start_soon(prompt, "first", scenario_prompt("slow", chunks=40, delay_ms=50))
                 await client.got.wait()
-                with pytest.raises(RequestError) as info:
-                    await conn.agent.prompt(session_id=sid, prompt=_text("second"))
-                assert info.value.code == -32600
-                assert "already running" in info.value.message
+                nursery.start_soon(prompt, "queued", scenario_prompt("echo", "queued"))
+                while agent._sessions[sid].queued == 0:
+                    await trio.sleep(0.01)
+                assert "queued" not in result  # waiting behind the running turn, not refused
                 await conn.agent.cancel(session_id=sid)
-            assert result["r"].stop_reason == "cancelled"
+            assert result["first"].stop_reason == "cancelled"
+            assert result["queued"].stop_reason == "cancelled"  # received before the cancel
+            assert "Echo: " not in client.text()
+            after = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "after")))
+            assert after.stop_reason == "end_turn"
 
 
 async def test_prompt_content_kinds_reach_the_model(env, tmp_path, llm):

@@ -856,3 +856,64 @@ async def test_pipe_eof_ends_the_peer() -> None:
         raw = RawSide(reader)
         assert await raw.receive_all() == [result(1, ["x"])]
     await reader.aclose()
+
+
+# -- request_received: wire-order bookkeeping ----------------------------------------------
+
+
+async def test_request_received_runs_in_wire_order_before_tasks_and_notifications() -> None:
+    # Requests and a notification in ONE write: the hook sees each request, with its id,
+    # before the notification behind it is handled — whatever order the tasks run in.
+    log: list[Any] = []
+
+    class H(RecordingHandler):
+        def request_received(self, method: str, params: Any) -> None:
+            log.append(("received", current_request_id.get(), method))
+            if method == "boom":
+                raise RuntimeError("bookkeeping failed")
+
+        async def handle_request(self, method: str, params: Any) -> Any:
+            log.append(("task", current_request_id.get(), method))
+            return None
+
+        async def handle_notification(self, method: str, params: Any) -> None:
+            log.append(("notification", None, method))
+
+    a, b = trio.testing.memory_stream_pair()
+    raw = RawSide(b)
+    async with open_peer(a, H()):
+        frames = [req(1, "first"), req("two", "boom"), notif("cancel"), req(3, "third")]
+        await raw.send_raw(b"".join(orjson.dumps(f) + b"\n" for f in frames))
+        answers = {(await raw.receive())["id"] for _ in range(3)}
+        assert answers == {1, "two", 3}  # a failing hook costs nothing but a log line
+    received = [entry for entry in log if entry[0] != "task"]
+    assert received == [
+        ("received", 1, "first"),
+        ("received", "two", "boom"),
+        ("notification", None, "cancel"),
+        ("received", 3, "third"),
+    ]
+    assert sorted(str(e[1]) for e in log if e[0] == "task") == ["1", "3", "two"]
+
+
+async def test_request_received_not_called_for_a_duplicate_in_flight_id() -> None:
+    seen: list[Any] = []
+    release = trio.Event()
+
+    class H(RecordingHandler):
+        def request_received(self, method: str, params: Any) -> None:
+            seen.append(current_request_id.get())
+
+        async def handle_request(self, method: str, params: Any) -> Any:
+            await release.wait()
+            return None
+
+    a, b = trio.testing.memory_stream_pair()
+    raw = RawSide(b)
+    async with open_peer(a, H()):
+        await raw.send_raw(orjson.dumps(req(7, "slow")) + b"\n" + orjson.dumps(req(7, "again")) + b"\n")
+        duplicate = await raw.receive()
+        assert duplicate["id"] == 7 and duplicate["error"]["code"] == -32600
+        release.set()
+        assert (await raw.receive())["result"] is None
+    assert seen == [7]

@@ -75,6 +75,26 @@ class TypedHandler:
         self._bound = {
             m: getattr(impl, r.attr, None) for m, r in routes.items()
         }
+        self._received_hook = getattr(impl, "request_received", None)
+
+    def request_received(self, method: str, params: Any) -> None:
+        """The rpc layer's wire-order hook → ``impl.request_received(method, decoded)``.
+
+        Only for requests whose params decode (a malformed one is answered -32602 by its
+        task and must leave no bookkeeping behind). The params are decoded again by the
+        task: cheap next to what any request does, and it keeps the task self-contained.
+        """
+        hook = self._received_hook
+        if hook is None:
+            return
+        route = self._routes.get(method)
+        if route is None or route.spec.result is None or self._bound.get(method) is None:
+            return
+        try:
+            decoded = schema.from_wire(route.spec.params, params)
+        except schema.SchemaError:
+            return
+        hook(method, decoded)
 
     async def handle_request(self, method: str, params: Any) -> Any:
         route = self._routes.get(method)

@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 from .. import __version__, schema
-from ..rpc import RequestError, after_response
+from ..rpc import RequestError, after_response, current_request_id
 from . import commands
 from .sdk import SdkLoader, build_agent, build_llm
 from .session import Session
@@ -44,6 +44,9 @@ class OpenHandsAgent:
         self._client: Any = None
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, trio.Lock] = {}
+        # Prompts the reader has registered with their session, by request id, until
+        # their task picks them up (`request_received`, `prompt`).
+        self._received_prompts: dict[Any, Session] = {}
 
     def on_connect(self, client: Any) -> None:
         self._client = client
@@ -80,6 +83,9 @@ class OpenHandsAgent:
                     image=True, audio=False, embedded_context=True
                 ),
                 mcp_capabilities=schema.McpCapabilities(http=False, sse=False),
+                # A prompt sent while a turn runs is queued (FIFO), not refused; clients
+                # read this under Claude Code's key, the de-facto convention.
+                meta={"claudeCode": {"promptQueueing": True}, "trioAcp": {"promptQueueing": "fifo"}},
                 session_capabilities=schema.SessionCapabilities(
                     close=schema.SessionCloseCapabilities(),
                     list=schema.SessionListCapabilities(),
@@ -262,8 +268,30 @@ class OpenHandsAgent:
             raise RequestError(-32002, f"unknown session: {session_id}")
         return session
 
+    def request_received(self, method: str, params: Any) -> None:
+        """The connection's reader read a request (wire order, before its task starts).
+
+        A prompt is queued with its session right here, so that a `session/cancel` read
+        right behind it finds it, whatever order the tasks then run in (turn_queue.py).
+        """
+        if method != "session/prompt":
+            return
+        sid = parse_session_id(params.session_id)
+        session = self._sessions.get(str(sid)) if sid is not None else None
+        if session is None:
+            return
+        key = current_request_id.get()
+        self._received_prompts[key] = session
+        session.prompt_received(key)
+
     async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
-        return await self._session(params.session_id).prompt(params.prompt)
+        key = current_request_id.get()
+        # The session the prompt was queued with, even if it has since been closed (the
+        # prompt then answers `cancelled`, as close cancels what was sent before it).
+        session = self._received_prompts.pop(key, None) if key is not None else None
+        if session is None:
+            session = self._session(params.session_id)
+        return await session.prompt(params.prompt, key=key)
 
     async def cancel(self, params: schema.CancelNotification) -> None:
         try:

@@ -46,6 +46,7 @@ def import_sdk() -> SimpleNamespace:
     from openhands.sdk import LLM, Agent, Conversation, Message, TextContent, Tool
     from openhands.sdk import LLMSummarizingCondenser
     from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
+    from openhands.sdk.event import MessageEvent
     from openhands.sdk.security.confirmation_policy import AlwaysConfirm, ConfirmRisky, NeverConfirm
     from openhands.sdk.security.llm_analyzer import LLMSecurityAnalyzer
     from openhands.sdk.llm.utils.model_features import get_features
@@ -60,6 +61,7 @@ def import_sdk() -> SimpleNamespace:
         Agent=Agent,
         Conversation=Conversation,
         Message=Message,
+        MessageEvent=MessageEvent,
         TextContent=TextContent,
         ImageContent=ImageContent,
         Tool=Tool,
@@ -164,6 +166,27 @@ def build_agent(sdk: SimpleNamespace, llm: Any, mcp_config: dict[str, Any] | Non
     # what `/condense` asks to run now.
     condenser = sdk.LLMSummarizingCondenser(llm=llm.model_copy(update={"usage_id": "condenser"}))
     return sdk.Agent(llm=llm, tools=tools, mcp_config=mcp_config or {}, condenser=condenser)
+
+
+# The note a cancelled turn leaves in the conversation (see `interruption_event`).
+INTERRUPTION_SENDER = "trio-acp:interrupted"
+INTERRUPTION_TEXT = "[Interrupted: the user stopped this turn before it was finished.]"
+
+
+def interruption_event(sdk: SimpleNamespace) -> Any:
+    """An assistant message recording that the user interrupted the turn.
+
+    Without it the model cannot tell a cancelled request from a finished one: the SDK
+    merges consecutive user messages, so the cancelled prompt and the next one would
+    reach the model as one message and it would answer the cancelled question again.
+    An assistant message between them ends the cancelled exchange, and `session/load`
+    replays it, so the user sees the same history the model does.
+    """
+    return sdk.MessageEvent(
+        source="agent",
+        llm_message=sdk.Message(role="assistant", content=[sdk.TextContent(text=INTERRUPTION_TEXT)]),
+        sender=INTERRUPTION_SENDER,
+    )
 
 
 def confirmation_setup(sdk: SimpleNamespace, mode: str) -> tuple[Any, Any]:

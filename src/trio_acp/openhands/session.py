@@ -31,11 +31,12 @@ from .bridge import Flush, ThreadBridge
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
-from .sdk import REASONING_EFFORTS, confirmation_setup, supports_reasoning_effort
+from .sdk import REASONING_EFFORTS, confirmation_setup, interruption_event, supports_reasoning_effort
 from .loop_thread import LoopThread, wait_future
 from .prompt import ImagePart, TextPart, prompt_to_parts
 from .tool_processes import stop_tool_processes
 from .translate import Translator, coalesce
+from .turn_queue import TurnQueue
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +51,6 @@ CLOSE_DEADLINE = 5.0
 class _EndTurn:
     seq: int
     fail_open: str | None  # close unfinished tool calls as failed with this reason
-
-
-class TurnBusyError(RequestError):
-    def __init__(self) -> None:
-        super().__init__(
-            -32600,
-            "a prompt turn is already running in this session: wait for its response or "
-            "send session/cancel first (trio-acp does not queue prompts)",
-        )
 
 
 class Session:
@@ -95,8 +87,8 @@ class Session:
         self._interrupt_limiter = trio.CapacityLimiter(1)
         self.bridge: ThreadBridge | None = None
         self._loop: LoopThread | None = None
-        self._cancel_event: trio.Event | None = None
-        self._turn_running = False
+        # Prompts in the order the client sent them; one turn at a time (turn_queue.py).
+        self._queue = TurnQueue()
         # Which turn SDK callbacks belong to (None between turns), and the last turn the
         # pump has closed: anything tagged with a closed turn is dropped.
         self._turn_seq: int | None = None
@@ -105,8 +97,6 @@ class Session:
         self._finish_reason: str | None = None
         self._closed = trio.Event()
         self._stopped = trio.Event()
-        self._idle = trio.Event()  # set while no turn runs
-        self._idle.set()
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -128,6 +118,7 @@ class Session:
                 llm = self.conversation.agent.llm
                 if supports_reasoning_effort(self.sdk, llm):
                     self.reasoning_effort = llm.reasoning_effort or "high"
+                await self._restore_options()
                 nursery.start_soon(self._warm_up)
                 task_status.started()
                 await self._closed.wait()
@@ -177,7 +168,7 @@ class Session:
         # The turn needs the pump and the loop thread to finish properly (its last
         # updates, then its `cancelled` response): only then does the nursery go.
         with trio.move_on_after(CANCEL_DEADLINE):
-            await self._idle.wait()
+            await self._queue.wait_idle()
         self._closed.set()
         await self._stopped.wait()
 
@@ -251,6 +242,7 @@ class Session:
             raise RequestError.invalid_params(f"unknown mode {mode!r}; one of: {', '.join(MODE_IDS)}")
         await self._apply_mode(mode)
         self.mode = mode
+        self._save_options()
         if announce:
             await self.announce_mode()
 
@@ -272,7 +264,39 @@ class Session:
                 )
         else:
             raise RequestError.invalid_params(f"unknown config option {config_id!r}")
+        self._save_options()
         return self.config_options()
+
+    # A session keeps its settings: every config option value is saved with it (the
+    # session index, store.py) and re-applied when it is loaded or resumed. The model
+    # comes before the reasoning effort, which depends on what the model supports.
+    _RESTORE_ORDER = ("mode", "model", "thought_level")
+
+    def _current_options(self) -> dict[str, Any]:
+        return {option.id: option.current_value for option in self.config_options()}
+
+    def _save_options(self) -> None:
+        if self._store is None:
+            return
+        try:
+            self._store.write_options(uuid.UUID(self.id), self._current_options())
+        except OSError:
+            log.warning("could not save the settings of session %s", self.id, exc_info=True)
+
+    async def _restore_options(self) -> None:
+        if self._store is None:
+            return
+        saved = self._store.read_options(uuid.UUID(self.id))
+        order = {config_id: i for i, config_id in enumerate(self._RESTORE_ORDER)}
+        for config_id in sorted(saved, key=lambda c: (order.get(c, len(order)), c)):
+            if self._current_options().get(config_id) == saved[config_id]:
+                continue
+            try:
+                await self.set_config_option(config_id, saved[config_id])
+            except RequestError as exc:
+                # E.g. a model no longer configured: the session opens with the default.
+                log.warning("session %s: not restoring %s=%r: %s", self.id, config_id, saved[config_id], exc.message)
+        self._save_options()
 
     async def flush_turn_updates(self) -> None:
         """Wait until everything the SDK posted so far has been sent to the client."""
@@ -379,7 +403,13 @@ class Session:
 
     @property
     def busy(self) -> bool:
-        return self._turn_running
+        """A turn runs or a prompt is queued."""
+        return self._queue.busy
+
+    @property
+    def queued(self) -> int:
+        """Prompts waiting behind the running turn."""
+        return self._queue.waiting
 
     async def replay_history(self) -> None:
         """session/load: the whole conversation as updates, user messages included."""
@@ -408,24 +438,50 @@ class Session:
             update = schema.SessionInfoUpdate(title=title, updated_at=now_iso())
             self.bridge.post(("update", update, seq))
 
-    def request_cancel(self) -> None:
-        """session/cancel: stop the running turn, if any. A no-op while idle."""
-        if self._cancel_event is not None:
-            self._cancel_event.set()
+    def prompt_received(self, key: Any) -> None:
+        """The connection's reader read a prompt for this session (wire order, synchronous)."""
+        self._queue.received(key)
 
-    async def prompt(self, blocks: list[Any]) -> schema.PromptResponse:
-        if self._turn_running:
-            raise TurnBusyError()
-        if self._closed.is_set():
-            raise RequestError(-32002, f"session {self.id} is closed")
-        self._turn_running = True
-        self._idle = trio.Event()
+    def forget_prompt(self, key: Any) -> None:
+        """A prompt registered by `prompt_received` failed before reaching `prompt`."""
+        self._queue.forget(key)
+
+    def request_cancel(self) -> None:
+        """session/cancel: every prompt received before it ends `cancelled`, the running
+        turn and the queued ones alike. Prompts received later run. A no-op while idle."""
+        self._queue.cancel_all()
+
+    async def prompt(self, blocks: list[Any], *, key: Any = None) -> schema.PromptResponse:
+        """Queue the prompt behind the turns received before it, then run it.
+
+        `key` is the request id the reader registered it under (`prompt_received`).
+        """
+        ticket = self._queue.claim(key)
+        try:
+            try:
+                may_run = await self._queue.wait_turn(ticket)
+            except BaseException as exc:
+                # `$/cancel_request` for a queued prompt: it ends as a cancelled turn would.
+                if not _only_cancelled(exc):
+                    raise
+                may_run = False
+            if not may_run:
+                return schema.PromptResponse(stop_reason="cancelled")
+            if self._closed.is_set():
+                raise RequestError(-32002, f"session {self.id} is closed")
+            return await self._run_prompt(blocks, ticket.cancelled)
+        finally:
+            # Last, and synchronous: the next turn starts only once this response is
+            # about to be queued, so none of its updates can precede it on the wire.
+            self._queue.release(ticket)
+
+    async def _run_prompt(self, blocks: list[Any], cancel_event: trio.Event) -> schema.PromptResponse:
         self._turns += 1
         seq = self._turn_seq = self._turns
         self._finish_reason = None
-        self._cancel_event = cancel_event = trio.Event()
         assert self.bridge is not None
         stop_reason: str | None = None
+        sent = False
         try:
             command = commands.parse(blocks)
             if command is not None:
@@ -442,6 +498,7 @@ class Session:
                 await self._reject_pending(conv, "Not approved before the session was reopened; nothing was run.")
             start = len(conv.state.events)
             await trio.to_thread.run_sync(conv.send_message, message, limiter=self.limiter)
+            sent = True
             if cancel_event.is_set():
                 stop_reason = "cancelled"
             else:
@@ -454,14 +511,13 @@ class Session:
                 "Cancelled." if stop_reason == "cancelled" else "The turn ended with an error."
             )
             with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+                if sent and stop_reason == "cancelled":
+                    await self._note_interruption(self.conversation)
                 await self.bridge.flush(_EndTurn(seq, fail_open))
             # Closed here too in case the flush timed out (a client that stopped reading):
             # whatever of this turn the pump still holds is then dropped, not sent late.
             self._ended_turn = max(self._ended_turn, seq)
             self._turn_seq = None
-            self._turn_running = False
-            self._cancel_event = None
-            self._idle.set()
         if stop_reason == "end_turn":
             stop_reason = {"length": "max_tokens", "content_filter": "refusal"}.get(
                 self._finish_reason or "", "end_turn"
@@ -510,6 +566,27 @@ class Session:
                 # Rejected now, or the next run would take the pending actions as approved.
                 await self._reject_pending(conv, "The user cancelled before approving this action.")
                 return "cancelled"
+
+    async def _note_interruption(self, conv: Any) -> None:
+        """Record in the conversation that the user cut this turn short (sdk.interruption_event).
+
+        Appended to the SDK's state directly (persisted, no callbacks): the client already
+        knows it cancelled; the model and a later `session/load` learn it from this.
+        """
+        sdk = self.sdk
+
+        def note() -> None:
+            with conv.state:  # the SDK's state lock: a worker thread, never the Trio thread
+                if conv.state.execution_status == sdk.ExecutionStatus.FINISHED:
+                    return  # the reply was complete when the cancel landed
+                conv.state.append_event(interruption_event(sdk))
+
+        try:
+            # Abandonable: a run that outlived its interrupt may still hold the lock, and a
+            # cancel must answer within its budget rather than wait for it.
+            await trio.to_thread.run_sync(note, limiter=self._interrupt_limiter, abandon_on_cancel=True)
+        except Exception:
+            log.warning("could not record the interruption in session %s", self.id, exc_info=True)
 
     async def _reject_pending(self, conv: Any, reason: str) -> None:
         with trio.move_on_after(CANCEL_DEADLINE, shield=True):

@@ -2,7 +2,8 @@
 
 Layout (the SDK's, so an OpenHands user's conversations are ours too):
 `<persistence dir>/conversations/<session id as hex>/base_state.json` and `events/`.
-We add `trio_acp_session.json` (cwd, title, last update) for `session/list`, and
+We add `trio_acp_session.json` (cwd, title, last update for `session/list`; the session's
+config option values — approval mode, model, reasoning effort — for load/resume), and
 `trio_acp_rules.json` (the "always" permission rules). A conversation without our index
 (made by the OpenHands CLI) is still listed, from `base_state.json`.
 
@@ -59,13 +60,33 @@ class SessionStore:
         return (self.dir_for(sid) / "base_state.json").is_file()
 
     def write_index(self, sid: uuid.UUID, *, cwd: str, title: str | None = None) -> None:
-        path = self.dir_for(sid) / INDEX_FILE
-        data = _read_json(path) or {}
+        data = self._index(sid)
         data["cwd"] = cwd
         if title and not data.get("title"):
             data["title"] = title
         data["updatedAt"] = now_iso()
+        self._write_index(sid, data)
+
+    def read_options(self, sid: uuid.UUID) -> dict[str, Any]:
+        """The session's saved config option values (configId → value); {} if none."""
+        options = self._index(sid).get("configOptions")
+        if not isinstance(options, dict):
+            return {}
+        return {k: v for k, v in options.items() if isinstance(k, str) and isinstance(v, (str, bool))}
+
+    def write_options(self, sid: uuid.UUID, options: dict[str, Any]) -> None:
+        """Save the config option values (not an update of the session: `updatedAt` stays)."""
+        data = self._index(sid)
+        data["configOptions"] = options
+        self._write_index(sid, data)
+
+    def _index(self, sid: uuid.UUID) -> dict[str, Any]:
+        return _read_json(self.dir_for(sid) / INDEX_FILE) or {}
+
+    def _write_index(self, sid: uuid.UUID, data: dict[str, Any]) -> None:
+        path = self.dir_for(sid) / INDEX_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
+        # Whole or not at all: a crash mid-write must not cost the session its index.
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, path)

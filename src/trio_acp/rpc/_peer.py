@@ -108,6 +108,17 @@ class Handler(Protocol):
         handles itself), including other ``$/…`` ones, which it may simply ignore."""
         ...
 
+    # Optional (looked up with getattr, so a handler may leave it out):
+    #
+    # def request_received(self, method: str, params: Any) -> None:
+    #     Called in the reader, synchronously, the moment a request is read — in wire order
+    #     with the notifications around it and before the request's task starts
+    #     (`current_request_id` is set).  For bookkeeping that must follow the wire's order
+    #     rather than the scheduler's: a notification right behind a request on the wire
+    #     (ACP's `session/cancel` behind a `session/prompt`) must find that request
+    #     registered, and requests read in one order must be served in that order.
+    #     Must be quick and must not raise (exceptions are logged and ignored).
+
 
 class _Pending:
     """The slot an outbound request waits on."""
@@ -157,6 +168,9 @@ class Peer:
         self._internal_error: Exception | None = None
         self._system_nursery: trio.Nursery | None = None
         self._handler_nursery: trio.Nursery | None = None
+        self._request_received: Callable[[str, Any], None] | None = getattr(
+            handler, "request_received", None
+        )
 
     # -- public API ------------------------------------------------------------------
 
@@ -370,6 +384,14 @@ class Peer:
         # request on the wire finds it (a scope cancelled before entry starts cancelled).
         scope = trio.CancelScope()
         self._inbound[request.id] = scope
+        if self._request_received is not None:
+            token = current_request_id.set(request.id)
+            try:
+                self._request_received(request.method, request.params)
+            except Exception:  # noqa: BLE001 - bookkeeping must not cost the request
+                logger.exception("request_received(%r) failed", request.method)
+            finally:
+                current_request_id.reset(token)
         self._handler_nursery.start_soon(self._serve_request, request, scope)
 
     async def _serve_request(self, request: Request, scope: trio.CancelScope) -> None:
