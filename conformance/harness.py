@@ -335,6 +335,37 @@ class AgentProcess:
             self._pending[key] = (frame, event, slot)
         return PendingRequest(self, key, frame, event, slot, method)
 
+    async def send_together(self, msgs: Sequence[dict[str, Any]]) -> list[PendingRequest | None]:
+        """Write several messages in ONE write (one read for the agent), as a pipelining
+        client or a user pressing Esc right after Enter does.  Returns a handle per
+        message: a `PendingRequest` for requests, None for notifications."""
+        lines = [json.dumps(m, ensure_ascii=False).encode("utf-8") for m in msgs]
+        handles: list[PendingRequest | None] = []
+        keys = []
+        async with self._send_lock:
+            for msg, line in zip(msgs, lines):
+                frame = self._record("out", line)
+                if "id" in msg and "method" in msg:
+                    key = _id_key(msg["id"])
+                    assert key is not None, f"unsupported id {msg['id']!r}"
+                    event, slot = trio.Event(), []
+                    self._pending[key] = (frame, event, slot)
+                    keys.append(key)
+                    handles.append(PendingRequest(self, key, frame, event, slot, msg["method"]))
+                else:
+                    handles.append(None)
+            try:
+                assert self.process.stdin is not None
+                with trio.fail_after(WRITE_TIMEOUT):
+                    await self.process.stdin.send_all(b"".join(line + b"\n" for line in lines))
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                for key in keys:
+                    self._pending.pop(key, None)
+                raise AgentExited(f"cannot write to the agent: {exc!r}") from None
+            except trio.TooSlowError:
+                raise RequestTimeout(f"the agent has not read its stdin for {WRITE_TIMEOUT:g} s") from None
+        return handles
+
     async def close_stdin(self) -> None:
         if self.stdin_closed:
             return

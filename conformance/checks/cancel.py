@@ -165,3 +165,71 @@ async def cancel_mid_tool(ctx: Context) -> str:
     if latency > 5.0:
         raise Failed(f"answered {latency:.1f} s after the cancel")
     return f"cancelled after {latency * 1000:.0f} ms"
+
+
+def _prompt_msg(agent, sid: str, text: str) -> dict:
+    return {"jsonrpc": "2.0", "id": agent.new_id(), "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}}
+
+
+def _cancel_msg(sid: str) -> dict:
+    return {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+
+
+def _stop_reason(reply, what: str) -> str:
+    if not reply.ok:
+        raise Failed(f"{what}: {reply.describe()}")
+    result = reply.result
+    return result.get("stopReason") if isinstance(result, dict) else None
+
+
+@check(
+    "ACP-CANCEL-006",
+    "a cancel right behind its prompt (same write) cancels it",
+    rule="session/cancel ends the prompt turn the client sent before it: the Agent MUST answer that "
+    "session/prompt with the cancelled stop reason (prompt-turn.mdx §Cancellation) — also when the "
+    "two arrive together, before the agent has started the turn (a user pressing Esc at once, a "
+    "pipelining client). The prompt would stream for ~10 s otherwise.",
+    level=Level.MANDATORY,
+    area=AREA,
+)
+async def cancel_behind_prompt(ctx: Context) -> str:
+    agent = await ctx.main()
+    sid, _ = await ctx.new_session()
+    prompt, _ = await agent.send_together([_prompt_msg(agent, sid, slow_prompt()), _cancel_msg(sid)])
+    assert prompt is not None
+    reply = await prompt.wait(30)
+    reason = _stop_reason(reply, "the prompt")
+    if reason != "cancelled":
+        latency = reply.frame.time - prompt.frame.time
+        raise Failed(f"stopReason {reason!r} after {latency:.1f} s: the cancel was lost")
+    return "cancelled"
+
+
+@check(
+    "ACP-CANCEL-007",
+    "a prompt sent right after session/cancel runs",
+    rule="A cancel ends the turns sent before it, not the ones after: clients send session/cancel "
+    "and the next session/prompt in the same breath, and that prompt must run once the cancelled "
+    "turn has answered — not be refused as busy (LESSONS #1; the cancel and the next prompt are "
+    "written together here, while a slow turn streams).",
+    level=Level.ADVISORY,
+    area=AREA,
+)
+async def prompt_after_cancel(ctx: Context) -> str:
+    agent = await ctx.main()
+    sid, _ = await ctx.new_session()
+    mark, running = await ctx.start_turn(agent, sid, slow_prompt())
+    await agent.wait_for(lambda: running.done or any(
+        f.session_id == sid and f.method == "session/update" for f in agent.since(mark)), timeout=5.0)
+    if running.done:
+        raise NotTested("the turn ended before a cancel could be sent")
+    _, following = await agent.send_together([_cancel_msg(sid), _prompt_msg(agent, sid, echo_prompt("after"))])
+    assert following is not None
+    first = _stop_reason(await running.wait(30), "the cancelled prompt")
+    if first != "cancelled":
+        raise NotTested(f"the running turn answered {first!r}, not cancelled (see ACP-CANCEL-001)")
+    second = _stop_reason(await following.wait(30), "the prompt sent after the cancel")
+    if second == "cancelled":
+        raise Failed("the prompt sent after the cancel was cancelled too")
+    return f"cancelled, then {second}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..context import Context, select_values
-from ..model import Failed, Level, Skipped, check
+from ..model import Failed, Level, NotTested, Skipped, check
 from ._util import require_result
 
 AREA = "modes & config"
@@ -160,3 +160,61 @@ async def no_boolean(ctx: Context) -> str:
     if bad:
         raise Failed(f"boolean option(s) {bad!r} sent to a client that did not advertise them")
     return "none"
+
+
+async def _second_process(ctx: Context):
+    """The fresh agent process the reopen checks share (see lifecycle.py)."""
+    agent = ctx.memo.get("reopen-agent")
+    if agent is None or not agent.alive:
+        agent = await ctx.spawn_long("reopen")
+        require_result(await ctx.initialize(agent), "initialize (second process)")
+        ctx.memo["reopen-agent"] = agent
+    return agent
+
+
+@check(
+    "ACP-MODES-004",
+    "a session keeps its mode across load and resume",
+    rule="A session's settings are part of the session: session/load and session/resume in a new "
+    "agent process answer with the mode the user chose, not the default (clients restore sessions "
+    "after a restart and show the mode the agent reports; session-modes.mdx, session-setup.mdx).",
+    level=Level.ADVISORY,
+    area=AREA,
+    timeout=240,
+)
+async def mode_survives_reopen(ctx: Context) -> str:
+    agent = await ctx.main()
+    methods = [m for m, cap in (("session/load", ("loadSession",)), ("session/resume", ("sessionCapabilities", "resume")))
+               if ctx.capability(*cap) not in (None, False)]
+    if not methods:
+        raise Skipped("the agent advertises neither loadSession nor sessionCapabilities.resume")
+    chosen: dict[str, tuple[str, Any]] = {}
+    for method in methods:
+        sid, modes = await _session_with(ctx, "modes")
+        ids = _mode_ids(modes)
+        other = next((m for m in ids if m != modes.get("currentModeId")), None)
+        if other is None:
+            raise Skipped("only one mode is available")
+        require_result(await agent.request("session/set_mode", {"sessionId": sid, "modeId": other}),
+                       f"session/set_mode {other}")
+        if ctx.capability("sessionCapabilities", "close") is not None:
+            await agent.request("session/close", {"sessionId": sid}, timeout=30)
+        chosen[method] = (sid, other)
+    second = await _second_process(ctx)
+    told = []
+    for method, (sid, other) in chosen.items():
+        params = {"sessionId": sid, "cwd": str(ctx.workdir), "mcpServers": []}
+        result = require_result(await second.request(method, params, timeout=ctx.config.session_timeout), method)
+        modes = result.get("modes") if isinstance(result, dict) else None
+        options = result.get("configOptions") if isinstance(result, dict) else None
+        current = modes.get("currentModeId") if isinstance(modes, dict) else None
+        option = next((o.get("currentValue") for o in options or [] if isinstance(o, dict)
+                       and o.get("category") == "mode"), None)
+        if current is None and option is None:
+            raise NotTested(f"{method} answers no modes or mode option to compare")
+        if current is not None and current != other:
+            raise Failed(f"{method}: currentModeId {current!r}, the session was in {other!r}")
+        if option is not None and option != other:
+            raise Failed(f"{method}: the mode option is {option!r}, the session was in {other!r}")
+        told.append(f"{method.split('/')[1]}: {other}")
+    return "; ".join(told)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import base64
+import uuid
 
 from ..context import Context
-from ..model import Failed, Level, NotTested, check
-from ..scenarios import echo_prompt
+from ..model import Failed, Level, NotTested, Skipped, check
+from ..scenarios import echo_prompt, slow_prompt
 from ._util import late_turn_updates, require_stop_reason
 
 AREA = "prompt"
@@ -163,3 +164,66 @@ async def resource_accepted(ctx: Context) -> str:
 )
 async def audio_accepted(ctx: Context) -> str:
     return await _content(ctx, "audio", {"type": "audio", "mimeType": "audio/wav", "data": WAV_SILENCE})
+
+
+def _queueing_advertised(ctx: Context) -> bool:
+    # No stable capability exists for it yet; agents advertise it under `_meta`, and
+    # clients read Claude Code's key (trio-acp advertises that one too).
+    meta = ctx.capability("_meta")
+    if not isinstance(meta, dict):
+        return False
+    return any(isinstance(v, dict) and v.get("promptQueueing") for v in meta.values())
+
+
+@check(
+    "ACP-PROMPT-010",
+    "prompts sent during a turn are queued and answered in order",
+    rule="An agent advertising prompt queueing (`agentCapabilities._meta.<vendor>.promptQueueing`, "
+    "e.g. claudeCode) runs a session/prompt sent while a turn runs after that turn, each answered "
+    "with its own response in the order sent, each turn's updates before its own response "
+    "(prompt-turn.mdx: all of a turn's updates precede its response). Three prompts in one write.",
+    level=Level.CAPABILITY,
+    capability="_meta.*.promptQueueing",
+    area=AREA,
+)
+async def queued_prompts(ctx: Context) -> str:
+    agent = await ctx.main()
+    if not _queueing_advertised(ctx):
+        raise Skipped("the agent does not advertise promptQueueing under agentCapabilities._meta")
+    sid, _ = await ctx.new_session()
+    tags = [f"q{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    texts = [slow_prompt(chunks=10, delay_ms=30), echo_prompt(tags[0]), echo_prompt(tags[1])]
+    mark = agent.mark()
+    handles = await agent.send_together([
+        {"jsonrpc": "2.0", "id": agent.new_id(), "method": "session/prompt",
+         "params": {"sessionId": sid, "prompt": ctx.text_blocks(text)}}
+        for text in texts
+    ])
+    replies = [await h.wait(60) for h in handles if h is not None]
+    for i, reply in enumerate(replies):
+        if not reply.ok:
+            raise Failed(f"prompt {i + 1} of 3: {reply.describe()}")
+        reason = reply.result.get("stopReason") if isinstance(reply.result, dict) else None
+        if reason != "end_turn":
+            raise Failed(f"prompt {i + 1} of 3: stopReason {reason!r}")
+    order = [r.frame.seq for r in replies]
+    if order != sorted(order):
+        raise Failed("the responses came in another order than the prompts")
+    frames = [f for f in agent.since(mark) if f.session_id == sid and f.method == "session/update"]
+
+    def text_between(lo: int, hi: int) -> str:
+        out = []
+        for f in frames:
+            if lo < f.seq < hi:
+                content = f.params["update"].get("content")
+                if isinstance(content, dict) and isinstance(content.get("text"), str):
+                    out.append(content["text"])
+        return "".join(out)
+
+    if tags[0] in text_between(0, order[0]) or tags[1] in text_between(0, order[1]):
+        raise Failed("a queued prompt's reply came before the previous turn's response")
+    if tags[0] not in text_between(order[0], order[1]):
+        raise Failed("the second prompt's reply is not between the first and second responses")
+    if tags[1] not in text_between(order[1], order[2]):
+        raise Failed("the third prompt's reply is not between the second and third responses")
+    return "3 prompts, answered in order, each with its own updates"

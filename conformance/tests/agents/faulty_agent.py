@@ -17,6 +17,7 @@ second process can load or resume them.
 from __future__ import annotations
 
 import argparse
+import contextvars
 import json
 import os
 import re
@@ -92,9 +93,16 @@ FAULTS = {
     "update-before-new": "sends available_commands_update before the session/new response",
     "schema-violation": "sends a text content block without text",
     "custom-root-key": "adds a custom key at the root of the initialize result",
+    "cancel-misses-early": "a cancel only reaches a turn that has already started",
+    "refuse-while-busy": "refuses a prompt while a turn runs (-32600) instead of queueing it",
+    "queue-unordered": "runs queued prompts newest first",
+    "mode-not-saved": "a loaded or resumed session is back in the default mode",
 }
 
 FAULT: str | None = None
+
+#: The JSON-RPC id of the request a handler task serves.
+REQUEST_ID: contextvars.ContextVar[Any] = contextvars.ContextVar("request_id", default=None)
 
 _TAG_RE = re.compile(r"\[([A-Za-z_][A-Za-z0-9_.-]*):([^\]\n]*)\]")
 MODES = [
@@ -124,10 +132,57 @@ class Session:
         self.history: list[tuple[str, str]] = []
         self.scope: trio.CancelScope | None = None
         self.busy = False
+        # Prompts in the order they were read; one turn at a time. A cancel marks every
+        # prompt read before it (tickets are registered by the reader, in wire order).
+        self.tickets: list[dict[str, Any]] = []
+        self.running: dict[str, Any] | None = None
+        self.changed = trio.Event()
+
+    def receive(self, key: Any) -> dict[str, Any]:
+        # refuse-while-busy: judged when the prompt is read, as an agent without a queue
+        # does (a turn still winding down after a cancel counts as running).
+        refused = FAULT == "refuse-while-busy" and (self.running is not None or bool(self.tickets))
+        ticket = {"key": key, "cancelled": False, "refused": refused}
+        self.tickets.append(ticket)
+        return ticket
+
+    def take(self, key: Any) -> dict[str, Any]:
+        return next((t for t in self.tickets if t["key"] == key), None) or self.receive(key)
+
+    def cancel_all(self) -> None:
+        if FAULT != "cancel-misses-early":
+            for ticket in self.tickets:
+                ticket["cancelled"] = True
+        if self.scope is not None and FAULT != "perm-cancel-runs":
+            self.scope.cancel()
+        self.poke()
+
+    def poke(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def wait_turn(self, ticket: dict[str, Any]) -> bool:
+        while not ticket["cancelled"]:
+            live = [t for t in self.tickets if not t["cancelled"]]
+            head = (live[-1] if FAULT == "queue-unordered" else live[0]) if live else None
+            if self.running is None and head is ticket:
+                self.tickets.remove(ticket)
+                self.running = ticket
+                return True
+            await self.changed.wait()
+        return False
+
+    def release(self, ticket: dict[str, Any]) -> None:
+        if self.running is ticket:
+            self.running = None
+        elif ticket in self.tickets:
+            self.tickets.remove(ticket)
+        self.poke()
 
     def save(self) -> None:
         STORE.mkdir(parents=True, exist_ok=True)
-        data = {"sessionId": self.id, "cwd": self.cwd, "history": self.history}
+        data = {"sessionId": self.id, "cwd": self.cwd, "history": self.history,
+                "mode": "auto" if FAULT == "mode-not-saved" else self.mode}
         (STORE / f"{self.id}.json").write_text(json.dumps(data), encoding="utf-8")
 
     @classmethod
@@ -139,6 +194,7 @@ class Session:
             return None
         session = cls(sid, data["cwd"])
         session.history = [tuple(x) for x in data["history"]]  # type: ignore[misc]
+        session.mode = data.get("mode", "auto")
         return session
 
     def modes(self) -> dict[str, Any]:
@@ -234,6 +290,11 @@ class Agent:
             await self.write({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request"}})
             return
         if "method" in msg and "id" in msg:
+            if msg["method"] == "session/prompt" and isinstance(msg.get("params"), dict):
+                # Registered now, in wire order: a cancel read right behind it finds it.
+                session = self.sessions.get(msg["params"].get("sessionId"))
+                if session is not None:
+                    session.receive(json.dumps(msg["id"]))
             self.nursery.start_soon(self.handle_request, msg)
         elif "method" in msg:
             if FAULT == "answer-notifications":
@@ -248,6 +309,7 @@ class Agent:
         if self.wedged:
             return
         method, rid, params = msg["method"], msg["id"], msg.get("params")
+        REQUEST_ID.set(json.dumps(rid))
         if params is None:
             params = {}
         if method.startswith("_") and FAULT == "ext-not-answered":
@@ -282,8 +344,8 @@ class Agent:
     async def handle_notification(self, method: str, params: Any) -> None:
         if method == "session/cancel" and isinstance(params, dict):
             session = self.sessions.get(params.get("sessionId"))
-            if session is not None and session.scope is not None and FAULT != "perm-cancel-runs":
-                session.scope.cancel()
+            if session is not None:
+                session.cancel_all()
 
     # --- initialize and sessions ------------------------------------------------------
 
@@ -304,6 +366,7 @@ class Agent:
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
                 "sessionCapabilities": {"close": {}, "list": {}, "resume": {}, "delete": {}},
+                "_meta": {"faultyAgent": {"promptQueueing": True}},
             },
             "authMethods": [],
         }
@@ -369,7 +432,7 @@ class Agent:
                 await self._replay(session)
             return {}, after
         await self._replay(session)
-        return {}
+        return {"modes": session.modes(), "configOptions": session.config_options()}
 
     async def m_session_resume(self, params: dict[str, Any]):
         self._cwd(params, mcp_required=False)
@@ -379,12 +442,12 @@ class Agent:
         self.sessions[session.id] = session
         if FAULT == "resume-replays":
             await self._replay(session)
-        return {}
+        return {"modes": session.modes(), "configOptions": session.config_options()}
 
     async def m_session_close(self, params: dict[str, Any]):
         session = self._session(params)
-        if FAULT != "close-no-cancel" and session.scope is not None:
-            session.scope.cancel()
+        if FAULT != "close-no-cancel":
+            session.cancel_all()
         if FAULT != "close-keeps-session":
             self.sessions.pop(session.id, None)
         return {}
@@ -417,6 +480,7 @@ class Agent:
         if mode not in [m["id"] for m in MODES] and FAULT != "set-mode-unknown-ok":
             raise invalid(f"unknown mode {mode!r}")
         session.mode = str(mode)
+        session.save()
         return {}
 
     async def m_session_set_config_option(self, params: dict[str, Any]):
@@ -424,6 +488,7 @@ class Agent:
         config_id, value = params.get("configId"), params.get("value")
         if config_id == "mode" and value in [m["id"] for m in MODES]:
             session.mode = value
+            session.save()
         elif config_id == "model" and value in ("small", "large"):
             session.model = value
         else:
@@ -451,11 +516,20 @@ class Agent:
                 raise invalid(f"unknown content type {block.get('type')!r}")
             if block.get("type") == rejected:
                 raise invalid(f"{rejected} content is not supported")
-        if session.busy:
+        ticket = session.take(REQUEST_ID.get())
+        if session.busy or ticket.get("refused"):
+            session.release(ticket)
             raise RpcError(-32600, "a turn is already running")
+        try:
+            if not await session.wait_turn(ticket):
+                return {"stopReason": "cancelled"}
+            return await self._turn(session, blocks)
+        finally:
+            session.release(ticket)
+
+    async def _turn(self, session: Session, blocks: list[dict[str, Any]]):
         text = " ".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
         session.history.append(("user", text))
-        session.busy = True
         reason = "end_turn"
         with trio.CancelScope() as scope:
             session.scope = scope
@@ -467,8 +541,8 @@ class Agent:
                 await trio.sleep(3)
             if FAULT == "cancel-end-turn":
                 reason = "end_turn"
-        if not (FAULT == "wedge-after-cancel" and reason == "cancelled"):
-            session.busy = False
+        if FAULT == "wedge-after-cancel" and reason == "cancelled":
+            session.busy = True
         session.save()
         if FAULT == "bad-stop-reason":
             reason = "done"
