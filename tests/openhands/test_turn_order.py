@@ -222,3 +222,24 @@ async def test_property_a_cancel_ends_every_prompt_received_before_it(env, tmp_p
 
                 await trio.to_thread.run_sync(check)
                 await client_stream.aclose()
+
+
+async def test_closing_a_session_removes_the_file_editors_temporary_history(env, tmp_path):
+    # The SDK's file editor makes an `oh_editor_history_*` directory per session and never
+    # removes it; a long-running editor agent would pile them up in the temp directory.
+    from trio_acp.openhands.tool_processes import editor_history_dirs
+
+    agent_stream, client_stream = trio.testing.memory_stream_pair()
+    raw = RawClient(client_stream)
+    with trio.fail_after(60):
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_agent_connection(agent_stream, agent):
+                sid = await raw.open_session(tmp_path)
+                await raw.prompt(3, sid, scenario_prompt("edit", path=str(tmp_path / "f.txt")))
+                assert (await raw.until(lambda f: f.get("id") == 3))["result"]["stopReason"] == "end_turn"
+                dirs = editor_history_dirs(agent._sessions[sid].conversation)
+                assert dirs and all(d.is_dir() for d in dirs)
+                await raw.send({"jsonrpc": "2.0", "id": 4, "method": "session/close", "params": {"sessionId": sid}})
+                await raw.until(lambda f: f.get("id") == 4)
+                await client_stream.aclose()
+    assert not any(d.exists() for d in dirs)

@@ -34,7 +34,7 @@ from .store import now_iso
 from .sdk import REASONING_EFFORTS, confirmation_setup, interruption_event, supports_reasoning_effort
 from .loop_thread import LoopThread, wait_future
 from .prompt import ImagePart, TextPart, prompt_to_parts
-from .tool_processes import stop_tool_processes
+from .tool_processes import remove_editor_history, stop_tool_processes
 from .translate import Translator, coalesce
 from .turn_queue import TurnQueue
 
@@ -151,7 +151,7 @@ class Session:
             conv = self.conversation
             try:
                 await trio.to_thread.run_sync(
-                    lambda: (stop_tool_processes(conv), conv.close()),
+                    lambda: (stop_tool_processes(conv), conv.close(), remove_editor_history(conv)),
                     limiter=self.limiter,
                     abandon_on_cancel=True,
                 )

@@ -1,4 +1,5 @@
-"""Stopping what the agent's tools started, when a turn is cancelled.
+"""Stopping what the agent's tools started, when a turn is cancelled, and removing what
+they leave behind when a session closes.
 
 The SDK's `interrupt()` asks each tool to stop; for the subprocess terminal that is a
 SIGINT to the shell's process group. But the shell is interactive (`bash -i`), so with
@@ -6,11 +7,18 @@ job control the running command sits in a process group of its own and never see
 signal: `sleep 30` survives a cancel. So after interrupting we stop every descendant of
 each terminal shell ourselves (SIGTERM, then SIGKILL), leaving the shell alive so the
 session's terminal keeps working.
+
+The file editor keeps its undo history in a temporary directory of its own
+(`oh_editor_history_*`) and never removes it: one per session, piling up in the
+temporary directory of a long-running editor. Closing a session removes it.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -61,3 +69,27 @@ def kill_descendants(pids: list[int], *, grace: float = 1.0) -> list[int]:
 
 def stop_tool_processes(conversation: Any) -> list[int]:
     return kill_descendants(terminal_shell_pids(conversation))
+
+
+def editor_history_dirs(conversation: Any) -> list[Path]:
+    """The file editors' temporary undo-history directories (best effort: SDK internals)."""
+    dirs = []
+    try:
+        tools = conversation.agent.tools_map.values()
+    except Exception:
+        return dirs
+    temp = Path(tempfile.gettempdir()).resolve()
+    for tool in tools:
+        editor = getattr(getattr(tool, "executor", None), "editor", None)
+        cache = getattr(getattr(editor, "_history_manager", None), "cache", None)
+        directory = getattr(cache, "directory", None)
+        if isinstance(directory, Path) and directory.name.startswith("oh_editor_history_"):
+            # Only what the SDK made in the temporary directory: never a path of the user's.
+            if directory.resolve().parent == temp:
+                dirs.append(directory)
+    return dirs
+
+
+def remove_editor_history(conversation: Any) -> None:
+    for directory in editor_history_dirs(conversation):
+        shutil.rmtree(directory, ignore_errors=True)
