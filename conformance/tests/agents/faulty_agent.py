@@ -506,21 +506,21 @@ class Agent:
             if FAULT == "unknown-session-ok":
                 return {"stopReason": "end_turn"}
             raise RpcError(-32002, f"unknown session: {params.get('sessionId')!r}")
-        blocks = params.get("prompt")
-        if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
-            raise invalid("prompt must be an array of content blocks")
-        rejected = {"reject-text": "text", "reject-resource-link": "resource_link", "reject-image": "image",
-                    "reject-embedded": "resource", "reject-audio": "audio"}.get(FAULT or "")
-        for block in blocks:
-            if block.get("type") not in ("text", "resource_link", "image", "audio", "resource"):
-                raise invalid(f"unknown content type {block.get('type')!r}")
-            if block.get("type") == rejected:
-                raise invalid(f"{rejected} content is not supported")
+        # The reader queued this prompt; whatever happens now, it leaves the queue.
         ticket = session.take(REQUEST_ID.get())
-        if session.busy or ticket.get("refused"):
-            session.release(ticket)
-            raise RpcError(-32600, "a turn is already running")
         try:
+            blocks = params.get("prompt")
+            if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+                raise invalid("prompt must be an array of content blocks")
+            rejected = {"reject-text": "text", "reject-resource-link": "resource_link", "reject-image": "image",
+                        "reject-embedded": "resource", "reject-audio": "audio"}.get(FAULT or "")
+            for block in blocks:
+                if block.get("type") not in ("text", "resource_link", "image", "audio", "resource"):
+                    raise invalid(f"unknown content type {block.get('type')!r}")
+                if block.get("type") == rejected:
+                    raise invalid(f"{rejected} content is not supported")
+            if session.busy or ticket.get("refused"):
+                raise RpcError(-32600, "a turn is already running")
             if not await session.wait_turn(ticket):
                 return {"stopReason": "cancelled"}
             return await self._turn(session, blocks)
