@@ -111,7 +111,8 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as ws:
         env = agent_env(llm.base_url, home)
         process = await trio.lowlevel.open_process(
-            AGENT_COMMAND, stdin=-1, stdout=-1, stderr=open(os.path.join(home, "stderr.log"), "wb"), env=env
+            AGENT_COMMAND, stdin=-1, stdout=-1, stderr=open(args.stderr or os.path.join(home, "stderr.log"), "wb"),
+            env=env
         )
         agent = Agent(process)
         async with trio.open_nursery() as nursery:
@@ -232,6 +233,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-delay-ms", type=float, default=500)
     parser.add_argument("--progress", action="store_true")
+    parser.add_argument("--stderr", help="keep the agent's stderr (its log) in this file")
     args = parser.parse_args()
     results = trio.run(soak, args)
     print(json.dumps(results, indent=2))
