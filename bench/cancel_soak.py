@@ -200,7 +200,9 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                     {"type": "text", "text": scenario_prompt("echo", "final")}]})
                 if echo.get("stopReason") != "end_turn":
                     fail(f"final follow-up: {echo}")
-            await trio.sleep(1.0)  # let interrupted tool threads wind down
+            # Let interrupted tool threads wind down, and Trio's idle worker threads (kept
+            # 10 s for reuse) exit: what is left then was leaked.
+            await trio.sleep(11.0)
             sleeping = [p.pid for p in agent_ps.children(recursive=True) if p.name() == "sleep"]
             threads_after = agent_ps.num_threads()
             if sleeping:
