@@ -31,8 +31,13 @@ Decisions (see also the report in the commit that added this module):
 * Quiet: PauseEvent / InterruptEvent (the client asked for it and gets stopReason
   `cancelled`), ConversationErrorEvent (the session turns it into a JSON-RPC error, see
   `conversation_error`), SystemPromptEvent, SecurityAnalysisEvent, TokenEvent,
-  LLMCompletionLogEvent, HookExecutionEvent, CondensationRequest, state/streaming-delta
-  events, and anything unknown (logged at debug). Condensation -> one short thought line.
+  LLMCompletionLogEvent, HookExecutionEvent, state/streaming-delta events, and anything
+  unknown (logged at debug). Condensation -> one short thought line.
+* Compactions, for a client that advertised `session.compaction` (`compaction=True`): a
+  CondensationRequest opens one (`compaction_update` in_progress, id = the request's event
+  id); the Condensation completes it with the summary (a Condensation nobody requested, i.e.
+  an automatic one, is one completed update under its own id); a ConversationErrorEvent
+  fails it and an InterruptEvent cancels it. Replay sends completed compactions only.
 * Large payloads: the text of one content block is capped at `MAX_TEXT_BYTES` (UTF-8), keeping
   head and tail around an explicit note saying how much was cut (and, for the terminal, the
   directory where the SDK keeps full outputs). Strings inside rawInput/rawOutput are capped at
@@ -569,9 +574,6 @@ _QUIET_EVENTS = {
     "LLMCompletionLogEvent",
     "HookExecutionEvent",
     "PauseEvent",
-    "InterruptEvent",
-    "ConversationErrorEvent",
-    "CondensationRequest",
     "ConversationStateUpdateEvent",
     "StreamingDeltaEvent",
 }
@@ -587,8 +589,14 @@ class Translator:
     it does not understand.
     """
 
-    def __init__(self, cwd: str, *, is_dir: Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self, cwd: str, *, is_dir: Callable[[str], bool] | None = None, compaction: bool = False
+    ) -> None:
         self.cwd = cwd
+        # Condensations as `compaction_update`s (the client advertised session.compaction)
+        # rather than thought notes.
+        self.compaction = compaction
+        self._open_compaction: str | None = None
         # The status an action gets when the SDK produces it: "in_progress" when it runs
         # at once; "pending" when it may wait for the user's permission first (the session
         # then marks it in_progress once allowed).
@@ -742,7 +750,7 @@ class Translator:
         as live but without streaming state; one `tool_call` per tool call carrying its final
         state (pending if it never ran). Afterwards this translator knows the replayed tool
         calls, so live events about them become updates."""
-        fresh = Translator(self.cwd, is_dir=self._is_dir)
+        fresh = Translator(self.cwd, is_dir=self._is_dir, compaction=self.compaction)
         fresh._replaying = True
         out: list[SessionUpdate] = []
         for event in events:
@@ -771,7 +779,15 @@ class Translator:
                     )
                 )
         self._pending.clear()
+        out += self.end_compaction("failed", reason or None)
         return out
+
+    def end_compaction(self, status: str, error: str | None = None) -> list[SessionUpdate]:
+        """Close the compaction in progress, if any, with `status` ("failed", "cancelled")."""
+        cid, self._open_compaction = self._open_compaction, None
+        if cid is None or not self.compaction or self._replaying:
+            return []
+        return [schema.CompactionUpdate(compaction_id=cid, status=status, error=error)]
 
     # -- text of events --------------------------------------------------------------
 
@@ -987,7 +1003,33 @@ class Translator:
             call.special = None
         return [self._complete(call_id, tool, call, "failed", [_text_item(text)], None, None)]
 
+    def _on_condensation_request(self, event: Any) -> list[SessionUpdate]:
+        if not self.compaction:
+            return []
+        cid = self._open_compaction = str(getattr(event, "id", "") or uuid.uuid4())
+        if self._replaying:
+            return []  # only its outcome is history
+        return [schema.CompactionUpdate(compaction_id=cid, status="in_progress")]
+
+    def _on_conversation_error(self, event: Any) -> list[SessionUpdate]:
+        # The turn's error itself goes out as the prompt's JSON-RPC error (see session.py).
+        detail = str(getattr(event, "detail", "") or getattr(event, "code", "") or "")
+        return self.end_compaction("failed", _cap_text(detail, MAX_RAW_STRING_BYTES) or None)
+
+    def _on_interrupt(self, event: Any) -> list[SessionUpdate]:
+        return self.end_compaction("cancelled")
+
     def _on_condensation(self, event: Any) -> list[SessionUpdate]:
+        if self.compaction:
+            cid, self._open_compaction = self._open_compaction, None
+            summary = getattr(event, "summary", None)
+            return [
+                schema.CompactionUpdate(
+                    compaction_id=cid or str(getattr(event, "id", "") or uuid.uuid4()),
+                    status="completed",
+                    summary=[_text(_cap_text(summary))] if isinstance(summary, str) and summary else None,
+                )
+            ]
         forgotten = getattr(event, "forgotten_event_ids", None)
         if _is_a(event, "Condensation") and forgotten is not None:
             text = f"(conversation condensed: {len(forgotten)} events summarized)"
@@ -1308,6 +1350,9 @@ _HANDLERS: dict[str, Callable[[Translator, Any], list]] = {
     "UserRejectObservation": Translator._on_reject,
     "Condensation": Translator._on_condensation,
     "CondensationSummaryEvent": Translator._on_condensation,
+    "CondensationRequest": Translator._on_condensation_request,
+    "ConversationErrorEvent": Translator._on_conversation_error,
+    "InterruptEvent": Translator._on_interrupt,
 }
 
 
