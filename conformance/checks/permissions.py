@@ -148,7 +148,7 @@ async def renderable(ctx: Context) -> str:
         missing = [k for k in ("title", "kind") if not (isinstance(known.get(k), str) and known[k])]
         if missing:
             raise Failed(
-                f"toolCall {call_id!r}: no {' and no '.join(missing)} in the request nor in a tool_call "
-                f"sent before it: {frame.short()}"
+                f"toolCall {call_id!r}: no {' and no '.join(missing)} in the request nor in a "
+                f"tool_call sent before it: {frame.short()}"
             )
     return f"{len(requests)} request(s), {own} with title and kind in the request itself"

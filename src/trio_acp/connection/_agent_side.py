@@ -91,7 +91,9 @@ class ClientProxy(Proxy):
         # Updates a client must have asked for (spec: agents MUST only send them then).
         if isinstance(notification.update, schema.NoticeUpdate):
             self._require_session_flag("notices", "session.notices")
-        elif isinstance(notification.update, (schema.CompactionUpdate, schema.CompactionSummaryChunk)):
+        elif isinstance(
+            notification.update, (schema.CompactionUpdate, schema.CompactionSummaryChunk)
+        ):
             self._require_session_flag("compaction", "session.compaction")
         await self._notify("session/update", notification)
 

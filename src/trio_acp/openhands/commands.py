@@ -72,7 +72,8 @@ async def run(session: Any, name: str, arg: str) -> str:
             # A compaction the SDK's request opened is over: once that request is on the
             # wire, say how it ended.
             await session.flush_turn_updates()
-            for update in session.translator.end_compaction("failed", " ".join(str(exc).split())[:1000]):
+            error = " ".join(str(exc).split())[:1000]
+            for update in session.translator.end_compaction("failed", error):
                 await session.send_update(update)
             return f"Could not condense: {exc}"
         after = len(session.conversation.state.events)

@@ -1023,11 +1023,12 @@ class Translator:
         if self.compaction:
             cid, self._open_compaction = self._open_compaction, None
             summary = getattr(event, "summary", None)
+            text = _cap_text(summary) if isinstance(summary, str) and summary else None
             return [
                 schema.CompactionUpdate(
                     compaction_id=cid or str(getattr(event, "id", "") or uuid.uuid4()),
                     status="completed",
-                    summary=[_text(_cap_text(summary))] if isinstance(summary, str) and summary else None,
+                    summary=[_text(text)] if text else None,
                 )
             ]
         forgotten = getattr(event, "forgotten_event_ids", None)
