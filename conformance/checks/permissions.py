@@ -114,3 +114,41 @@ async def cancelled_outcome(ctx: Context) -> str:
     if reason != "cancelled":
         raise Failed(f"stopReason {reason!r} after session/cancel and a cancelled outcome")
     return "no tool; cancelled"
+
+
+@check(
+    "ACP-PERM-005",
+    "a permission request can be shown: the tool call has a title and a kind",
+    rule="session/request_permission's toolCall is a ToolCallUpdate ('Details about the tool call "
+    "requiring permission'; schema RequestPermissionRequest), so only toolCallId is required: "
+    "title and kind may come from a tool_call sent before it for that toolCallId "
+    "(tool-calls.mdx §Requesting Permission). Clients ask the user from what they know of the "
+    "call: with neither, they show a nameless 'Allow tool [other]?' and cannot auto-approve "
+    "reads. Checked: the request's own fields over the earlier tool_call / tool_call_update "
+    "updates for its toolCallId give a non-empty title and a kind.",
+    level=Level.ADVISORY,
+    area=AREA,
+)
+async def renderable(ctx: Context) -> str:
+    turn, _marker, _sid = await allowed_turn(ctx)
+    requests = turn.permission_requests()
+    own = 0
+    for frame in requests:
+        params = frame.params if isinstance(frame.params, dict) else {}
+        call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        call_id = call.get("toolCallId")
+        known: dict[str, Any] = {}
+        for update in turn.tool_calls():
+            u = update.params["update"]
+            if update.seq < frame.seq and u.get("toolCallId") == call_id:
+                known.update({k: u[k] for k in ("title", "kind") if u.get(k) is not None})
+        if isinstance(call.get("title"), str) and call["title"] and call.get("kind") is not None:
+            own += 1
+        known.update({k: call[k] for k in ("title", "kind") if call.get(k) is not None})
+        missing = [k for k in ("title", "kind") if not (isinstance(known.get(k), str) and known[k])]
+        if missing:
+            raise Failed(
+                f"toolCall {call_id!r}: no {' and no '.join(missing)} in the request nor in a "
+                f"tool_call sent before it: {frame.short()}"
+            )
+    return f"{len(requests)} request(s), {own} with title and kind in the request itself"

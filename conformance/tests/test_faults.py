@@ -63,6 +63,7 @@ FAULT_FOR = {
     "ACP-PERM-002": "perm-allow-ignored",
     "ACP-PERM-003": "perm-reject-runs",
     "ACP-PERM-004": "perm-cancel-runs",
+    "ACP-PERM-005": "perm-unrenderable",
     "ACP-MODES-001": "bad-current-mode",
     "ACP-MODES-002": "set-mode-fails",
     "ACP-MODES-003": "set-mode-unknown-ok",
@@ -94,6 +95,7 @@ LOCAL = {
     "list-missing": {"ACP-LIST-001"},
     "custom-root-key": {"ACP-SCHEMA-002"},
     "perm-reject-runs": {"ACP-PERM-003"},
+    "perm-unrenderable": {"ACP-PERM-005"},
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 
 import psutil
 import pytest
@@ -36,7 +37,8 @@ from _oh_harness import (  # noqa: E402
     new_session,
     trio_acp_agent,
 )
-from trio_acp.testing import scenario_prompt  # noqa: E402
+from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Turn, scenario_prompt  # noqa: E402
+from trio_acp.testing.scenarios import finish  # noqa: E402
 
 
 class ScriptedClient(Client):
@@ -215,5 +217,72 @@ def test_modes_and_config_options():
     config_updates = [u for _, u in client.updates if isinstance(u, ConfigOptionUpdate)]
     assert len(config_updates) >= 2
     assert out["bad_mode"].code == -32602
+    errors, _ = out["wire"].schema_errors()
+    assert errors == []
+
+
+async def _standalone_requests(llm, home, ws):
+    client, wire, out = ScriptedClient(), Wire(), {}
+    with open(f"{ws}/seen.txt", "w") as f:
+        f.write("one\ntwo\nthree\n")
+    async with trio_acp_agent(client, wire, agent_env(llm, home)) as (conn, _process):
+        sid = (await new_session(conn, ws)).session_id
+        client.answers = ["allow_once"]
+        await _prompt(conn, wire, sid, touch(ws, "standalone"))
+        client.answers = ["allow_once", "allow_once"]
+        await _prompt(conn, wire, sid, scenario_prompt("edit", path=f"{ws}/made.txt"))
+        client.answers = ["allow_once"]
+        await _prompt(conn, wire, sid, scenario_prompt("view", path=f"{ws}/seen.txt"))
+        client.answers = ["allow_once"]
+        await _prompt(conn, wire, sid, scenario_prompt("plan"))
+    out["asked"], out["wire"] = client.asked, wire
+    return out
+
+
+def test_permission_requests_stand_on_their_own():
+    # A client may show (or auto-decide) a request without the tool_call it refers to:
+    # every request carries the title, kind, locations and tool name the tool_call had.
+    view = Scenario(
+        "view",
+        lambda ctx: [
+            Turn(tool_calls=[ToolCall("file_editor", {"command": "view", "path": ctx.tag("path"),
+                                                      "view_range": [2, 3], "summary": "Read it",
+                                                      "security_risk": "LOW"})]),
+            finish("Read it."),
+        ],
+    )
+    with ScriptedLLM(scenarios=[view]) as llm, tempfile.TemporaryDirectory() as home, \
+            tempfile.TemporaryDirectory() as ws:
+        ws = os.path.realpath(ws)
+        out = asyncio.run(_standalone_requests(llm, home, ws))
+    raw, shown, known = [], [], {}
+    for d, f in out["wire"].frames:
+        if d != "from_agent":
+            continue
+        if f.get("method") == "session/request_permission":
+            raw.append(f["params"]["toolCall"])
+            shown.append(dict(known.get(raw[-1]["toolCallId"], {})))
+        elif f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] in ("tool_call", "tool_call_update"):
+            u = f["params"]["update"]
+            known.setdefault(u["toolCallId"], {}).update(
+                {k: u[k] for k in ("title", "kind", "locations", "name") if k in u}
+            )
+    assert len(raw) == 5, raw
+    for call, before in zip(raw, shown):
+        assert call["title"] and call["kind"] and call["name"], call
+        # What the client was shown of this tool call before the request: the same.
+        assert before and {k: call.get(k) for k in before} == before, (call, before)
+    terminal, create, edit, viewed, plan = raw
+    assert terminal["kind"] == "execute" and terminal["name"] == "terminal"
+    assert f"touch {ws}/standalone" in terminal["title"]
+    assert create["kind"] == edit["kind"] == "edit" and create["name"] == "file_editor"
+    assert f"{ws}/made.txt" in create["title"] and f"{ws}/made.txt" in edit["title"]
+    assert create["locations"][0]["path"] == f"{ws}/made.txt"
+    assert viewed["kind"] == "read" and f"{ws}/seen.txt" in viewed["title"]
+    assert viewed["locations"] == [{"path": f"{ws}/seen.txt", "line": 2}]
+    assert plan["kind"] == "think" and plan["name"] == "task_tracker"
+    # The official client reads them too.
+    titles = [tool_call.title for tool_call, _, _ in out["asked"]]
+    assert titles == [c["title"] for c in raw]
     errors, _ = out["wire"].schema_errors()
     assert errors == []

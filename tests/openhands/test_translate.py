@@ -568,6 +568,43 @@ def test_quiet_events_and_condensation():
     assert data["content"]["text"] == "(conversation condensed)"
 
 
+def test_condensations_are_compactions_for_a_client_that_advertised_them():
+    t = Translator(CWD, compaction=True)
+    request = CondensationRequest()
+    (opened,) = wire(t.event(request))
+    assert opened == {"sessionUpdate": "compaction_update", "compactionId": request.id, "status": "in_progress"}
+    done = Condensation(forgotten_event_ids={"a", "b"}, summary="what happened", llm_response_id="r")
+    (closed,) = wire(t.event(done))
+    assert closed["compactionId"] == request.id and closed["status"] == "completed"
+    assert closed["summary"] == [{"type": "text", "text": "what happened"}]
+    # An automatic one (nobody asked): one completed update under its own id.
+    auto = Condensation(forgotten_event_ids={"c"}, summary=None, llm_response_id="r2")
+    (data,) = wire(t.event(auto))
+    assert (data["compactionId"], data["status"]) == (auto.id, "completed") and "summary" not in data
+    # A request that fails or is interrupted says so; a later one is a new compaction.
+    failing = CondensationRequest()
+    t.event(failing)
+    err = ConversationErrorEvent(source="environment", code="NoCondensationAvailableException", detail="no summary")
+    (data,) = wire(t.event(err))
+    assert (data["compactionId"], data["status"], data["error"]) == (failing.id, "failed", "no summary")
+    assert t.event(err) == []  # nothing open any more
+    cancelled = CondensationRequest()
+    t.event(cancelled)
+    (data,) = wire(t.event(InterruptEvent()))
+    assert (data["compactionId"], data["status"]) == (cancelled.id, "cancelled")
+    # Left open when the turn ends otherwise: closed with the turn's reason.
+    left = CondensationRequest()
+    t.event(left)
+    (data,) = wire(t.fail_open_tool_calls("The turn ended with an error."))
+    assert (data["compactionId"], data["status"]) == (left.id, "failed")
+    assert t.end_compaction("failed") == []
+    # Replay: completed compactions only, under the id the live session used.
+    replayed = wire(Translator(CWD, compaction=True).replay([request, done, failing, err]))
+    assert [(d["sessionUpdate"], d["compactionId"], d["status"]) for d in replayed] == [
+        ("compaction_update", request.id, "completed")
+    ]
+
+
 # ------------------------------------------------------------------ replay
 
 

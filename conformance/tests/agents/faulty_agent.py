@@ -72,6 +72,7 @@ FAULTS = {
     "perm-allow-ignored": "does not run an allowed tool",
     "perm-reject-runs": "runs a rejected tool",
     "perm-cancel-runs": "runs the tool on a cancelled outcome and ends with end_turn",
+    "perm-unrenderable": "asks permission for a tool call it never described (no title, no kind)",
     "bad-current-mode": "currentModeId is not an available mode",
     "set-mode-fails": "session/set_mode always fails",
     "set-mode-unknown-ok": "session/set_mode accepts unknown modes",
@@ -583,8 +584,9 @@ class Agent:
 
     async def _tool(self, session: Session, kind: str, what: str) -> str:
         call_id = f"call-{uuid.uuid4().hex[:8]}"
-        await self.update(session, {"sessionUpdate": "tool_call", "toolCallId": call_id,
-                                    "title": f"{kind}: {what}", "kind": kind, "status": "pending"})
+        if not (FAULT == "perm-unrenderable" and session.mode == "ask"):
+            await self.update(session, {"sessionUpdate": "tool_call", "toolCallId": call_id,
+                                        "title": f"{kind}: {what}", "kind": kind, "status": "pending"})
         if session.mode == "ask":
             options = [
                 {"optionId": "allow", "name": "Allow", "kind": "allow_once"},

@@ -82,8 +82,20 @@ class ClientProxy(Proxy):
         if self.capabilities.terminal is not True:
             raise CapabilityError("terminal")
 
+    def _require_session_flag(self, flag: str, what: str) -> None:
+        if getattr(self.capabilities.session, flag, None) is None:
+            raise CapabilityError(what)
+
     async def session_update(self, params: schema.SessionNotification | None = None, /, **kw: Any) -> None:
-        await self._notify("session/update", build_params(schema.SessionNotification, params, kw))
+        notification = build_params(schema.SessionNotification, params, kw)
+        # Updates a client must have asked for (spec: agents MUST only send them then).
+        if isinstance(notification.update, schema.NoticeUpdate):
+            self._require_session_flag("notices", "session.notices")
+        elif isinstance(
+            notification.update, (schema.CompactionUpdate, schema.CompactionSummaryChunk)
+        ):
+            self._require_session_flag("compaction", "session.compaction")
+        await self._notify("session/update", notification)
 
     async def request_permission(
         self, params: schema.RequestPermissionRequest | None = None, /, **kw: Any

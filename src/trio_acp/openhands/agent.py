@@ -172,6 +172,7 @@ class OpenHandsAgent:
         store.write_index(sid, cwd=cwd)
         # Session-level updates go after the response, never before it.
         after_response(lambda: session.send_update(commands.available_commands()))
+        after_response(session.published)
         return session
 
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:

@@ -68,7 +68,13 @@ async def run(session: Any, name: str, arg: str) -> str:
         before = len(session.conversation.state.events)
         try:
             await trio.to_thread.run_sync(session.conversation.condense, limiter=session.limiter)
-        except ValueError as exc:
+        except Exception as exc:  # no condenser (ValueError), or the summary failed
+            # A compaction the SDK's request opened is over: once that request is on the
+            # wire, say how it ended.
+            await session.flush_turn_updates()
+            error = " ".join(str(exc).split())[:1000]
+            for update in session.translator.end_compaction("failed", error):
+                await session.send_update(update)
             return f"Could not condense: {exc}"
         after = len(session.conversation.state.events)
         return f"Conversation condensed ({after - before} new event(s) in the history)."

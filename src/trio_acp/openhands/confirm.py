@@ -28,6 +28,7 @@ from .permissions import (
     action_scope,
     permission_options,
 )
+from .translate import present, tool_family, tool_locations
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,10 @@ def _read(path: str) -> str | None:
 def preview(tool: str, args: dict[str, Any], cwd: str, risk: str | None) -> list[Any]:
     """What the user sees before saying yes: the command, or the edit as a diff."""
     content: list[Any] = []
-    if tool == "terminal" and isinstance(args.get("command"), str):
+    family = tool_family(tool)
+    if family == "terminal" and isinstance(args.get("command"), str):
         content.append(schema.ContentToolCallContent(content=schema.TextContent(text=f"```sh\n{args['command']}\n```")))
-    elif tool == "file_editor" and isinstance(args.get("path"), str):
+    elif family == "file_editor" and isinstance(args.get("path"), str):
         path = args["path"] if os.path.isabs(args["path"]) else os.path.join(cwd, args["path"])
         command = args.get("command")
         old = _read(path) if os.path.isfile(path) else None
@@ -91,10 +93,20 @@ async def ask(session: Any, action: Any, scope: Scope, cancel_event: trio.Event)
     """Put one action to the user; returns an option kind, or CANCELLED. Raises PermissionFailed."""
     args = action_arguments(action)
     risk = getattr(getattr(action, "security_risk", None), "value", None)
+    # The request must stand on its own: a client may render it (or decide on it, e.g.
+    # auto-approve reads) without the tool_call it refers to. Title, kind and locations
+    # come from the translator's own `present`, so both always agree.
+    title, kind, locations = present(
+        action.tool_name, args, getattr(action, "summary", None), cwd=session.cwd
+    )
     tool_call = schema.ToolCallUpdate(
         tool_call_id=action.tool_call_id,
+        title=title,
+        kind=kind,
+        name=action.tool_name or None,
         status="pending",
         content=preview(action.tool_name, args, session.cwd, risk) or None,
+        locations=tool_locations(locations),
         raw_input=args or None,
     )
     request = schema.RequestPermissionRequest(

@@ -27,6 +27,7 @@ import trio
 from .. import schema
 from ..rpc import PeerClosed, RequestError
 from . import commands
+from .notices import mcp_failure_notices, retry_note, supports_compaction, watch_mcp_startup
 from .bridge import Flush, ThreadBridge
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
@@ -80,7 +81,7 @@ class Session:
         self.reasoning_effort: str | None = None
         self._conversation_factory = conversation_factory
         self.conversation: Any = None
-        self.translator = Translator(cwd)
+        self.translator = Translator(cwd, compaction=supports_compaction(client))
         self.limiter = trio.CapacityLimiter(2)
         # Interrupting has its own thread budget: a set_mode blocked on the SDK's lock
         # behind a running tool must never delay a cancel.
@@ -97,6 +98,9 @@ class Session:
         self._finish_reason: str | None = None
         self._closed = trio.Event()
         self._stopped = trio.Event()
+        # Set once the client has the session id (the response to session/new, load...):
+        # nothing about the session may reach it before.
+        self._published = trio.Event()
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -139,12 +143,28 @@ class Session:
         ensure_ready = getattr(self.conversation, "_ensure_agent_ready", None)
         if ensure_ready is None:
             return
+
+        def warm() -> list[str]:
+            with watch_mcp_startup() as mcp_failures:
+                ensure_ready()
+            return mcp_failures
+
         try:
             # Not abandoned on cancel: a close must wait for it, or the shell it is starting
             # would outlive the session (conv.close() would find no tools to close yet).
-            await trio.to_thread.run_sync(ensure_ready, limiter=self.limiter)
+            mcp_failures = await trio.to_thread.run_sync(warm, limiter=self.limiter)
         except Exception:
             log.warning("warming up session %s failed; the first prompt will retry", self.id, exc_info=True)
+            return
+        notices = mcp_failure_notices(self.client, mcp_failures)
+        if notices:
+            await self._published.wait()
+            for notice in notices:
+                await self.send_update(notice)
+
+    async def published(self) -> None:
+        """The client has been told the session id (run after the response)."""
+        self._published.set()
 
     async def _shutdown_sdk(self) -> None:
         if self.conversation is not None:
@@ -308,9 +328,7 @@ class Session:
 
         It also explains why a reply that was streaming may start over.
         """
-        reason = _one_line(str(error))[:200] if error is not None else "unknown error"
-        text = f"\n(The model call failed: {reason}. Retrying, attempt {attempt + 1} of {total}.)\n"
-        self._post_sdk("update", schema.AgentThoughtChunk(content=schema.TextContent(text=text)))
+        self._post_sdk("update", retry_note(self.client, attempt, total, error))
 
     # --- the update pump ------------------------------------------------------------
 

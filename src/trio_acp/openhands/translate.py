@@ -31,8 +31,13 @@ Decisions (see also the report in the commit that added this module):
 * Quiet: PauseEvent / InterruptEvent (the client asked for it and gets stopReason
   `cancelled`), ConversationErrorEvent (the session turns it into a JSON-RPC error, see
   `conversation_error`), SystemPromptEvent, SecurityAnalysisEvent, TokenEvent,
-  LLMCompletionLogEvent, HookExecutionEvent, CondensationRequest, state/streaming-delta
-  events, and anything unknown (logged at debug). Condensation -> one short thought line.
+  LLMCompletionLogEvent, HookExecutionEvent, state/streaming-delta events, and anything
+  unknown (logged at debug). Condensation -> one short thought line.
+* Compactions, for a client that advertised `session.compaction` (`compaction=True`): a
+  CondensationRequest opens one (`compaction_update` in_progress, id = the request's event
+  id); the Condensation completes it with the summary (a Condensation nobody requested, i.e.
+  an automatic one, is one completed update under its own id); a ConversationErrorEvent
+  fails it and an InterruptEvent cancels it. Replay sends completed compactions only.
 * Large payloads: the text of one content block is capped at `MAX_TEXT_BYTES` (UTF-8), keeping
   head and tail around an explicit note saying how much was cut (and, for the terminal, the
   directory where the SDK keeps full outputs). Strings inside rawInput/rawOutput are capped at
@@ -66,7 +71,10 @@ __all__ = [
     "coalesce",
     "conversation_error",
     "message_id",
+    "present",
     "strip_ansi",
+    "tool_family",
+    "tool_locations",
 ]
 
 SessionUpdate = Any
@@ -566,9 +574,6 @@ _QUIET_EVENTS = {
     "LLMCompletionLogEvent",
     "HookExecutionEvent",
     "PauseEvent",
-    "InterruptEvent",
-    "ConversationErrorEvent",
-    "CondensationRequest",
     "ConversationStateUpdateEvent",
     "StreamingDeltaEvent",
 }
@@ -584,8 +589,14 @@ class Translator:
     it does not understand.
     """
 
-    def __init__(self, cwd: str, *, is_dir: Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self, cwd: str, *, is_dir: Callable[[str], bool] | None = None, compaction: bool = False
+    ) -> None:
         self.cwd = cwd
+        # Condensations as `compaction_update`s (the client advertised session.compaction)
+        # rather than thought notes.
+        self.compaction = compaction
+        self._open_compaction: str | None = None
         # The status an action gets when the SDK produces it: "in_progress" when it runs
         # at once; "pending" when it may wait for the user's permission first (the session
         # then marks it in_progress once allowed).
@@ -696,6 +707,7 @@ class Translator:
                 tool_call_id=pending.id,
                 title=title,
                 kind=kind,
+                name=pending.name,
                 status="pending",
                 locations=[_location(p, line) for p, line in locations] or None,
                 raw_input=_cap_json(dict(fields)),
@@ -738,7 +750,7 @@ class Translator:
         as live but without streaming state; one `tool_call` per tool call carrying its final
         state (pending if it never ran). Afterwards this translator knows the replayed tool
         calls, so live events about them become updates."""
-        fresh = Translator(self.cwd, is_dir=self._is_dir)
+        fresh = Translator(self.cwd, is_dir=self._is_dir, compaction=self.compaction)
         fresh._replaying = True
         out: list[SessionUpdate] = []
         for event in events:
@@ -767,7 +779,15 @@ class Translator:
                     )
                 )
         self._pending.clear()
+        out += self.end_compaction("failed", reason or None)
         return out
+
+    def end_compaction(self, status: str, error: str | None = None) -> list[SessionUpdate]:
+        """Close the compaction in progress, if any, with `status` ("failed", "cancelled")."""
+        cid, self._open_compaction = self._open_compaction, None
+        if cid is None or not self.compaction or self._replaying:
+            return []
+        return [schema.CompactionUpdate(compaction_id=cid, status=status, error=error)]
 
     # -- text of events --------------------------------------------------------------
 
@@ -907,6 +927,7 @@ class Translator:
                     tool_call_id=call_id,
                     title=title,
                     kind=kind,
+                    name=tool if tool != call.tool_name else None,
                     status=status,
                     locations=[_location(p, line) for p, line in locations]
                     if (locations or had_locations)
@@ -922,6 +943,7 @@ class Translator:
                     tool_call_id=call_id,
                     title=title,
                     kind=kind,
+                    name=tool or None,
                     status=status,
                     locations=[_location(p, line) for p, line in locations] or None,
                     raw_input=_cap_json(args),
@@ -981,7 +1003,34 @@ class Translator:
             call.special = None
         return [self._complete(call_id, tool, call, "failed", [_text_item(text)], None, None)]
 
+    def _on_condensation_request(self, event: Any) -> list[SessionUpdate]:
+        if not self.compaction:
+            return []
+        cid = self._open_compaction = str(getattr(event, "id", "") or uuid.uuid4())
+        if self._replaying:
+            return []  # only its outcome is history
+        return [schema.CompactionUpdate(compaction_id=cid, status="in_progress")]
+
+    def _on_conversation_error(self, event: Any) -> list[SessionUpdate]:
+        # The turn's error itself goes out as the prompt's JSON-RPC error (see session.py).
+        detail = str(getattr(event, "detail", "") or getattr(event, "code", "") or "")
+        return self.end_compaction("failed", _cap_text(detail, MAX_RAW_STRING_BYTES) or None)
+
+    def _on_interrupt(self, event: Any) -> list[SessionUpdate]:
+        return self.end_compaction("cancelled")
+
     def _on_condensation(self, event: Any) -> list[SessionUpdate]:
+        if self.compaction:
+            cid, self._open_compaction = self._open_compaction, None
+            summary = getattr(event, "summary", None)
+            text = _cap_text(summary) if isinstance(summary, str) and summary else None
+            return [
+                schema.CompactionUpdate(
+                    compaction_id=cid or str(getattr(event, "id", "") or uuid.uuid4()),
+                    status="completed",
+                    summary=[_text(text)] if text else None,
+                )
+            ]
         forgotten = getattr(event, "forgotten_event_ids", None)
         if _is_a(event, "Condensation") and forgotten is not None:
             text = f"(conversation condensed: {len(forgotten)} events summarized)"
@@ -1026,6 +1075,7 @@ class Translator:
             tool_call_id=call_id,
             title=title,
             kind=kind,
+            name=tool or None,
             status=status,
             content=content,
             locations=loc_objs or [_location(p, line) for p, line in presented] or None,
@@ -1126,81 +1176,120 @@ class Translator:
     # -- presentation -----------------------------------------------------------------------
 
     def _abs(self, path: Any) -> str | None:
-        if not isinstance(path, str) or not path.strip():
-            return None
-        if path.startswith("file://"):
-            path = file_uri_to_path(path)
-        if not os.path.isabs(path):
-            path = os.path.join(self.cwd, path)
-        return os.path.normpath(path)
+        return _abs_path(self.cwd, path)
 
     def _present(
         self, tool: str, args: dict[str, Any], summary: str | None
     ) -> tuple[str, str, tuple[tuple[str, int | None], ...]]:
-        """(title, kind, locations) for a tool call with (possibly partial) arguments."""
-        if tool in _TERMINAL_TOOLS:
-            command = args.get("command")
-            if args.get("reset") is True:
-                title = "Reset the terminal"
-            elif args.get("is_input") is True:
-                title = f"Send input to the running process: {command}" if command else "Send input"
-            elif isinstance(command, str) and command.strip():
-                title = command
-            elif command == "":
-                title = "Read more terminal output"
-            else:
-                title = "Run a terminal command"
-            return title, "execute", ()
-        if tool in _EDITOR_TOOLS:
-            command = args.get("command")
-            path = self._abs(args.get("path"))
-            verb = _EDITOR_VERBS.get(command) if isinstance(command, str) else None
-            if command == "view":
-                kind = "read"
-            elif verb is not None:
-                kind = "edit"
-            else:
-                kind = "other"
-            if path is None:
-                return (f"{verb} a file" if verb else "File editor"), kind, ()
-            title = f"{verb or 'File editor:'} {path}"
-            line = None
-            view_range = args.get("view_range")
-            if command == "view" and isinstance(view_range, list) and view_range:
-                start = view_range[0]
-                end = view_range[1] if len(view_range) > 1 else None
-                if isinstance(start, int) and start >= 1:
-                    line = start
-                    if isinstance(end, int) and end >= start:
-                        title += f" (lines {start}-{end})"
-                    else:
-                        title += f" (from line {start})"
-            insert_line = args.get("insert_line")
-            if command == "insert" and isinstance(insert_line, int) and insert_line >= 0:
-                line = insert_line + 1
-            if command == "view" and (path.endswith(os.sep) or self._is_dir_safe(path)):
-                return f"List {path}", kind, ()
-            return title, kind, ((path, line),)
-        if tool in _TASK_TOOLS:
-            command = args.get("command")
-            if command == "plan":
-                tasks = args.get("task_list")
-                n = len(tasks) if isinstance(tasks, list) else None
-                title = f"Update the plan ({n} tasks)" if n is not None else "Update the plan"
-                return title, "think", ()
-            return ("View the plan" if command == "view" else "Plan"), "think", ()
-        kind = _KIND_BY_TOOL.get(tool)
-        if kind is None:
-            kind = "fetch" if tool.startswith("browser") else "other"
-        if isinstance(summary, str) and summary.strip() and not summary.startswith(f"{tool}:"):
-            return summary.strip(), kind, ()
-        return tool or "tool", kind, ()
+        return present(tool, args, summary, cwd=self.cwd, is_dir=self._is_dir)
 
-    def _is_dir_safe(self, path: str) -> bool:
-        try:
-            return bool(self._is_dir(path))
-        except Exception:
-            return False
+
+def present(
+    tool: str,
+    args: dict[str, Any],
+    summary: str | None = None,
+    *,
+    cwd: str,
+    is_dir: Callable[[str], bool] = os.path.isdir,
+) -> tuple[str, str, tuple[tuple[str, int | None], ...]]:
+    """(title, kind, locations) of a tool call with (possibly partial) arguments.
+
+    The one place that says how a tool call looks to the client: the `tool_call` updates
+    and the `session/request_permission` preview (`confirm.py`) both use it, so a request
+    for permission shows the same title, kind and locations as the tool call it is about.
+    `locations` are (absolute path, 1-based line or None) pairs.
+    """
+    if tool in _TERMINAL_TOOLS:
+        command = args.get("command")
+        if args.get("reset") is True:
+            title = "Reset the terminal"
+        elif args.get("is_input") is True:
+            title = f"Send input to the running process: {command}" if command else "Send input"
+        elif isinstance(command, str) and command.strip():
+            title = command
+        elif command == "":
+            title = "Read more terminal output"
+        else:
+            title = "Run a terminal command"
+        return title, "execute", ()
+    if tool in _EDITOR_TOOLS:
+        command = args.get("command")
+        path = _abs_path(cwd, args.get("path"))
+        verb = _EDITOR_VERBS.get(command) if isinstance(command, str) else None
+        if command == "view":
+            kind = "read"
+        elif verb is not None:
+            kind = "edit"
+        else:
+            kind = "other"
+        if path is None:
+            return (f"{verb} a file" if verb else "File editor"), kind, ()
+        title = f"{verb or 'File editor:'} {path}"
+        line = None
+        view_range = args.get("view_range")
+        if command == "view" and isinstance(view_range, list) and view_range:
+            start = view_range[0]
+            end = view_range[1] if len(view_range) > 1 else None
+            if isinstance(start, int) and start >= 1:
+                line = start
+                if isinstance(end, int) and end >= start:
+                    title += f" (lines {start}-{end})"
+                else:
+                    title += f" (from line {start})"
+        insert_line = args.get("insert_line")
+        if command == "insert" and isinstance(insert_line, int) and insert_line >= 0:
+            line = insert_line + 1
+        if command == "view" and (path.endswith(os.sep) or _is_dir_safe(is_dir, path)):
+            return f"List {path}", kind, ()
+        return title, kind, ((path, line),)
+    if tool in _TASK_TOOLS:
+        command = args.get("command")
+        if command == "plan":
+            tasks = args.get("task_list")
+            n = len(tasks) if isinstance(tasks, list) else None
+            title = f"Update the plan ({n} tasks)" if n is not None else "Update the plan"
+            return title, "think", ()
+        return ("View the plan" if command == "view" else "Plan"), "think", ()
+    kind = _KIND_BY_TOOL.get(tool)
+    if kind is None:
+        kind = "fetch" if tool.startswith("browser") else "other"
+    if isinstance(summary, str) and summary.strip() and not summary.startswith(f"{tool}:"):
+        return summary.strip(), kind, ()
+    return tool or "tool", kind, ()
+
+
+def tool_family(tool: str) -> str | None:
+    """"terminal", "file_editor" or "task_tracker" for those tools under any of their names
+    (the legacy `bash`, `execute_bash`, `str_replace_editor` too), else None."""
+    if tool in _TERMINAL_TOOLS:
+        return "terminal"
+    if tool in _EDITOR_TOOLS:
+        return "file_editor"
+    if tool in _TASK_TOOLS:
+        return "task_tracker"
+    return None
+
+
+def tool_locations(locations: Iterable[tuple[str, int | None]]) -> list[Any] | None:
+    """ACP `ToolCallLocation`s of `present`'s locations (None when there are none)."""
+    return [_location(p, line) for p, line in locations] or None
+
+
+def _abs_path(cwd: str, path: Any) -> str | None:
+    if not isinstance(path, str) or not path.strip():
+        return None
+    if path.startswith("file://"):
+        path = file_uri_to_path(path)
+    if not os.path.isabs(path):
+        path = os.path.join(cwd, path)
+    return os.path.normpath(path)
+
+
+def _is_dir_safe(is_dir: Callable[[str], bool], path: str) -> bool:
+    try:
+        return bool(is_dir(path))
+    except Exception:
+        return False
 
 
 def _arguments_of(event: Any) -> dict[str, Any]:
@@ -1262,6 +1351,9 @@ _HANDLERS: dict[str, Callable[[Translator, Any], list]] = {
     "UserRejectObservation": Translator._on_reject,
     "Condensation": Translator._on_condensation,
     "CondensationSummaryEvent": Translator._on_condensation,
+    "CondensationRequest": Translator._on_condensation_request,
+    "ConversationErrorEvent": Translator._on_conversation_error,
+    "InterruptEvent": Translator._on_interrupt,
 }
 
 
