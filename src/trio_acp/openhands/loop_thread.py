@@ -57,21 +57,31 @@ async def _call(fn: Callable[[], Awaitable[T]]) -> T:
 
 
 async def wait_future(fut: concurrent.futures.Future[T]) -> T:
-    """Wait in Trio for a concurrent future, without a blocked worker thread.
+    """Wait in Trio for a concurrent future, without a blocked worker thread; its result.
 
     Cancelling the waiting Trio task does not cancel the future: the caller decides how
     to stop the work (e.g. `Conversation.interrupt()`) and waits again.
     """
-    if not fut.done():
-        token = trio.lowlevel.current_trio_token()
-        done = trio.Event()
-
-        def wake(_: Any) -> None:
-            try:
-                token.run_sync_soon(done.set)
-            except trio.RunFinishedError:
-                pass
-
-        fut.add_done_callback(wake)
-        await done.wait()
+    await wait_done(fut)
     return fut.result()
+
+
+async def wait_done(fut: concurrent.futures.Future[Any]) -> None:
+    """Wait until the future is done, however it ended (result, error or cancelled).
+
+    For a caller that only needs the work to be over — e.g. interrupting a run, where the
+    run's own outcome (even a cancelled future) is someone else's to report.
+    """
+    if fut.done():
+        return
+    token = trio.lowlevel.current_trio_token()
+    done = trio.Event()
+
+    def wake(_: Any) -> None:
+        try:
+            token.run_sync_soon(done.set)
+        except trio.RunFinishedError:
+            pass
+
+    fut.add_done_callback(wake)
+    await done.wait()

@@ -33,7 +33,7 @@ from .confirm import CANCELLED, PermissionFailed, confirm_pending
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
 from .sdk import REASONING_EFFORTS, confirmation_setup, interruption_event, supports_reasoning_effort
-from .loop_thread import LoopThread, wait_future
+from .loop_thread import LoopThread, wait_done, wait_future
 from .prompt import ImagePart, TextPart, prompt_to_parts
 from .tool_processes import remove_editor_history, stop_tool_processes
 from .translate import Translator, coalesce
@@ -650,7 +650,9 @@ class Session:
                 first = False
                 await trio.to_thread.run_sync(stop_tool_processes, conv, limiter=self._interrupt_limiter)
             with trio.move_on_after(delay):
-                await wait_future(fut)
+                # Only that the run is over: a run cancelled outright (interrupted before
+                # it started) ends with a cancelled future, which is not an error here.
+                await wait_done(fut)
             delay = min(delay * 2, 0.5)
 
     def _stop_reason(self, conv: Any, start: int, error: BaseException | None) -> str:
