@@ -18,7 +18,8 @@ import trio
 from .. import __version__, schema
 from ..rpc import RequestError, after_response
 from . import commands
-from .sdk import SdkLoader, build_agent, build_llm
+from .models import model_choices
+from .sdk import SdkLoader, build_agent, build_choice_llm, build_llm
 from .session import Session
 from .settings import Settings, SettingsError, load_settings
 from .store import RULES_FILE, SessionStore, parse_session_id
@@ -115,6 +116,10 @@ class OpenHandsAgent:
         settings = self._settings()
         if settings.llm is None:
             raise RequestError(-32000, settings.missing_model_message())
+        try:
+            models = model_choices(settings, self._env)
+        except SettingsError as exc:
+            raise RequestError(-32000, str(exc)) from None
         sdk = await self._sdk_loader.get()
         retries = RetryRelay()
         try:
@@ -155,6 +160,8 @@ class OpenHandsAgent:
             mode=settings.default_mode,
             rules_path=store.dir_for(sid) / RULES_FILE,
             store=store,
+            models=models,
+            make_llm=lambda choice: build_choice_llm(sdk, choice, env=self._env, retry_listener=retries),
         )
         retries.session = session
         try:

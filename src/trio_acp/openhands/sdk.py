@@ -130,6 +130,24 @@ def build_llm(sdk: SimpleNamespace, fields: dict[str, Any], *, retry_listener: A
     return llm
 
 
+def build_choice_llm(sdk: SimpleNamespace, choice: Any, *, env: Any = None, retry_listener: Any = None) -> Any:
+    """The LLM of one configured model (`models.ModelChoice`); blocking (reads a profile).
+
+    A profile is loaded the SDK's way (`LLMProfileStore`, which also resolves a linked
+    provider connection's key) and used as saved; it answers to the same `usage_id` as
+    the default model, so `switch_llm` carries the session's token and cost totals over.
+    """
+    if choice.profile is not None:
+        from openhands.sdk.llm.llm_profile_store import LLMProfileStore
+
+        llm = LLMProfileStore(choice.profile_dir).load(choice.profile)
+        update: dict[str, Any] = {"usage_id": "agent"}
+        if retry_listener is not None:
+            update["retry_listener"] = retry_listener
+        return llm.model_copy(update=update)
+    return build_llm(sdk, choice.llm_fields(env), retry_listener=retry_listener)
+
+
 def _from_env_text(value: Any, annotation: Any) -> Any:
     """`LLM_*` variables are text; JSON-shaped fields (dicts, lists) are parsed from it.
 

@@ -34,6 +34,7 @@ from .store import now_iso
 from .sdk import REASONING_EFFORTS, confirmation_setup, supports_reasoning_effort
 from .loop_thread import LoopThread, wait_future
 from .prompt import ImagePart, TextPart, prompt_to_parts
+from .config_options import client_takes_booleans, model_option, stream_option
 from .tool_processes import stop_tool_processes
 from .translate import Translator, coalesce
 
@@ -74,6 +75,8 @@ class Session:
         mode: str = ALWAYS_ASK,
         rules_path: Any = None,
         store: Any = None,
+        models: list[Any] | None = None,
+        make_llm: Any = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -86,6 +89,12 @@ class Session:
         self._titled = False
         # The model's reasoning effort, when it has one to choose (else no option).
         self.reasoning_effort: str | None = None
+        # The models the `model` option offers (models.ModelChoice, `model` is one's id),
+        # and how to build one's LLM (blocking: a worker thread calls it).
+        self.models: list[Any] = list(models or [])
+        self._make_llm = make_llm
+        # Whether replies stream token by token (the `stream` boolean option).
+        self.stream = True
         self._conversation_factory = conversation_factory
         self.conversation: Any = None
         self.translator = Translator(cwd)
@@ -128,6 +137,7 @@ class Session:
                 llm = self.conversation.agent.llm
                 if supports_reasoning_effort(self.sdk, llm):
                     self.reasoning_effort = llm.reasoning_effort or "high"
+                self.stream = bool(getattr(llm, "stream", True))
                 nursery.start_soon(self._warm_up)
                 task_status.started()
                 await self._closed.wait()
@@ -197,16 +207,7 @@ class Session:
         return mode_state(self.mode)
 
     def config_options(self) -> list[Any]:
-        options = [
-            mode_option(self.mode),
-            schema.SessionConfigOptionSelect(
-                id="model",
-                name="Model",
-                category="model",
-                current_value=self.model,
-                options=[schema.SessionConfigSelectOption(value=self.model, name=self.model)],
-            ),
-        ]
+        options = [mode_option(self.mode), model_option(self.model, self.models)]
         if self.reasoning_effort is not None:
             options.append(
                 schema.SessionConfigOptionSelect(
@@ -217,7 +218,65 @@ class Session:
                     options=[schema.SessionConfigSelectOption(value=v, name=v.capitalize()) for v in REASONING_EFFORTS],
                 )
             )
+        if client_takes_booleans(self.client):
+            options.append(stream_option(self.stream))
         return options
+
+    def config_values(self) -> dict[str, Any]:
+        """{config id: value} of every option, offered to this client or not: what a
+        fork carries over, and what `set_config_option` re-applies."""
+        values: dict[str, Any] = {"mode": self.mode, "model": self.model}
+        if self.reasoning_effort is not None:
+            values["thought_level"] = self.reasoning_effort
+        values["stream"] = self.stream
+        return values
+
+    async def _set_model(self, value: Any) -> None:
+        """Switch the session's LLM to another configured model; the next request uses it.
+
+        The reasoning effort follows the new model: kept where it has one (the new
+        model's own, or "high", if none was chosen), gone where it has none. Streaming
+        stays as the session has it.
+        """
+        choice = next((c for c in self.models if c.id == value), None) if isinstance(value, str) else None
+        if choice is None:
+            ids = [c.id for c in self.models] or [self.model]
+            raise RequestError.invalid_params(
+                f"unknown model {value!r}; the configured models are: {', '.join(ids)}",
+            )
+        if choice.id == self.model:
+            return
+        conv, sdk, make_llm = self.conversation, self.sdk, self._make_llm
+        effort, stream = self.reasoning_effort, self.stream
+
+        def switch() -> str | None:
+            llm = make_llm(choice)
+            update: dict[str, Any] = {"stream": stream}
+            new_effort = None
+            if supports_reasoning_effort(sdk, llm):
+                new_effort = effort or llm.reasoning_effort or "high"
+                update["reasoning_effort"] = new_effort
+            conv.switch_llm(llm.model_copy(update=update))  # takes the state lock
+            return new_effort
+
+        try:
+            new_effort = await trio.to_thread.run_sync(switch, limiter=self.limiter)
+        except Exception as exc:
+            log.warning("switching session %s to model %s failed", self.id, choice.id, exc_info=True)
+            raise RequestError(-32603, f"model {choice.id!r} cannot be used: {_one_line(str(exc))[:500]}") from None
+        self.model = choice.id
+        self.reasoning_effort = new_effort
+
+    async def _set_stream(self, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise RequestError.invalid_params("the stream option takes a boolean value")
+        conv = self.conversation
+
+        def switch() -> None:
+            conv.switch_llm(conv.agent.llm.model_copy(update={"stream": value}))
+
+        await trio.to_thread.run_sync(switch, limiter=self.limiter)
+        self.stream = value
 
     async def _set_reasoning_effort(self, value: Any) -> None:
         if self.reasoning_effort is None:
@@ -266,10 +325,11 @@ class Session:
         elif config_id == "thought_level":
             await self._set_reasoning_effort(value)
         elif config_id == "model":
-            if value != self.model:
-                raise RequestError.invalid_params(
-                    f"model {value!r} is not available; configured: {self.model!r}"
-                )
+            await self._set_model(value)
+        elif config_id == "stream":
+            # Accepted from any client (a saved value is re-applied this way), though only
+            # clients that take boolean options are offered it.
+            await self._set_stream(value)
         else:
             raise RequestError.invalid_params(f"unknown config option {config_id!r}")
         return self.config_options()

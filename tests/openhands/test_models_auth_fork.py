@@ -1,0 +1,301 @@
+"""Model switching, the boolean `stream` option, logout and session/fork, in-process over
+raw JSON-RPC frames; every frame the agent sends is checked against the official schema.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import trio
+import trio.testing
+
+from trio_acp.connection import open_agent_connection
+from trio_acp.openhands.agent import open_openhands_agent
+from trio_acp.openhands.sdk import SdkLoader
+from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing.wire_check import FrameChecker
+
+_LOADER: SdkLoader | None = None
+
+BOOLEAN_CAPS = {"session": {"configOptions": {"boolean": {}}}}
+
+
+def loader() -> SdkLoader:
+    global _LOADER
+    if _LOADER is None:
+        _LOADER = SdkLoader()
+    return _LOADER
+
+
+@pytest.fixture(scope="module")
+def llm():
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def other_llm():
+    # A second model server: an entry with its own base URL must reach this one.
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def env(llm, tmp_path):
+    e = dict(os.environ)
+    e.update(scripted_env(llm.base_url))
+    e.update(
+        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
+        LLM_NUM_RETRIES="1",
+        LLM_TIMEOUT="30",
+        TRIO_ACP_DEFAULT_MODE="always-approve",
+    )
+    return e
+
+
+class Raw:
+    """The client end as raw frames; every frame the agent sends goes through FrameChecker."""
+
+    def __init__(self, stream):
+        self.stream, self.buffer = stream, b""
+        self.checker = FrameChecker()
+        self.frames: list[dict] = []
+        self.next_id = 0
+
+    async def send(self, frame):
+        self.checker.received(frame)  # the agent received it: remember the id's method
+        await self.stream.send_all(json.dumps(frame).encode() + b"\n")
+
+    async def receive(self):
+        while b"\n" not in self.buffer:
+            data = await self.stream.receive_some()
+            if not data:
+                raise EOFError("the agent closed the stream")
+            self.buffer += data
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        frame = json.loads(line)
+        assert not self.checker.sent(frame), self.checker.errors
+        self.frames.append(frame)
+        return frame
+
+    async def call(self, method, params):
+        """A request; returns its response frame (updates before it are kept in `frames`)."""
+        self.next_id += 1
+        rid = self.next_id
+        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        while True:
+            frame = await self.receive()
+            if frame.get("id") == rid and "method" not in frame:
+                return frame
+
+    async def result(self, method, params):
+        frame = await self.call(method, params)
+        assert "result" in frame, frame
+        return frame["result"]
+
+    async def initialize(self, caps=None):
+        return await self.result("initialize", {"protocolVersion": 1, "clientCapabilities": caps or {}})
+
+    async def new_session(self, cwd):
+        return await self.result("session/new", {"cwd": str(cwd), "mcpServers": []})
+
+    async def prompt(self, sid, text):
+        start = len(self.frames)
+        result = await self.result(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+        )
+        return result, self.frames[start:]
+
+    async def set_option(self, sid, config_id, value):
+        params = {"sessionId": sid, "configId": config_id, "value": value}
+        if isinstance(value, bool):
+            params["type"] = "boolean"
+        return await self.call("session/set_config_option", params)
+
+
+def options_by_id(options):
+    return {o["id"]: o for o in options}
+
+
+def agent_text(frames) -> str:
+    return "".join(
+        f["params"]["update"]["content"]["text"]
+        for f in frames
+        if f.get("method") == "session/update"
+        and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
+async def with_raw(env, body):
+    agent_stream, client_stream = trio.testing.memory_stream_pair()
+    raw = Raw(client_stream)
+    with trio.fail_after(90):
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_agent_connection(agent_stream, agent):
+                await body(raw, agent)
+                await client_stream.aclose()
+    assert raw.checker.errors == []
+    assert raw.checker.checked > 0
+
+
+# --- models --------------------------------------------------------------------------
+
+
+async def test_model_option_lists_every_configured_model_and_switches_the_llm(env, llm, other_llm, tmp_path):
+    home = tmp_path / "home"
+    (home / "profiles").mkdir(parents=True)
+    # An LLM profile the way the SDK's LLMProfileStore saves one.
+    (home / "profiles" / "fast.json").write_text(
+        json.dumps({"model": "openai/profiled", "base_url": llm.base_url, "api_key": "profile-key", "usage_id": "x"})
+    )
+    no_effort = {"supports_reasoning_effort": False}
+    env.update(
+        # The default model has no reasoning effort to choose; unknown openai/* models do.
+        LLM_CAPABILITY_OVERRIDES=json.dumps(no_effort),
+        OTHER_KEY="other-key",
+        TRIO_ACP_MODELS=json.dumps(
+            [
+                "openai/inherits",
+                {"id": "elsewhere", "name": "Elsewhere", "model": "openai/remote",
+                 "base_url": other_llm.base_url, "api_key_env": "OTHER_KEY", "capability_overrides": no_effort},
+                {"model": "openai/thinker"},
+            ]
+        ),
+    )
+
+    async def body(raw, agent):
+        await raw.initialize()
+        new = await raw.new_session(tmp_path)
+        sid = new["sessionId"]
+        options = options_by_id(new["configOptions"])
+        model = options["model"]
+        assert model["category"] == "model" and model["type"] == "select"
+        assert model["currentValue"] == "openai/scripted"
+        assert [o["value"] for o in model["options"]] == [
+            "openai/scripted", "profile:fast", "openai/inherits", "elsewhere", "openai/thinker",
+        ]
+        assert set(options) == {"mode", "model"}
+
+        async def ask(text):
+            before = len(llm.requests), len(other_llm.requests)
+            result, frames = await raw.prompt(sid, scenario_prompt("echo", text))
+            assert result["stopReason"] == "end_turn"
+            assert agent_text(frames).endswith(text)
+            here, there = llm.requests[before[0]:], other_llm.requests[before[1]:]
+            assert len(here) + len(there) == 1
+            return (here or there)[0], bool(there)
+
+        async def choose(config_id, value):
+            frame = await raw.set_option(sid, config_id, value)
+            options = options_by_id(frame["result"]["configOptions"])
+            assert options[config_id]["currentValue"] == value
+            return options
+
+        first, _ = await ask("one")
+        assert first.body["model"] == "scripted" and first.api_key == "scripted"
+        assert "reasoning_effort" not in first.body
+
+        # An entry of TRIO_ACP_MODELS that names only a model: the default's connection.
+        # This model has a reasoning effort: the option appears, at "high".
+        options = await choose("model", "openai/inherits")
+        assert set(options) == {"mode", "model", "thought_level"}  # the complete list
+        assert options["thought_level"]["currentValue"] == "high"
+        await choose("thought_level", "low")
+        request, remote = await ask("two")
+        assert (request.body["model"], request.api_key, remote) == ("inherits", "scripted", False)
+        assert request.body.get("reasoning_effort") == "low"
+        # The conversation goes on with the new model: it sees the earlier turns.
+        assert "one" in json.dumps(request.messages)
+
+        # Its own base URL and key (from the variable it names): the other server. No
+        # reasoning effort for this one: the option goes.
+        options = await choose("model", "elsewhere")
+        assert set(options) == {"mode", "model"}
+        request, remote = await ask("three")
+        assert (request.body["model"], request.api_key, remote) == ("remote", "other-key", True)
+        assert "reasoning_effort" not in request.body
+
+        # A profile, used as saved.
+        await choose("model", "profile:fast")
+        request, remote = await ask("four")
+        assert (request.body["model"], request.api_key, remote) == ("profiled", "profile-key", False)
+
+        # Another model with an effort: the chosen effort carries over.
+        await choose("model", "openai/thinker")
+        await choose("thought_level", "medium")
+        options = await choose("model", "openai/inherits")
+        assert options["thought_level"]["currentValue"] == "medium"
+        request, _ = await ask("five")
+        assert (request.body["model"], request.body.get("reasoning_effort")) == ("inherits", "medium")
+
+        # Unknown ids and non-string values: invalid params, with the list.
+        for bad in ["no/such-model", True]:
+            error = (await raw.set_option(sid, "model", bad))["error"]
+            assert error["code"] == -32602
+            assert "profile:fast" in error["message"] and "openai/scripted" in error["message"]
+        # Still on the last good choice.
+        request, _ = await ask("six")
+        assert request.body["model"] == "inherits"
+        _, frames = await raw.prompt(sid, "/status")
+        assert "openai/inherits" in agent_text(frames)
+
+
+async def test_a_malformed_model_list_is_reported_at_session_new(env, tmp_path):
+    env["TRIO_ACP_MODELS"] = '[{"name": "no model"}]'
+
+    async def body(raw, agent):
+        await raw.initialize()
+        error = (await raw.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))["error"]
+        assert error["code"] == -32000 and "TRIO_ACP_MODELS[0]" in error["message"]
+
+    await with_raw(env, body)
+
+
+# --- the boolean `stream` option --------------------------------------------------------
+
+
+async def test_stream_option_only_for_clients_that_take_booleans_and_it_switches_streaming(env, llm, tmp_path):
+    async def body(raw, agent):
+        await raw.initialize(BOOLEAN_CAPS)
+        new = await raw.new_session(tmp_path)
+        sid = new["sessionId"]
+        stream = options_by_id(new["configOptions"])["stream"]
+        assert stream["type"] == "boolean" and stream["currentValue"] is True
+
+        before = len(llm.requests)
+        result, frames = await raw.prompt(sid, scenario_prompt("echo", "streamed"))
+        assert llm.requests[before].stream is True
+        chunks = [f for f in frames if f.get("method") == "session/update"
+                  and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
+        assert len(chunks) > 1  # token by token
+
+        set_ = await raw.set_option(sid, "stream", False)
+        options = options_by_id(set_["result"]["configOptions"])
+        assert options["stream"]["currentValue"] is False and {"mode", "model"} <= set(options)
+        before = len(llm.requests)
+        result, frames = await raw.prompt(sid, scenario_prompt("echo", "whole reply"))
+        assert result["stopReason"] == "end_turn"
+        assert llm.requests[before].stream is False
+        assert agent_text(frames).endswith("whole reply")
+
+        error = (await raw.set_option(sid, "stream", "no"))["error"]
+        assert error["code"] == -32602
+
+    await with_raw(env, body)
+
+
+async def test_no_boolean_option_for_clients_that_did_not_opt_in(env, tmp_path):
+    async def body(raw, agent):
+        await raw.initialize({"fs": {"readTextFile": False}})
+        new = await raw.new_session(tmp_path)
+        assert all(o["type"] != "boolean" for o in new["configOptions"])
+        set_ = await raw.set_option(new["sessionId"], "mode", "always-ask")
+        assert all(o["type"] != "boolean" for o in set_["result"]["configOptions"])
+        updates = [f["params"]["update"] for f in raw.frames if f.get("method") == "session/update"]
+        for update in updates:
+            if update["sessionUpdate"] == "config_option_update":
+                assert all(o["type"] != "boolean" for o in update["configOptions"])
+
+    await with_raw(env, body)
