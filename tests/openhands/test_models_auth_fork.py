@@ -267,9 +267,7 @@ async def test_stream_option_only_for_clients_that_take_booleans_and_it_switches
         before = len(llm.requests)
         result, frames = await raw.prompt(sid, scenario_prompt("echo", "streamed"))
         assert llm.requests[before].stream is True
-        chunks = [f for f in frames if f.get("method") == "session/update"
-                  and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
-        assert len(chunks) > 1  # token by token
+        assert agent_text(frames).endswith("streamed")
 
         set_ = await raw.set_option(sid, "stream", False)
         options = options_by_id(set_["result"]["configOptions"])
@@ -299,3 +297,164 @@ async def test_no_boolean_option_for_clients_that_did_not_opt_in(env, tmp_path):
                 assert all(o["type"] != "boolean" for o in update["configOptions"])
 
     await with_raw(env, body)
+
+
+# --- auth methods and logout ----------------------------------------------------------
+
+
+async def test_terminal_auth_method_only_for_clients_that_support_it(env, tmp_path):
+    async def body(raw, agent):
+        init = await raw.initialize()
+        assert init["agentCapabilities"]["auth"] == {"logout": {}}
+        assert [m.get("type") for m in init["authMethods"]] == [None]  # the agent method only
+        for caps in ({"auth": {"terminal": False}}, {"auth": {}}):
+            init = await raw.initialize(caps)
+            assert all(m.get("type") != "terminal" for m in init["authMethods"])
+        init = await raw.initialize({"auth": {"terminal": True}})
+        [terminal] = [m for m in init["authMethods"] if m.get("type") == "terminal"]
+        assert terminal["args"] == ["--setup"]
+        # The client runs it in a terminal; it is never passed to authenticate.
+        error = (await raw.call("authenticate", {"methodId": terminal["id"]}))["error"]
+        assert error["code"] == -32602
+
+    await with_raw(env, body)
+
+
+async def test_logout_forgets_the_credentials_until_the_user_configures_again(env, llm, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    settings = home / "agent_settings.json"
+    settings.write_text(json.dumps({"llm": {"model": "openai/scripted", "base_url": llm.base_url, "api_key": "k"}}))
+    for key in ("LLM_MODEL", "LLM_BASE_URL", "LLM_API_KEY"):
+        env.pop(key)
+
+    async def body(raw, agent):
+        init = await raw.initialize()
+        method = init["authMethods"][0]["id"]
+        sid = (await raw.new_session(tmp_path))["sessionId"]
+        result, _ = await raw.prompt(sid, scenario_prompt("echo", "before"))
+        assert result["stopReason"] == "end_turn"
+
+        assert await raw.result("logout", {}) == {}
+        # Live sessions held the key: they are gone (their history stays on disk).
+        error = (await raw.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}))["error"]
+        assert error["code"] == -32002
+        for method_name, params in [
+            ("session/new", {"cwd": str(tmp_path), "mcpServers": []}),
+            ("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}),
+            ("session/resume", {"sessionId": sid, "cwd": str(tmp_path)}),
+            ("session/fork", {"sessionId": sid, "cwd": str(tmp_path)}),
+        ]:
+            error = (await raw.call(method_name, params))["error"]
+            assert error["code"] == -32000 and "logged out" in error["message"], method_name
+        # Listing needs no credentials, and the user's settings file is left alone.
+        listed = await raw.result("session/list", {})
+        assert [s["sessionId"] for s in listed["sessions"]] == [sid]
+        assert json.loads(settings.read_text())["llm"]["api_key"] == "k"
+
+        # Configuring again (the file is written, even with the same content) logs back in.
+        text = settings.read_text()
+        settings.unlink()
+        settings.write_text(text)
+        again = await raw.new_session(tmp_path)
+        assert again["sessionId"]
+
+        # Or authenticate with the advertised method.
+        await raw.result("logout", {})
+        assert (await raw.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))["error"]["code"] == -32000
+        assert await raw.result("authenticate", {"methodId": method}) == {}
+        sid = (await raw.new_session(tmp_path))["sessionId"]
+        result, _ = await raw.prompt(sid, scenario_prompt("echo", "after"))
+        assert result["stopReason"] == "end_turn"
+
+    await with_raw(env, body)
+
+
+# --- session/fork ---------------------------------------------------------------------
+
+
+def replayed(frames, kind):
+    return "".join(
+        f["params"]["update"]["content"]["text"]
+        for f in frames
+        if f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] == kind
+    )
+
+
+async def test_fork_has_the_parents_history_and_goes_its_own_way(env, llm, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+
+    async def body(raw, agent):
+        init = await raw.initialize()
+        assert init["agentCapabilities"]["sessionCapabilities"]["fork"] == {}
+        parent = (await raw.new_session(tmp_path))["sessionId"]
+        await raw.prompt(parent, scenario_prompt("terminal", "Say [word:heron] hello"))
+        await raw.set_option(parent, "mode", "always-ask")
+
+        fork = await raw.result("session/fork", {"sessionId": parent, "cwd": str(ws), "mcpServers": []})
+        child = fork["sessionId"]
+        assert child != parent
+        # The live parent's choices carry over.
+        assert fork["modes"]["currentModeId"] == "always-ask"
+        await raw.set_option(child, "mode", "always-approve")
+
+        # The fork's model sees the parent's history.
+        before = len(llm.requests)
+        result, frames = await raw.prompt(child, scenario_prompt("remember", "[word:egret]"))
+        assert result["stopReason"] == "end_turn"
+        assert "You said earlier: heron" in agent_text(frames)
+        assert "heron" in json.dumps(llm.requests[before].messages)
+
+        # The parent did not see the fork's prompt.
+        await raw.set_option(parent, "mode", "always-approve")
+        before = len(llm.requests)
+        await raw.prompt(parent, scenario_prompt("echo", "parent again"))
+        assert "egret" not in json.dumps(llm.requests[before].messages)
+
+        # Both are listed; the fork under its own cwd, titled after the parent.
+        listed = {s["sessionId"]: s for s in (await raw.result("session/list", {}))["sessions"]}
+        assert set(listed) == {parent, child}
+        assert listed[child]["cwd"] == str(ws) and listed[child]["title"] == "Say hello (fork)"
+
+        # Loading the fork replays the parent's history, then its own.
+        start = len(raw.frames)
+        await raw.result("session/load", {"sessionId": child, "cwd": str(ws), "mcpServers": []})
+        users = replayed(raw.frames[start:], "user_message_chunk")
+        assert "heron" in users and "egret" in users and "parent again" not in users
+        start = len(raw.frames)
+        await raw.result("session/load", {"sessionId": parent, "cwd": str(tmp_path), "mcpServers": []})
+        users = replayed(raw.frames[start:], "user_message_chunk")
+        assert "heron" in users and "parent again" in users and "egret" not in users
+
+        # Errors: unknown parent, relative cwd, a system prompt we did not advertise.
+        for params, code in [
+            ({"sessionId": "00000000-0000-0000-0000-000000000000", "cwd": str(ws)}, -32002),
+            ({"sessionId": "../x", "cwd": str(ws)}, -32002),
+            ({"sessionId": parent, "cwd": "relative"}, -32602),
+            ({"sessionId": parent, "cwd": str(ws), "systemPrompt": {"mode": "append", "content": []}}, -32602),
+        ]:
+            assert (await raw.call("session/fork", params))["error"]["code"] == code
+
+    await with_raw(env, body)
+
+
+async def test_fork_of_a_session_that_is_not_open(env, llm, tmp_path):
+    # Agent 1 makes the session; agent 2 (a new process, same store) forks it unopened.
+    async def make(raw, agent):
+        await raw.initialize()
+        sid = (await raw.new_session(tmp_path))["sessionId"]
+        await raw.prompt(sid, scenario_prompt("echo", "[word:ibis] first"))
+        made.append(sid)
+
+    made: list[str] = []
+    await with_raw(env, make)
+
+    async def fork(raw, agent):
+        await raw.initialize()
+        child = (await raw.result("session/fork", {"sessionId": made[0], "cwd": str(tmp_path)}))["sessionId"]
+        assert made[0] not in agent._sessions  # the parent was not opened as a session
+        result, frames = await raw.prompt(child, scenario_prompt("remember", "again"))
+        assert "You said earlier: ibis" in agent_text(frames)
+
+    await with_raw(env, fork)

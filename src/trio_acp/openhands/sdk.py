@@ -148,6 +148,22 @@ def build_choice_llm(sdk: SimpleNamespace, choice: Any, *, env: Any = None, retr
     return build_llm(sdk, choice.llm_fields(env), retry_listener=retry_listener)
 
 
+def fork_conversation(sdk: SimpleNamespace, conv: Any, fork_id: Any) -> None:
+    """Copy `conv` with its whole history to a new conversation `fork_id` on disk; blocking.
+
+    The SDK's `fork` copies the events (the source is not touched), the agent and the
+    runtime state, in the source's persistence directory. An action the source left
+    waiting for approval is rejected in the copy: the fork starts idle, and an idle
+    conversation's next run would execute it as if approved.
+    """
+    copy = conv.fork(conversation_id=fork_id)
+    try:
+        if sdk.ConversationState.get_unmatched_actions(list(copy.state.events)):
+            copy.reject_pending_actions("Not approved before the session was forked; nothing was run.")
+    finally:
+        copy.close()
+
+
 def _from_env_text(value: Any, annotation: Any) -> Any:
     """`LLM_*` variables are text; JSON-shaped fields (dicts, lists) are parsed from it.
 

@@ -31,7 +31,7 @@ from .bridge import Flush, ThreadBridge
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
-from .sdk import REASONING_EFFORTS, confirmation_setup, supports_reasoning_effort
+from .sdk import REASONING_EFFORTS, confirmation_setup, fork_conversation, supports_reasoning_effort
 from .loop_thread import LoopThread, wait_future
 from .prompt import ImagePart, TextPart, prompt_to_parts
 from .config_options import client_takes_booleans, model_option, stream_option
@@ -333,6 +333,15 @@ class Session:
         else:
             raise RequestError.invalid_params(f"unknown config option {config_id!r}")
         return self.config_options()
+
+    async def fork_conversation(self, fork_id: uuid.UUID) -> None:
+        """session/fork: copy this conversation, history and all, to `fork_id` on disk."""
+        conv, sdk = self.conversation, self.sdk
+        await trio.to_thread.run_sync(lambda: fork_conversation(sdk, conv, fork_id), limiter=self.limiter)
+
+    def keep_title(self) -> None:
+        """The session already has its title (a fork's): the first prompt does not rename it."""
+        self._titled = True
 
     async def flush_turn_updates(self) -> None:
         """Wait until everything the SDK posted so far has been sent to the client."""
