@@ -458,3 +458,94 @@ async def test_fork_of_a_session_that_is_not_open(env, llm, tmp_path):
         assert "You said earlier: ibis" in agent_text(frames)
 
     await with_raw(env, fork)
+
+
+async def test_an_action_left_waiting_for_approval_is_not_run_by_a_fork(env, tmp_path):
+    # Agent 1 stops while asking permission (its conversation on disk: waiting for
+    # confirmation); agent 2 forks that session and prompts the fork in always-approve
+    # mode. The fork starts idle, so without a rejection its next run would execute the
+    # unapproved action.
+    from trio_acp import schema
+    from trio_acp.testing.pair import open_in_memory_pair
+
+    marker = tmp_path / "never-made"
+    asked = trio.Event()
+
+    class Hanging:
+        async def session_update(self, params):
+            pass
+
+        async def request_permission(self, params):
+            asked.set()
+            await trio.sleep_forever()
+
+    ask_env = {**env, "TRIO_ACP_DEFAULT_MODE": "always-ask"}
+    with trio.fail_after(90):
+        async with open_openhands_agent(env=ask_env, sdk_loader=loader()) as a1, open_openhands_agent(env=env, sdk_loader=loader()) as a2:
+            async with open_in_memory_pair(a1, Hanging()) as (_, c1):
+                await c1.agent.initialize(protocol_version=1)
+                sid = (await c1.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(lambda: c1.agent.prompt(
+                        session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("terminal", command=f"touch {marker}"))]))
+                    await asked.wait()
+
+                    agent_stream, client_stream = trio.testing.memory_stream_pair()
+                    raw = Raw(client_stream)
+                    async with open_agent_connection(agent_stream, a2):
+                        await raw.initialize()
+                        child = (await raw.result("session/fork", {"sessionId": sid, "cwd": str(tmp_path)}))["sessionId"]
+                        result, _ = await raw.prompt(child, scenario_prompt("echo", "go on"))
+                        assert result["stopReason"] == "end_turn"
+                        await client_stream.aclose()
+                    assert raw.checker.errors == []
+                    nursery.cancel_scope.cancel()
+    assert not marker.exists()
+
+
+# --- the model list (pure) -------------------------------------------------------------
+
+
+def test_model_list_inheritance_rules(tmp_path):
+    from trio_acp.openhands.models import model_choices
+    from trio_acp.openhands.settings import SettingsError, load_settings
+
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "good.json").write_text(json.dumps({"model": "anthropic/p"}))
+    (tmp_path / "profiles" / ".hidden.json").write_text(json.dumps({"model": "x/y"}))  # not a profile name
+    (tmp_path / "profiles" / "broken.json").write_text("{nope")
+    base = {
+        "OPENHANDS_PERSISTENCE_DIR": str(tmp_path),
+        "LLM_MODEL": "openai/main",
+        "LLM_API_KEY": "main-key",
+        "LLM_BASE_URL": "http://proxy/v1",
+        "LLM_NUM_RETRIES": "3",
+        "LLM_CAPABILITY_OVERRIDES": '{"supports_vision": true}',
+    }
+
+    def choices(models):
+        env = {**base, "TRIO_ACP_MODELS": models}
+        return {c.id: c for c in model_choices(load_settings(env), env)}
+
+    listed = choices("openai/a, openai/b ,openai/main")
+    assert list(listed) == ["openai/main", "profile:good", "openai/a", "openai/b"]  # first id wins
+    a = listed["openai/a"].llm_fields({})
+    # Same connection as the default; nothing about the default's model.
+    assert (a["model"], a["api_key"], a["base_url"], a["num_retries"]) == ("openai/a", "main-key", "http://proxy/v1", "3")
+    assert "capability_overrides" not in a
+
+    listed = choices(json.dumps([
+        {"model": "anthropic/c", "base_url": "http://elsewhere/v1"},
+        {"id": "k", "model": "openai/k", "api_key_env": "K_KEY"},
+    ]))
+    c = listed["anthropic/c"].llm_fields({})
+    # Its own endpoint: the default's key is not sent there.
+    assert c["base_url"] == "http://elsewhere/v1" and "api_key" not in c and c["num_retries"] == "3"
+    k = listed["k"]
+    assert k.llm_fields({"K_KEY": "kk"})["api_key"] == "kk" and "base_url" not in k.llm_fields({"K_KEY": "kk"})
+    with pytest.raises(SettingsError, match="K_KEY"):
+        k.llm_fields({})
+
+    for bad in ['[{"name": "x"}]', "[1]", "[not json", '[{"model": "m", "id": ""}]']:
+        with pytest.raises(SettingsError, match="TRIO_ACP_MODELS"):
+            choices(bad)
