@@ -549,3 +549,30 @@ def test_model_list_inheritance_rules(tmp_path):
     for bad in ['[{"name": "x"}]', "[1]", "[not json", '[{"model": "m", "id": ""}]']:
         with pytest.raises(SettingsError, match="TRIO_ACP_MODELS"):
             choices(bad)
+
+
+async def test_concurrent_model_and_stream_switches_both_apply(env, llm, tmp_path):
+    # Two set_config_option requests in flight at once: each LLM switch builds on the
+    # one before, so neither undoes the other.
+    env["TRIO_ACP_MODELS"] = "openai/next"
+
+    async def body(raw, agent):
+        await raw.initialize(BOOLEAN_CAPS)
+        sid = (await raw.new_session(tmp_path))["sessionId"]
+        for rid, config_id, value in [(101, "model", "openai/next"), (102, "stream", False)]:
+            params = {"sessionId": sid, "configId": config_id, "value": value}
+            if isinstance(value, bool):
+                params["type"] = "boolean"
+            await raw.send({"jsonrpc": "2.0", "id": rid, "method": "session/set_config_option", "params": params})
+        answered = set()
+        while answered != {101, 102}:
+            frame = await raw.receive()
+            if frame.get("id") in (101, 102):
+                assert "result" in frame, frame
+                answered.add(frame["id"])
+        before = len(llm.requests)
+        await raw.prompt(sid, scenario_prompt("echo", "both"))
+        request = llm.requests[before]
+        assert (request.body["model"], request.stream) == ("next", False)
+
+    await with_raw(env, body)

@@ -95,6 +95,8 @@ class Session:
         self._make_llm = make_llm
         # Whether replies stream token by token (the `stream` boolean option).
         self.stream = True
+        # One LLM switch at a time: each builds on the LLM the last one installed.
+        self._llm_switch = trio.Lock()
         self._conversation_factory = conversation_factory
         self.conversation: Any = None
         self.translator = Translator(cwd)
@@ -322,14 +324,16 @@ class Session:
             if not isinstance(value, str):
                 raise RequestError.invalid_params("the mode option takes a string value")
             await self.set_mode(value, announce=False)
-        elif config_id == "thought_level":
-            await self._set_reasoning_effort(value)
-        elif config_id == "model":
-            await self._set_model(value)
-        elif config_id == "stream":
-            # Accepted from any client (a saved value is re-applied this way), though only
-            # clients that take boolean options are offered it.
-            await self._set_stream(value)
+        elif config_id in ("thought_level", "model", "stream"):
+            async with self._llm_switch:
+                if config_id == "thought_level":
+                    await self._set_reasoning_effort(value)
+                elif config_id == "model":
+                    await self._set_model(value)
+                else:
+                    # Accepted from any client (a saved value is re-applied this way),
+                    # though only clients that take boolean options are offered it.
+                    await self._set_stream(value)
         else:
             raise RequestError.invalid_params(f"unknown config option {config_id!r}")
         return self.config_options()
