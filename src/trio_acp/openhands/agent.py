@@ -334,7 +334,12 @@ class OpenHandsAgent:
         if parent is not None and parent.title:
             store.write_index(fork_id, cwd=params.cwd, title=f"{parent.title} (fork)")
             session.keep_title()
+        current = session.config_values()
         for config_id, value in values.items():
+            if current.get(config_id) == value:
+                # Nothing to change; and a change waits for the SDK's lock, which the
+                # fork's tool warm-up holds for about a second.
+                continue
             try:
                 await session.set_config_option(config_id, value)
             except RequestError as exc:
