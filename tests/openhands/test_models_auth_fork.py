@@ -576,3 +576,32 @@ async def test_concurrent_model_and_stream_switches_both_apply(env, llm, tmp_pat
         assert (request.body["model"], request.stream) == ("next", False)
 
     await with_raw(env, body)
+
+
+async def test_a_session_starting_when_logout_comes_is_not_kept(env, tmp_path):
+    # session/new waits for the SDK import; a logout arrives meanwhile: the session that
+    # was being started must not outlive the logout with the key in its LLM.
+    release = trio.Event()
+
+    class SlowLoader:
+        async def get(self):
+            await release.wait()
+            return await loader().get()
+
+    agent_stream, client_stream = trio.testing.memory_stream_pair()
+    raw = Raw(client_stream)
+    with trio.fail_after(60):
+        async with open_openhands_agent(env=env, sdk_loader=SlowLoader()) as agent:
+            async with open_agent_connection(agent_stream, agent):
+                await raw.initialize()
+                await raw.send({"jsonrpc": "2.0", "id": "new", "method": "session/new",
+                                "params": {"cwd": str(tmp_path), "mcpServers": []}})
+                await trio.testing.wait_all_tasks_blocked()
+                await raw.send({"jsonrpc": "2.0", "id": "out", "method": "logout", "params": {}})
+                assert (await raw.receive())["id"] == "out"
+                release.set()
+                frame = await raw.receive()
+                assert frame["id"] == "new" and frame["error"]["code"] == -32000
+                assert agent._sessions == {}
+                await client_stream.aclose()
+    assert raw.checker.errors == []

@@ -233,6 +233,9 @@ class OpenHandsAgent:
         except Exception as exc:
             log.exception("starting session %s failed", session_id)
             raise RequestError(-32603, f"could not start the session: {_short(exc)}") from None
+        if self._logged_out is not None:  # a logout came while this session was starting
+            await session.close()
+            raise RequestError(-32000, "logged out while the session was starting")
         self._sessions[session_id] = session
         store.write_index(sid, cwd=cwd)
         # Session-level updates go after the response, never before it.
