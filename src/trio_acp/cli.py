@@ -59,8 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("TRIO_ACP_LOG_FILE"),
         help="also write logs to this file (default: $TRIO_ACP_LOG_FILE)",
     )
+    setup_help = (
+        "configure the model on this terminal (model, base URL, API key) and save it to "
+        "agent_settings.json, then exit; what ACP's terminal authentication runs"
+    )
+    parser.add_argument("--setup", action="store_true", help=setup_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("serve", help="serve ACP on stdio (the default)")
+    serve = sub.add_parser("serve", help="serve ACP on stdio (the default)")
+    # A client appends the terminal auth method's args to the command it was configured
+    # with, which may already name `serve`.
+    serve.add_argument("--setup", action="store_true", help=setup_help)
+    sub.add_parser("setup", help=setup_help)
     demo = sub.add_parser(
         "demo",
         help="run a full ACP session against trio-acp on a scripted model (no API key needed)",
@@ -84,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         return conformance_main(argv[1:], prog="trio-acp conformance")
     args = build_parser().parse_args(argv)
     _configure_logging(args.log_level, args.log_file)
+    if args.setup or args.command == "setup":
+        from .openhands.terminal_setup import run_setup
+
+        return run_setup()
     if args.command in (None, "serve"):
         from .server import serve_main
 

@@ -194,7 +194,10 @@ async def test_initialize_answers_any_version_with_1_and_advertises_what_works(e
     assert caps.load_session
     sc = caps.session_capabilities
     assert sc.close is not None and sc.list is not None and sc.resume is not None and sc.delete is not None
-    assert init.auth_methods == []  # a model is configured
+    # A model is configured: the agent method just confirms it (the way back in after a
+    # logout); no terminal method for a client that did not advertise auth.terminal.
+    assert [(type(m).__name__, m.name) for m in init.auth_methods] == [("AuthMethodAgent", "Use the configured model")]
+    assert caps.auth.logout is not None
 
 
 def test_settings_file_then_env_override(tmp_path):

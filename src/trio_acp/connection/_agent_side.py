@@ -9,6 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 import trio
 
 from .. import schema
+from ..schema.unstable import UNSTABLE_AGENT_METHODS
 from ..rpc import ErrorCode, Peer, RequestError, open_peer
 from ._dispatch import Proxy, TypedHandler, build_params, build_routes, missing_required
 
@@ -22,6 +23,8 @@ AGENT_METHOD_ATTRS = {
     "session/resume": "resume_session",
     "session/close": "close_session",
     "session/delete": "delete_session",
+    # UNSTABLE in the spec (schema/unstable.py), shipped by leading peers.
+    "session/fork": "fork_session",
     "session/set_mode": "set_session_mode",
     "session/set_config_option": "set_session_config_option",
     "session/prompt": "prompt",
@@ -37,7 +40,7 @@ class Agent(Protocol):
     Required: `initialize`, `new_session`, `prompt`, `cancel`. Optional (answered -32601
     when absent): `authenticate`, `logout`, `load_session`, `list_sessions`,
     `resume_session`, `close_session`, `delete_session`, `set_session_mode`,
-    `set_session_config_option`, and the extension hooks
+    `set_session_config_option`, `fork_session` (unstable: `session/fork`), and the extension hooks
     `ext_method(method, params) -> result` / `ext_notification(method, params)`.
     An agent may also define `on_connect(client: ClientProxy)`, called before any request.
     Raise `trio_acp.rpc.RequestError` to answer an error.
@@ -179,7 +182,9 @@ class AgentSideConnection:
         await self.peer.aclose()
 
 
-_AGENT_ROUTES = build_routes(schema.AGENT_METHODS, AGENT_METHOD_ATTRS, REQUIRED_AGENT_METHODS)
+_AGENT_ROUTES = build_routes(
+    {**schema.AGENT_METHODS, **UNSTABLE_AGENT_METHODS}, AGENT_METHOD_ATTRS, REQUIRED_AGENT_METHODS
+)
 
 
 @asynccontextmanager

@@ -15,6 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 import trio
 
 from .. import schema
+from ..schema import unstable
+from ..schema.unstable import UNSTABLE_AGENT_METHODS
 from ..rpc import Peer, open_peer
 from ._dispatch import Proxy, TypedHandler, build_params, build_routes, missing_required
 
@@ -59,7 +61,7 @@ class AgentProxy(Proxy):
     """
 
     def __init__(self, peer: Peer) -> None:
-        super().__init__(peer, schema.AGENT_METHODS)
+        super().__init__(peer, {**schema.AGENT_METHODS, **UNSTABLE_AGENT_METHODS})
 
     async def _call(self, method: str, cls: type, params: Any, kw: dict[str, Any]) -> Any:
         return await self._request(method, build_params(cls, params, kw))
@@ -90,6 +92,10 @@ class AgentProxy(Proxy):
 
     async def delete_session(self, params=None, /, **kw) -> schema.DeleteSessionResponse:
         return await self._call("session/delete", schema.DeleteSessionRequest, params, kw)
+
+    async def fork_session(self, params=None, /, **kw) -> unstable.ForkSessionResponse:
+        """UNSTABLE in the spec: `session/fork` (see `trio_acp.schema.unstable`)."""
+        return await self._call("session/fork", unstable.ForkSessionRequest, params, kw)
 
     async def set_session_mode(self, params=None, /, **kw) -> schema.SetSessionModeResponse:
         return await self._call("session/set_mode", schema.SetSessionModeRequest, params, kw)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,16 +17,22 @@ from typing import Any
 import trio
 
 from .. import __version__, schema
+from ..schema import unstable
 from ..rpc import RequestError, after_response, current_request_id
 from . import commands
-from .sdk import SdkLoader, build_agent, build_llm
+from .models import model_choices
+from .sdk import SdkLoader, build_agent, build_choice_llm, build_llm, fork_conversation
 from .session import Session
 from .settings import Settings, SettingsError, load_settings
 from .store import RULES_FILE, SessionStore, parse_session_id
+from .terminal_setup import SETUP_ARG
 
 log = logging.getLogger(__name__)
 
 AUTH_METHOD_ID = "openhands-settings"
+# Offered only to clients that advertise `clientCapabilities.auth.terminal`: they run our
+# command again with these args in a terminal (terminal_setup.py), never `authenticate`.
+TERMINAL_AUTH_METHOD_ID = "openhands-terminal-setup"
 
 
 def validate_session_id(session_id: str) -> str:
@@ -47,6 +54,8 @@ class OpenHandsAgent:
         # Prompts the reader has registered with their session, by request id, until
         # their task picks them up (`request_received`, `prompt`).
         self._received_prompts: dict[Any, Session] = {}
+        # Set by `logout`: the settings file's identity at that moment (see _check_logged_in).
+        self._logged_out: tuple[Any, ...] | None = None
 
     def on_connect(self, client: Any) -> None:
         self._client = client
@@ -61,19 +70,6 @@ class OpenHandsAgent:
 
     async def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
         # Answer at once: the SDK import is still running in its thread (DESIGN §3).
-        try:
-            configured = load_settings(self._env).llm is not None
-        except SettingsError:
-            configured = False
-        auth_methods = []
-        if not configured:
-            auth_methods.append(
-                schema.AuthMethodAgent(
-                    id=AUTH_METHOD_ID,
-                    name="Configure a model for OpenHands",
-                    description=load_settings_message(self._env),
-                )
-            )
         return schema.InitializeResponse(
             # We speak v1; for any other requested version the answer is still 1 (§6.1).
             protocol_version=schema.PROTOCOL_VERSION,
@@ -86,26 +82,94 @@ class OpenHandsAgent:
                 # A prompt sent while a turn runs is queued (FIFO), not refused; clients
                 # read this under Claude Code's key, the de-facto convention.
                 meta={"claudeCode": {"promptQueueing": True}, "trioAcp": {"promptQueueing": "fifo"}},
-                session_capabilities=schema.SessionCapabilities(
+                # The unstable subclass: it adds `fork` (schema/unstable.py).
+                session_capabilities=unstable.SessionCapabilities(
                     close=schema.SessionCloseCapabilities(),
                     list=schema.SessionListCapabilities(),
                     resume=schema.SessionResumeCapabilities(),
                     delete=schema.SessionDeleteCapabilities(),
+                    fork=unstable.SessionForkCapabilities(),
                 ),
+                auth=schema.AgentAuthCapabilities(logout=schema.LogoutCapabilities()),
             ),
-            auth_methods=auth_methods,
+            auth_methods=self._auth_methods(params.client_capabilities),
             agent_info=schema.Implementation(
                 name="trio-acp", version=__version__, title="OpenHands (trio-acp)"
             ),
         )
 
+    def _auth_methods(self, caps: schema.ClientCapabilities | None) -> list[Any]:
+        """The agent method always (after a `logout` it is the way back in); the terminal
+        set-up only for clients that can run it (spec: MUST NOT offer it otherwise)."""
+        try:
+            settings = load_settings(self._env)
+            configured = settings.llm is not None
+            where = f"{settings.settings_file} and LLM_* variables"
+        except SettingsError as exc:
+            configured, where = False, str(exc)
+        methods: list[Any] = [
+            schema.AuthMethodAgent(
+                id=AUTH_METHOD_ID,
+                name="Use the configured model" if configured else "Configure a model for OpenHands",
+                description=(
+                    f"Use the model configured in {where}." if configured else load_settings_message(self._env)
+                ),
+            )
+        ]
+        if caps is not None and caps.auth is not None and caps.auth.terminal is True:
+            methods.append(
+                schema.AuthMethodTerminal(
+                    id=TERMINAL_AUTH_METHOD_ID,
+                    name="Set up a model in a terminal",
+                    description="Asks for the model, base URL and API key and saves them to "
+                    "agent_settings.json (as the OpenHands CLI does).",
+                    args=[SETUP_ARG],
+                )
+            )
+        return methods
+
     async def authenticate(self, params: schema.AuthenticateRequest) -> schema.AuthenticateResponse:
+        if params.method_id == TERMINAL_AUTH_METHOD_ID:
+            raise RequestError.invalid_params(
+                "the terminal set-up is run by the client in a terminal, not passed to authenticate"
+            )
         if params.method_id != AUTH_METHOD_ID:
             raise RequestError.invalid_params(f"unknown auth method {params.method_id!r}")
         settings = self._settings()
         if settings.llm is None:
             raise RequestError(-32000, settings.missing_model_message())
+        self._logged_out = None
         return schema.AuthenticateResponse()
+
+    async def logout(self, params: schema.LogoutRequest) -> schema.LogoutResponse:
+        """Forget the credentials this process holds, until the user configures again.
+
+        Live sessions hold the key in their LLM: they are closed (their turns cancelled
+        as by session/cancel; their history stays on disk for session/load). Until the
+        settings file is written again (the terminal set-up, the OpenHands CLI, an edit)
+        or the client calls `authenticate`, creating, loading, resuming or forking a
+        session answers -32000. The settings file itself is left alone: it is the
+        user's, shared with the OpenHands CLI, and an `LLM_*` variable could not be
+        unset anyway.
+        """
+        self._logged_out = _settings_identity(self._env)
+        sessions, self._sessions = list(self._sessions.values()), {}
+        async with trio.open_nursery() as nursery:
+            for session in sessions:
+                nursery.start_soon(session.close)
+        return schema.LogoutResponse()
+
+    def _check_logged_in(self) -> None:
+        if self._logged_out is None:
+            return
+        if _settings_identity(self._env) != self._logged_out:
+            self._logged_out = None  # the settings were written since: configured again
+            return
+        raise RequestError(
+            -32000,
+            "logged out: configure a model again (the terminal set-up, `trio-acp setup`, or the "
+            "OpenHands CLI), or authenticate with the configured one",
+        )
 
     # --- sessions ---------------------------------------------------------------------
 
@@ -121,6 +185,11 @@ class OpenHandsAgent:
         settings = self._settings()
         if settings.llm is None:
             raise RequestError(-32000, settings.missing_model_message())
+        self._check_logged_in()
+        try:
+            models = model_choices(settings, self._env)
+        except SettingsError as exc:
+            raise RequestError(-32000, str(exc)) from None
         sdk = await self._sdk_loader.get()
         retries = RetryRelay()
         try:
@@ -161,6 +230,8 @@ class OpenHandsAgent:
             mode=settings.default_mode,
             rules_path=store.dir_for(sid) / RULES_FILE,
             store=store,
+            models=models,
+            make_llm=lambda choice: build_choice_llm(sdk, choice, env=self._env, retry_listener=retries),
         )
         retries.session = session
         try:
@@ -168,6 +239,9 @@ class OpenHandsAgent:
         except Exception as exc:
             log.exception("starting session %s failed", session_id)
             raise RequestError(-32603, f"could not start the session: {_short(exc)}") from None
+        if self._logged_out is not None:  # a logout came while this session was starting
+            await session.close()
+            raise RequestError(-32000, "logged out while the session was starting")
         self._sessions[session_id] = session
         store.write_index(sid, cwd=cwd)
         # Session-level updates go after the response, never before it.
@@ -217,6 +291,103 @@ class OpenHandsAgent:
         # Like load, but the client already shows the history: no replay.
         session = await self._existing(params.session_id, params.cwd, params.mcp_servers)
         return schema.ResumeSessionResponse(modes=session.mode_state(), config_options=session.config_options())
+
+    async def fork_session(self, params: unstable.ForkSessionRequest) -> unstable.ForkSessionResponse:
+        """session/fork (unstable): a new session with the parent's whole history.
+
+        The SDK's `Conversation.fork` copies the history into a conversation of its own
+        on disk (the parent is not touched); the fork is then opened like any stored
+        session, with the request's cwd and MCP servers, and is listed and loadable like
+        one. A live parent's choices (mode, model, reasoning effort, streaming) and its
+        "always" rules carry over. The schema has no cut point: the whole history.
+        """
+        if params.system_prompt is not None:
+            raise RequestError.invalid_params(
+                "systemPrompt is not supported (trio-acp does not advertise sessionCapabilities.systemPrompt)"
+            )
+        sid = parse_session_id(params.session_id)
+        if sid is None:
+            raise RequestError(-32002, f"unknown session: {params.session_id!r}")
+        self._check_cwd(params.cwd)
+        settings = self._settings()
+        if settings.llm is None:
+            raise RequestError(-32000, settings.missing_model_message())
+        self._check_logged_in()
+        store = SessionStore(settings.conversations_dir)
+        fork_id = uuid.uuid4()
+        values: dict[str, Any] = {}
+        async with self._lock_for(str(sid)):
+            live = self._sessions.get(str(sid))
+            if live is not None:
+                if live.busy:
+                    raise RequestError(-32600, f"session {sid} is running a prompt turn; fork it when the turn is over")
+                values = live.config_values()
+                try:
+                    await live.fork_conversation(fork_id)
+                except Exception as exc:
+                    log.exception("forking session %s failed", sid)
+                    await trio.to_thread.run_sync(store.delete, fork_id)
+                    raise RequestError(-32603, f"could not fork session {sid}: {_short(exc)}") from None
+            elif store.exists(sid):
+                values = store.read_options(sid)  # the choices it was saved with
+                await self._fork_stored(sid, fork_id, settings, store)
+            else:
+                raise RequestError(-32002, f"unknown session: {sid}")
+        parent = store.read(store.dir_for(sid))
+        rules = store.dir_for(sid) / RULES_FILE
+        try:
+            if rules.is_file():
+                shutil.copyfile(rules, store.dir_for(fork_id) / RULES_FILE)
+            session = await self._open_session(str(fork_id), params.cwd, params.mcp_servers)
+        except BaseException:
+            await trio.to_thread.run_sync(store.delete, fork_id)
+            raise
+        if parent is not None and parent.title:
+            store.write_index(fork_id, cwd=params.cwd, title=f"{parent.title} (fork)")
+            session.keep_title()
+        current = session.config_values()
+        for config_id, value in values.items():
+            if current.get(config_id) == value:
+                # Nothing to change; and a change waits for the SDK's lock, which the
+                # fork's tool warm-up holds for about a second.
+                continue
+            try:
+                await session.set_config_option(config_id, value)
+            except RequestError as exc:
+                log.warning("the fork %s could not take %s=%r: %s", fork_id, config_id, value, exc.message)
+        return unstable.ForkSessionResponse(
+            session_id=session.id, modes=session.mode_state(), config_options=session.config_options()
+        )
+
+    async def _fork_stored(self, sid: uuid.UUID, fork_id: uuid.UUID, settings: Settings, store: SessionStore) -> None:
+        """Fork a session that is not open here: its conversation is opened from disk just
+        for the copy (in its own cwd, so its stored state keeps it), then closed."""
+        sdk = await self._sdk_loader.get()
+        stored = store.read(store.dir_for(sid))
+        try:
+            agent = build_agent(sdk, build_llm(sdk, settings.llm or {}))
+        except Exception as exc:
+            raise RequestError(-32000, f"the model settings are not usable: {_short(exc)}") from None
+
+        def fork() -> None:
+            conv = sdk.Conversation(
+                agent=agent,
+                workspace=stored.cwd if stored is not None else str(store.dir_for(sid)),
+                persistence_dir=str(store.root),
+                conversation_id=sid,
+                visualizer=None,
+            )
+            try:
+                fork_conversation(sdk, conv, fork_id)
+            finally:
+                conv.close()
+
+        try:
+            await trio.to_thread.run_sync(fork)
+        except Exception as exc:
+            log.exception("forking the stored session %s failed", sid)
+            await trio.to_thread.run_sync(store.delete, fork_id)
+            raise RequestError(-32603, f"could not fork session {sid}: {_short(exc)}") from None
 
     async def list_sessions(self, params: schema.ListSessionsRequest) -> schema.ListSessionsResponse:
         if params.cwd is not None and not os.path.isabs(params.cwd):
@@ -346,6 +517,19 @@ def load_settings_message(env) -> str:
         return load_settings(env).missing_model_message()
     except SettingsError as exc:
         return str(exc)
+
+
+def _settings_identity(env) -> tuple[Any, ...]:
+    """Which settings file is there now: any write (atomic replace included) changes it."""
+    try:
+        path = load_settings(env).settings_file
+    except SettingsError as exc:
+        return ("unreadable", str(exc))
+    try:
+        st = path.stat()
+    except OSError:
+        return ("missing", str(path))
+    return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _short(exc: BaseException) -> str:

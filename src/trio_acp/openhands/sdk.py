@@ -132,6 +132,40 @@ def build_llm(sdk: SimpleNamespace, fields: dict[str, Any], *, retry_listener: A
     return llm
 
 
+def build_choice_llm(sdk: SimpleNamespace, choice: Any, *, env: Any = None, retry_listener: Any = None) -> Any:
+    """The LLM of one configured model (`models.ModelChoice`); blocking (reads a profile).
+
+    A profile is loaded the SDK's way (`LLMProfileStore`, which also resolves a linked
+    provider connection's key) and used as saved; it answers to the same `usage_id` as
+    the default model, so `switch_llm` carries the session's token and cost totals over.
+    """
+    if choice.profile is not None:
+        from openhands.sdk.llm.llm_profile_store import LLMProfileStore
+
+        llm = LLMProfileStore(choice.profile_dir).load(choice.profile)
+        update: dict[str, Any] = {"usage_id": "agent"}
+        if retry_listener is not None:
+            update["retry_listener"] = retry_listener
+        return llm.model_copy(update=update)
+    return build_llm(sdk, choice.llm_fields(env), retry_listener=retry_listener)
+
+
+def fork_conversation(sdk: SimpleNamespace, conv: Any, fork_id: Any) -> None:
+    """Copy `conv` with its whole history to a new conversation `fork_id` on disk; blocking.
+
+    The SDK's `fork` copies the events (the source is not touched), the agent and the
+    runtime state, in the source's persistence directory. An action the source left
+    waiting for approval is rejected in the copy: the fork starts idle, and an idle
+    conversation's next run would execute it as if approved.
+    """
+    copy = conv.fork(conversation_id=fork_id)
+    try:
+        if sdk.ConversationState.get_unmatched_actions(list(copy.state.events)):
+            copy.reject_pending_actions("Not approved before the session was forked; nothing was run.")
+    finally:
+        copy.close()
+
+
 def _from_env_text(value: Any, annotation: Any) -> Any:
     """`LLM_*` variables are text; JSON-shaped fields (dicts, lists) are parsed from it.
 

@@ -32,9 +32,10 @@ from .bridge import Flush, ThreadBridge
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
-from .sdk import REASONING_EFFORTS, confirmation_setup, interruption_event, supports_reasoning_effort
+from .sdk import REASONING_EFFORTS, confirmation_setup, fork_conversation, interruption_event, supports_reasoning_effort
 from .loop_thread import LoopThread, wait_done, wait_future
 from .prompt import ImagePart, TextPart, prompt_to_parts
+from .config_options import client_takes_booleans, model_option, stream_option
 from .tool_processes import remove_editor_history, stop_tool_processes
 from .translate import Translator, coalesce
 from .turn_queue import TurnQueue
@@ -67,6 +68,8 @@ class Session:
         mode: str = ALWAYS_ASK,
         rules_path: Any = None,
         store: Any = None,
+        models: list[Any] | None = None,
+        make_llm: Any = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -79,6 +82,14 @@ class Session:
         self._titled = False
         # The model's reasoning effort, when it has one to choose (else no option).
         self.reasoning_effort: str | None = None
+        # The models the `model` option offers (models.ModelChoice, `model` is one's id),
+        # and how to build one's LLM (blocking: a worker thread calls it).
+        self.models: list[Any] = list(models or [])
+        self._make_llm = make_llm
+        # Whether replies stream token by token (the `stream` boolean option).
+        self.stream = True
+        # One LLM switch at a time: each builds on the LLM the last one installed.
+        self._llm_switch = trio.Lock()
         self._conversation_factory = conversation_factory
         self.conversation: Any = None
         self.translator = Translator(cwd, compaction=supports_compaction(client))
@@ -122,6 +133,7 @@ class Session:
                 llm = self.conversation.agent.llm
                 if supports_reasoning_effort(self.sdk, llm):
                     self.reasoning_effort = llm.reasoning_effort or "high"
+                self.stream = bool(getattr(llm, "stream", True))
                 await self._restore_options()
                 nursery.start_soon(self._warm_up)
                 task_status.started()
@@ -208,16 +220,7 @@ class Session:
         return mode_state(self.mode)
 
     def config_options(self) -> list[Any]:
-        options = [
-            mode_option(self.mode),
-            schema.SessionConfigOptionSelect(
-                id="model",
-                name="Model",
-                category="model",
-                current_value=self.model,
-                options=[schema.SessionConfigSelectOption(value=self.model, name=self.model)],
-            ),
-        ]
+        options = [mode_option(self.mode), model_option(self.model, self.models)]
         if self.reasoning_effort is not None:
             options.append(
                 schema.SessionConfigOptionSelect(
@@ -228,7 +231,65 @@ class Session:
                     options=[schema.SessionConfigSelectOption(value=v, name=v.capitalize()) for v in REASONING_EFFORTS],
                 )
             )
+        if client_takes_booleans(self.client):
+            options.append(stream_option(self.stream))
         return options
+
+    def config_values(self) -> dict[str, Any]:
+        """{config id: value} of every option, offered to this client or not: what a
+        fork carries over, and what `set_config_option` re-applies."""
+        values: dict[str, Any] = {"mode": self.mode, "model": self.model}
+        if self.reasoning_effort is not None:
+            values["thought_level"] = self.reasoning_effort
+        values["stream"] = self.stream
+        return values
+
+    async def _set_model(self, value: Any) -> None:
+        """Switch the session's LLM to another configured model; the next request uses it.
+
+        The reasoning effort follows the new model: kept where it has one (the new
+        model's own, or "high", if none was chosen), gone where it has none. Streaming
+        stays as the session has it.
+        """
+        choice = next((c for c in self.models if c.id == value), None) if isinstance(value, str) else None
+        if choice is None:
+            ids = [c.id for c in self.models] or [self.model]
+            raise RequestError.invalid_params(
+                f"unknown model {value!r}; the configured models are: {', '.join(ids)}",
+            )
+        if choice.id == self.model:
+            return
+        conv, sdk, make_llm = self.conversation, self.sdk, self._make_llm
+        effort, stream = self.reasoning_effort, self.stream
+
+        def switch() -> str | None:
+            llm = make_llm(choice)
+            update: dict[str, Any] = {"stream": stream}
+            new_effort = None
+            if supports_reasoning_effort(sdk, llm):
+                new_effort = effort or llm.reasoning_effort or "high"
+                update["reasoning_effort"] = new_effort
+            conv.switch_llm(llm.model_copy(update=update))  # takes the state lock
+            return new_effort
+
+        try:
+            new_effort = await trio.to_thread.run_sync(switch, limiter=self.limiter)
+        except Exception as exc:
+            log.warning("switching session %s to model %s failed", self.id, choice.id, exc_info=True)
+            raise RequestError(-32603, f"model {choice.id!r} cannot be used: {_one_line(str(exc))[:500]}") from None
+        self.model = choice.id
+        self.reasoning_effort = new_effort
+
+    async def _set_stream(self, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise RequestError.invalid_params("the stream option takes a boolean value")
+        conv = self.conversation
+
+        def switch() -> None:
+            conv.switch_llm(conv.agent.llm.model_copy(update={"stream": value}))
+
+        await trio.to_thread.run_sync(switch, limiter=self.limiter)
+        self.stream = value
 
     async def _set_reasoning_effort(self, value: Any) -> None:
         if self.reasoning_effort is None:
@@ -275,13 +336,16 @@ class Session:
             if not isinstance(value, str):
                 raise RequestError.invalid_params("the mode option takes a string value")
             await self.set_mode(value, announce=False)
-        elif config_id == "thought_level":
-            await self._set_reasoning_effort(value)
-        elif config_id == "model":
-            if value != self.model:
-                raise RequestError.invalid_params(
-                    f"model {value!r} is not available; configured: {self.model!r}"
-                )
+        elif config_id in ("thought_level", "model", "stream"):
+            async with self._llm_switch:
+                if config_id == "thought_level":
+                    await self._set_reasoning_effort(value)
+                elif config_id == "model":
+                    await self._set_model(value)
+                else:
+                    # Accepted from any client (a saved value is re-applied this way),
+                    # though only clients that take boolean options are offered it.
+                    await self._set_stream(value)
         else:
             raise RequestError.invalid_params(f"unknown config option {config_id!r}")
         self._save_options()
@@ -290,10 +354,12 @@ class Session:
     # A session keeps its settings: every config option value is saved with it (the
     # session index, store.py) and re-applied when it is loaded or resumed. The model
     # comes before the reasoning effort, which depends on what the model supports.
-    _RESTORE_ORDER = ("mode", "model", "thought_level")
+    _RESTORE_ORDER = ("mode", "model", "thought_level", "stream")
 
     def _current_options(self) -> dict[str, Any]:
-        return {option.id: option.current_value for option in self.config_options()}
+        # Every option, offered to this client or not (a boolean one is kept for a client
+        # that takes them).
+        return self.config_values()
 
     def _save_options(self) -> None:
         if self._store is None:
@@ -317,6 +383,15 @@ class Session:
                 # E.g. a model no longer configured: the session opens with the default.
                 log.warning("session %s: not restoring %s=%r: %s", self.id, config_id, saved[config_id], exc.message)
         self._save_options()
+
+    async def fork_conversation(self, fork_id: uuid.UUID) -> None:
+        """session/fork: copy this conversation, history and all, to `fork_id` on disk."""
+        conv, sdk = self.conversation, self.sdk
+        await trio.to_thread.run_sync(lambda: fork_conversation(sdk, conv, fork_id), limiter=self.limiter)
+
+    def keep_title(self) -> None:
+        """The session already has its title (a fork's): the first prompt does not rename it."""
+        self._titled = True
 
     async def flush_turn_updates(self) -> None:
         """Wait until everything the SDK posted so far has been sent to the client."""

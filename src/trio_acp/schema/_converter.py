@@ -475,7 +475,16 @@ def _union_unstructure_factory(tp: Any) -> Callable[[Any], Any]:
             "SessionConfigSelectOptions",
         )
         return lambda v: [item(x) for x in v]
-    if len(members) == 1:
+    if len(members) == 1 and attrs.has(members[0]):
+        # An instance of a subclass encodes as what it is: that is how an unstable
+        # extension of a stable type (schema/unstable.py) keeps its extra fields.
+        base = members[0]
+        base_hook = converter.get_unstructure_hook(base)
+
+        def inner(v: Any) -> Any:
+            return base_hook(v) if v.__class__ is base else to_wire(v)
+
+    elif len(members) == 1:
         inner = converter.get_unstructure_hook(members[0])
     else:
         inner = _by_class_unstructure(key, " | ".join(m.__name__ for m in members))

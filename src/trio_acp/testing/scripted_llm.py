@@ -433,6 +433,8 @@ class RequestRecord:
     #: "error" (the scenario or the server failed)
     outcome: str = "running"
     chunks_sent: int = 0
+    #: the bearer token of the request's Authorization header (which key the client sent)
+    api_key: str | None = None
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -627,7 +629,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner = self.server.owner
         try:
-            record = owner._begin(body)
+            auth = self.headers.get("Authorization") or ""
+            record = owner._begin(body, api_key=auth[7:] if auth.startswith("Bearer ") else None)
         except Exception as e:  # a broken scenario: tell the client, don't kill the thread
             self._error(500, f"scripted scenario failed: {type(e).__name__}: {e}", "server_error")
             return
@@ -907,7 +910,7 @@ class ScriptedLLM:
 
     # -- request log --------------------------------------------------------------------------
 
-    def _begin(self, body: dict[str, Any]) -> RequestRecord:
+    def _begin(self, body: dict[str, Any], api_key: str | None = None) -> RequestRecord:
         scenario, ctx = self.select(body)
         with self._lock:
             record = RequestRecord(
@@ -918,6 +921,7 @@ class ScriptedLLM:
                 prompt=ctx.prompt,
                 turn=None,
                 started=time.monotonic(),
+                api_key=api_key,
             )
             self._records.append(record)
             self._lock.notify_all()

@@ -5,6 +5,9 @@ The schema comes from the official npm package `@agentclientprotocol/sdk`
 `ACP_SCHEMA_JSON` points elsewhere. It is never vendored: the check is against the
 registry's artifact, not our copy of it.
 
+Unstable methods the agent serves (`trio_acp.schema.unstable`, e.g. `session/fork`) are
+checked against the same package's `schema.unstable.json`, next to the stable one.
+
 `FrameChecker` follows one connection from one side: it remembers the method of every
 request so that it can check the matching response's `result` against the right type.
 """
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import schema
+from ..schema.unstable import UNSTABLE_AGENT_METHODS
 
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_SCHEMA_PATH = _REPO_ROOT / "tests/js/node_modules/@agentclientprotocol/sdk/schema/v1/schema.json"
@@ -34,10 +38,13 @@ def official_schema_path() -> Path:
 
 
 @cache
-def _validators() -> tuple[Any, dict[str, Any]]:
+def _validators(unstable: bool = False) -> tuple[Any, dict[str, Any]]:
     import jsonschema
 
-    document = json.loads(official_schema_path().read_text(encoding="utf-8"))
+    path = official_schema_path()
+    if unstable:
+        path = path.with_name("schema.unstable.json")
+    document = json.loads(path.read_text(encoding="utf-8"))
     cls = jsonschema.validators.validator_for(document)
     return cls, document
 
@@ -45,6 +52,9 @@ def _validators() -> tuple[Any, dict[str, Any]]:
 @cache
 def _validator_for(type_name: str) -> Any:
     cls, document = _validators()
+    if type_name not in document["$defs"]:
+        # Not a stable type: an unstable method's, defined by the unstable schema only.
+        cls, document = _validators(unstable=True)
     # The whole document as the root, so that every `#/$defs/...` reference resolves.
     # The root's own anyOf (any ACP message) would apply next to the $ref: drop it.
     root = {k: v for k, v in document.items() if k in ("$schema", "$defs")}
@@ -59,7 +69,11 @@ def validate_type(type_name: str, value: Any) -> list[str]:
 
 
 def _spec(method: str) -> schema.MethodSpec | None:
-    return schema.AGENT_METHODS.get(method) or schema.CLIENT_METHODS.get(method)
+    return (
+        schema.AGENT_METHODS.get(method)
+        or UNSTABLE_AGENT_METHODS.get(method)
+        or schema.CLIENT_METHODS.get(method)
+    )
 
 
 class FrameChecker:
