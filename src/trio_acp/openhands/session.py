@@ -33,6 +33,7 @@ from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_op
 from .store import now_iso
 from .sdk import REASONING_EFFORTS, confirmation_setup, supports_reasoning_effort
 from .loop_thread import LoopThread, wait_future
+from .model_failures import describe_model_failure, retry_note
 from .prompt import ImagePart, TextPart, prompt_to_parts
 from .tool_processes import stop_tool_processes
 from .translate import Translator, coalesce
@@ -284,8 +285,7 @@ class Session:
 
         It also explains why a reply that was streaming may start over.
         """
-        reason = _one_line(str(error))[:200] if error is not None else "unknown error"
-        text = f"\n(The model call failed: {reason}. Retrying, attempt {attempt + 1} of {total}.)\n"
+        text = retry_note(attempt, total, error)
         self._post_sdk("update", schema.AgentThoughtChunk(content=schema.TextContent(text=text)))
 
     # --- the update pump ------------------------------------------------------------
@@ -569,6 +569,9 @@ class Session:
         if code == "MaxIterationsReached":
             return "max_turn_requests"
         if error is not None or status == Status.ERROR:
+            failure = describe_model_failure(error, code, detail, self.model)
+            if failure is not None:  # the model call failed: say what, and what to do
+                raise RequestError(-32603, failure.message, {"code": code, "model": failure.data()})
             message = detail or (str(error) if error is not None else "the agent failed")
             raise RequestError(
                 -32603,
