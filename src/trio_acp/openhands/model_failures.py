@@ -360,27 +360,36 @@ def describe_model_failure(
     return ModelFailure(kind=kind, message=text, http_status=status, retryable=retryable, attempts=attempts)
 
 
-def retry_note(attempt: int, total: int, error: BaseException | None) -> str:
-    """The thought shown while a failed model call waits for its next attempt."""
+def retry_reason(error: BaseException | None) -> str:
+    """Why a model call is being retried, in a few words ("the provider had an error (HTTP 500)")."""
     found = _classify(error, None)
     if found is None:
-        reason = _one_line(str(error))[:200] if error is not None else "unknown error"
-    else:
-        kind, status = found
-        reason = {
-            "rate_limit": "the provider is rate-limiting requests",
-            "timeout": "it timed out",
-            "broken_stream": "the reply was cut off mid-stream",
-            "bad_stream": "the reply stream had malformed data",
-            "connection": "the connection failed",
-            "server": "the provider had an error",
-        }.get(kind, kind.replace("_", " "))
-        if status is not None:
-            reason += f" (HTTP {status})"
+        return _one_line(str(error))[:200] if error is not None else "unknown error"
+    kind, status = found
+    reason = {
+        "rate_limit": "the provider is rate-limiting requests",
+        "timeout": "it timed out",
+        "broken_stream": "the reply was cut off mid-stream",
+        "bad_stream": "the reply stream had malformed data",
+        "connection": "the connection failed",
+        "server": "the provider had an error",
+    }.get(kind, kind.replace("_", " "))
+    return reason + (f" (HTTP {status})" if status is not None else "")
+
+
+def retry_when(error: BaseException | None) -> str:
+    """When the next attempt starts: "in 4 s", or "now"."""
     info = retry_info(error)
     wait = info.wait if info is not None else None
-    when = f"in {wait:.0f} s" if wait and wait >= 0.5 else "now"
-    return f"\n(The model call failed: {reason}. Retrying {when}, attempt {attempt + 1} of {total}.)\n"
+    return f"in {wait:.0f} s" if wait and wait >= 0.5 else "now"
+
+
+def retry_note(attempt: int, total: int, error: BaseException | None) -> str:
+    """The thought shown while a failed model call waits for its next attempt."""
+    return (
+        f"\n(The model call failed: {retry_reason(error)}. "
+        f"Retrying {retry_when(error)}, attempt {attempt + 1} of {total}.)\n"
+    )
 
 
 def _one_line(text: str) -> str:

@@ -571,7 +571,11 @@ class Session:
         if error is not None or status == Status.ERROR:
             failure = describe_model_failure(error, code, detail, self.model)
             if failure is not None:  # the model call failed: say what, and what to do
-                raise RequestError(-32603, failure.message, {"code": code, "model": failure.data()})
+                raise RequestError(
+                    -32603,
+                    failure.message,
+                    {"code": code, "status": str(getattr(status, "value", status)), "model": failure.data()},
+                )
             message = detail or (str(error) if error is not None else "the agent failed")
             raise RequestError(
                 -32603,
