@@ -15,7 +15,8 @@ Benchmarks print; they assert nothing.
 
 `python -m bench agent [...]` benchmarks the OpenHands agent itself instead (start-up,
 streaming, the thread bridge, cancel latency): see bench/agent_main.py and
-`python -m bench agent --help`.
+`python -m bench agent --help`. `python -m bench failures [...]`: how long a failing
+model keeps the editor waiting (bench/model_failures.py).
 """
 
 from __future__ import annotations
@@ -133,6 +134,11 @@ def main() -> None:
         from .agent_main import main as agent_main
 
         agent_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["failures"]:
+        from .model_failures import main as failures_main
+
+        failures_main(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -401,7 +401,7 @@ async def test_a_retried_model_call_is_announced_and_a_final_failure_is_an_error
                 await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("error500")))
             assert info.value.code == -32603 and "failed" in info.value.message
             thoughts = "".join(u.content.text for u in client.updates if isinstance(u, schema.AgentThoughtChunk))
-            assert "Retrying, attempt 2 of 2" in thoughts
+            assert "Retrying now, attempt 2 of 2" in thoughts
             ok = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "fine")))
             assert ok.stop_reason == "end_turn"
 

@@ -94,4 +94,4 @@ def test_list_scenarios():
         check=True,
     ).stdout
     names = {line.split("\t")[0] for line in out.splitlines()}
-    assert {"echo", "slow", "terminal", "sleep", "edit", "plan", "demo", "long", "error500", "stall", "truncate", "remember"} <= names
+    assert {"echo", "slow", "terminal", "sleep", "edit", "plan", "demo", "long", "error500", "stall", "truncate", "remember", "error401", "error429", "context_too_long", "badjson", "reset"} <= names

@@ -222,6 +222,8 @@ def test_turn_validation():
     with pytest.raises(ValueError):
         Turn(finish_reason="whatever")
     assert Turn(fault="http429").http_status == 429
+    assert Turn(fault="context_length").http_status == 400
+    assert Turn(fault="reset").http_status is None and Turn(fault="badjson").http_status is None
     assert Turn(text="x", finish_reason="length").effective_finish_reason == "length"
     assert ToolCall("t", '{"raw": 1}').arguments_json() == '{"raw": 1}'
 
@@ -302,7 +304,7 @@ def test_chunk_delay_paces_the_stream(llm):
 
 def test_faults_over_http(llm):
     r = HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:error500]"), timeout=5)
-    assert r.status_code == 500 and r.json()["error"]["code"] == 500
+    assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
     # truncate: some chunks, then the connection closes mid-body (incomplete chunked read)
     got = []
     with pytest.raises(httpx.RemoteProtocolError):
@@ -330,6 +332,68 @@ def test_faults_over_http(llm):
             with HTTP.stream("POST", custom.base_url + "/chat/completions", json=body("x"), timeout=5) as resp:
                 list(resp.iter_lines())
         assert custom.requests[0].chunks_sent == 3 and custom.requests[0].outcome == "truncate"
+
+
+def test_openai_shaped_errors_and_retry_after(llm):
+    def post(prompt):
+        return HTTP.post(llm.base_url + "/chat/completions", json=body(prompt), timeout=5)
+
+    expected = {
+        "error400": (400, "invalid_request_error", None),
+        "error401": (401, "invalid_request_error", "invalid_api_key"),
+        "error403": (403, "request_forbidden", "unsupported_country_region_territory"),
+        "error404": (404, "invalid_request_error", "model_not_found"),
+        "error502": (502, "server_error", None),
+        "error503": (503, "server_error", None),
+    }
+    for name, (status, type_, code) in expected.items():
+        r = post(f"[scenario:{name}]")
+        error = r.json()["error"]
+        assert (r.status_code, error["type"], error["code"]) == (status, type_, code), name
+        assert set(error) == {"message", "type", "param", "code"} and error["message"]
+        assert "retry-after" not in r.headers
+    assert "`scripted`" in post("[scenario:error404]").json()["error"]["message"]
+    limited = post("[scenario:error429] [retry_after:7]")
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "7"
+    assert limited.json()["error"]["code"] == "rate_limit_exceeded"
+    assert post("[scenario:error429]").headers["retry-after"] == "1"
+    # a condenser's summary call (no tools) fits; the agent's (with tools) does not
+    with_tools = body("[scenario:context_too_long]", tools=[{"type": "function", "function": {"name": "t"}}])
+    overflow = HTTP.post(llm.base_url + "/chat/completions", json=with_tools, timeout=5)
+    assert overflow.status_code == 400 and overflow.json()["error"]["code"] == "context_length_exceeded"
+    assert "maximum context length" in overflow.json()["error"]["message"]
+    chunks, done = sse(llm.base_url, body("[scenario:context_too_long]"))
+    assert done and "Summary" in assemble(chunks)["text"]
+
+
+def test_badjson_and_reset_over_http(llm):
+    lines = []
+    with HTTP.stream("POST", llm.base_url + "/chat/completions", json=body("[scenario:badjson]"), timeout=5) as r:
+        lines = [line for line in r.iter_lines() if line]
+    broken = [line for line in lines if line.startswith("data: {") and not _is_json(line[6:])]
+    assert len(broken) == 1 and lines[-1] == "data: [DONE]"
+    assert lines.index(broken[0]) > 1  # some good chunks came first
+    # reset: no response at all, the connection is reset (RST)
+    with pytest.raises(httpx.TransportError):
+        HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:reset]"), timeout=5)
+    assert llm.wait_for_requests(1, predicate=lambda rs: rs[-1].outcome == "reset")[-1].chunks_sent == 0
+    # [after:N]: N chunks of the stream, then the reset
+    got = []
+    with pytest.raises(httpx.TransportError):
+        with HTTP.stream("POST", llm.base_url + "/chat/completions", json=body("[scenario:reset] [after:3]"), timeout=5) as r:
+            got.extend(line for line in r.iter_lines() if line)
+    assert len(got) == 3 and "data: [DONE]" not in got
+    # non-streaming badjson: a body of the right length that is not JSON
+    r = HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:badjson]", stream=False), timeout=5)
+    assert r.status_code == 200 and not _is_json(r.text)
+
+
+def _is_json(text):
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def test_close_ends_a_stall():

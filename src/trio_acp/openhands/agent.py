@@ -193,7 +193,7 @@ class OpenHandsAgent:
         sdk = await self._sdk_loader.get()
         retries = RetryRelay()
         try:
-            llm = build_llm(sdk, settings.llm, retry_listener=retries)
+            llm = build_llm(sdk, settings.llm, retry_listener=retries, sources=settings.sources)
         except Exception as exc:
             raise RequestError(
                 -32000, f"the model settings are not usable: {_short(exc)} (from {settings.settings_file} / LLM_*)"

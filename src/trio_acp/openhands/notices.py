@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import schema
+from . import model_failures
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +48,17 @@ def _one_line(text: str, limit: int) -> str:
 def retry_note(client: Any, attempt: int, total: int, error: BaseException | None) -> Any:
     """A model call failed and will be retried: a warning notice, else a thought note.
 
-    It also explains why a reply that was streaming may start over.
+    It also explains why a reply that was streaming may start over, and when the next
+    attempt starts (model_failures.py decides the wait).
     """
-    reason = _one_line(str(error), 200) if error is not None else "unknown error"
     if supports_notices(client):
         return schema.NoticeUpdate(
             severity="warning",
-            title=f"The model call failed; retrying (attempt {attempt + 1} of {total})",
-            description=reason,
+            title=f"The model call failed; retrying {model_failures.retry_when(error)} "
+            f"(attempt {attempt + 1} of {total})",
+            description=model_failures.retry_reason(error),
         )
-    text = f"\n(The model call failed: {reason}. Retrying, attempt {attempt + 1} of {total}.)\n"
+    text = model_failures.retry_note(attempt, total, error)
     return schema.AgentThoughtChunk(content=schema.TextContent(text=text))
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import trio
 
+from .model_failures import CONTEXT_OVERFLOWS, LLM_FAILURE_DEFAULTS, RetryPolicy
+
 log = logging.getLogger(__name__)
 
 
@@ -58,6 +60,7 @@ def import_sdk() -> SimpleNamespace:
 
     return SimpleNamespace(
         LLM=LLM,
+        SessionLLM=_session_llm_class(LLM),
         Agent=Agent,
         Conversation=Conversation,
         Message=Message,
@@ -116,7 +119,122 @@ class SdkLoader:
         return self._sdk
 
 
-def build_llm(sdk: SimpleNamespace, fields: dict[str, Any], *, retry_listener: Any = None) -> Any:
+def _session_llm_class(LLM: Any) -> Any:
+    """The SDK's `LLM` with our retry policy (model_failures.py) in its retry decorator.
+
+    The SDK decides *what* is transient; we add: a timed-out attempt is retried once, a
+    429's Retry-After is honoured up to a bound (a longer one fails at once), and every
+    failed attempt is marked with what was decided, for the retry note and the final
+    error message. Everything else (stop, logging, the temperature nudge) stays the SDK's.
+    Serialized, it is a plain `LLM`: nothing of this reaches the persisted conversation.
+    """
+    from pydantic import PrivateAttr
+    from tenacity import wait_exponential
+
+    from openhands.sdk.llm.exceptions import LLMContextWindowExceedError
+
+    class SessionLLM(LLM):
+        # Context-window overflows in a row, with no successful call in between. The agent
+        # answers an overflow by condensing and calling again; when condensing cannot make
+        # the conversation fit (a window smaller than the system prompt and tools), that
+        # loop would run to the iteration limit, one summary call per round.
+        _context_overflows: int = PrivateAttr(default=0)
+
+        async def agenerate(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                response = await super().agenerate(*args, **kwargs)
+            except LLMContextWindowExceedError as exc:
+                self._overflowed(exc)
+                raise
+            self._context_overflows = 0
+            return response
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                response = super().generate(*args, **kwargs)
+            except LLMContextWindowExceedError as exc:
+                self._overflowed(exc)
+                raise
+            self._context_overflows = 0
+            return response
+
+        def _overflowed(self, exc: BaseException) -> None:
+            self._context_overflows += 1
+            if self._context_overflows >= CONTEXT_OVERFLOWS:
+                self._context_overflows = 0
+                # Not an LLMContextWindowExceedError, so the agent does not condense
+                # again: the turn ends, and model_failures.py says why.
+                raise ContextStillTooLong(
+                    f"the conversation still exceeds the context window after "
+                    f"{CONTEXT_OVERFLOWS - 1} condensations: {exc}"
+                ) from exc
+
+        def retry_decorator(self, *args: Any, **kwargs: Any) -> Any:
+            listener = kwargs.pop("retry_listener", None)
+            base = super().retry_decorator(*args, retry_listener=None, **kwargs)
+            attempts = int(kwargs.get("num_retries", self.num_retries))
+            policy = RetryPolicy(attempts=attempts)
+            backoff = wait_exponential(
+                multiplier=kwargs.get("retry_multiplier", self.retry_multiplier),
+                min=kwargs.get("retry_min_wait", self.retry_min_wait),
+                max=kwargs.get("retry_max_wait", self.retry_max_wait),
+            )
+
+            def decorate(fn: Any) -> Any:
+                wrapped = base(fn)
+                sdk_retry, sdk_before_sleep = wrapped.retry.retry, wrapped.retry.before_sleep
+
+                def exception_of(state: Any) -> BaseException | None:
+                    return state.outcome.exception() if state.outcome is not None else None
+
+                def retry(state: Any) -> bool:
+                    return policy.should_retry(sdk_retry(state), state.attempt_number, exception_of(state))
+
+                def wait(state: Any) -> float:
+                    return policy.wait(backoff(state), exception_of(state))
+
+                def before_sleep(state: Any) -> None:
+                    sdk_before_sleep(state)
+                    if listener is not None:
+                        exc = exception_of(state)
+                        listener(state.attempt_number, policy.attempts_for(exc), exc)
+
+                return wrapped.retry_with(retry=retry, wait=wait, before_sleep=before_sleep)
+
+            return decorate
+
+    return SessionLLM
+
+
+class ContextStillTooLong(Exception):
+    """Condensing did not make the conversation fit the model's context window."""
+
+
+def _user_chosen(data: dict[str, Any], known: dict[str, Any], sources: dict[str, str] | None) -> set[str]:
+    """The LLM fields the user set on purpose.
+
+    An environment variable always counts. The OpenHands CLI writes every field into its
+    settings file, the SDK's defaults included: a value there that equals the SDK's default
+    is not a choice, and our failure defaults replace it.
+    """
+    chosen = set()
+    for key, value in data.items():
+        source = (sources or {}).get(key, "")
+        field = known.get(key)
+        if sources is not None and not source.startswith("$") and field is not None and value == field.default:
+            continue
+        chosen.add(key)
+    return chosen
+
+
+def build_llm(
+    sdk: SimpleNamespace,
+    fields: dict[str, Any],
+    *,
+    retry_listener: Any = None,
+    sources: dict[str, str] | None = None,
+) -> Any:
+    """The session's LLM from the user's fields; `sources` says where each came from (settings.py)."""
     known = sdk.LLM.model_fields
     data = {k: _from_env_text(v, known[k].annotation) for k, v in fields.items() if k in known}
     ignored = sorted(set(fields) - set(data))
@@ -126,7 +244,11 @@ def build_llm(sdk: SimpleNamespace, fields: dict[str, Any], *, retry_listener: A
     # Streaming is what makes an editor feel alive; the SDK falls back to a whole reply
     # when a provider cannot stream.
     data.setdefault("stream", True)
-    llm = sdk.LLM.model_validate(data)
+    chosen = _user_chosen(data, known, sources)
+    for key, value in LLM_FAILURE_DEFAULTS.items():
+        if key not in chosen:
+            data[key] = value
+    llm = sdk.SessionLLM.model_validate(data)
     if retry_listener is not None:
         llm = llm.model_copy(update={"retry_listener": retry_listener})
     return llm
@@ -142,7 +264,10 @@ def build_choice_llm(sdk: SimpleNamespace, choice: Any, *, env: Any = None, retr
     if choice.profile is not None:
         from openhands.sdk.llm.llm_profile_store import LLMProfileStore
 
-        llm = LLMProfileStore(choice.profile_dir).load(choice.profile)
+        saved = LLMProfileStore(choice.profile_dir).load(choice.profile)
+        # The profile's own values, in our LLM class: its failures follow the same retry
+        # policy and context-overflow guard as the default model's (model_failures.py).
+        llm = sdk.SessionLLM.model_validate({name: getattr(saved, name) for name in saved.model_fields_set})
         update: dict[str, Any] = {"usage_id": "agent"}
         if retry_listener is not None:
             update["retry_listener"] = retry_listener

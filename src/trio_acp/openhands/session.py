@@ -34,6 +34,7 @@ from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_op
 from .store import now_iso
 from .sdk import REASONING_EFFORTS, confirmation_setup, fork_conversation, interruption_event, supports_reasoning_effort
 from .loop_thread import LoopThread, wait_done, wait_future
+from .model_failures import describe_model_failure
 from .prompt import ImagePart, TextPart, prompt_to_parts
 from .config_options import client_takes_booleans, model_option, stream_option
 from .tool_processes import remove_editor_history, stop_tool_processes
@@ -741,6 +742,13 @@ class Session:
         if code == "MaxIterationsReached":
             return "max_turn_requests"
         if error is not None or status == Status.ERROR:
+            failure = describe_model_failure(error, code, detail, self.model)
+            if failure is not None:  # the model call failed: say what, and what to do
+                raise RequestError(
+                    -32603,
+                    failure.message,
+                    {"code": code, "status": str(getattr(status, "value", status)), "model": failure.data()},
+                )
             message = detail or (str(error) if error is not None else "the agent failed")
             raise RequestError(
                 -32603,

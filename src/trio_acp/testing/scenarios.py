@@ -24,8 +24,19 @@ long        One text reply of ``[tokens:N]`` (20,000) tokens in 4-character chun
             one token: ``"000 001 002 ..."`` modulo 1,000) — the streaming benchmark.
             ``long_scenario(tokens, chunk_size)`` builds other sizes.
 error500    HTTP 500 on every call.
+errorNNN    ``error400``, ``error401``, ``error403``, ``error404``, ``error502``, ``error503``: that
+            status on every call, with OpenAI's error body for it (401: ``invalid_api_key``, 404:
+            ``model_not_found`` ...).
+error429    HTTP 429 ``rate_limit_exceeded`` with ``Retry-After: [retry_after:N]`` (1) seconds.
+context_too_long
+            HTTP 400 ``context_length_exceeded`` (OpenAI's "maximum context length" error) on every
+            call that offers tools (the agent's); a call without tools (a condenser's summary)
+            gets a short summary.
 stall       Streams half of a text reply, then stalls (connection kept open).
 truncate    Streams half of a text reply, then closes the connection without ``[DONE]``.
+badjson     Streams half of a text reply, then one ``data:`` event that is not JSON, then the rest.
+reset       Resets the TCP connection (RST) without a response; with ``[after:N]``, after N
+            chunks of a streamed reply.
 remember    Multi-turn memory proof: the reply quotes the ``[word:X]`` tag of the most recent
             EARLIER user message that has one (else that message's last word):
             ``"You said earlier: X"``.
@@ -47,7 +58,17 @@ __all__ = [
     "DEMO",
     "ECHO",
     "EDIT",
+    "BADJSON",
+    "CONTEXT_TOO_LONG",
+    "ERROR400",
+    "ERROR401",
+    "ERROR403",
+    "ERROR404",
+    "ERROR429",
     "ERROR500",
+    "ERROR502",
+    "ERROR503",
+    "RESET",
     "LONG",
     "PLAN",
     "REMEMBER",
@@ -302,6 +323,54 @@ TRUNCATE = Scenario(
     "half a reply, then the connection closes without [DONE]",
 )
 
+def _http_error(status: int) -> Scenario:
+    return Scenario(f"error{status}", [Turn(fault=f"http{status}")], f"HTTP {status} on every call (OpenAI's body)")
+
+
+ERROR400, ERROR401, ERROR403, ERROR404, ERROR502, ERROR503 = (
+    _http_error(status) for status in (400, 401, 403, 404, 502, 503)
+)
+
+ERROR429 = Scenario(
+    "error429",
+    [lambda ctx: Turn(fault="http429", retry_after=ctx.float_tag("retry_after", 1.0))],
+    "HTTP 429 rate_limit_exceeded with Retry-After: [retry_after:1]",
+)
+
+def _context_too_long(ctx: RequestContext) -> list[Turn]:
+    # The agent's calls (they offer tools) overflow; a summarizing condenser's call (no
+    # tools, a short prompt) fits, as it would with a real model: the agent then condenses,
+    # overflows again, and has nothing left to condense.
+    if not ctx.body.get("tools"):
+        return [Turn(text="Summary: the user asked for something too long. [scenario:context_too_long]")]
+    return [Turn(fault="context_length")]
+
+
+CONTEXT_TOO_LONG = Scenario(
+    "context_too_long",
+    _context_too_long,
+    "HTTP 400 context_length_exceeded on every agent call (a condenser's summary call works)",
+)
+
+BADJSON = Scenario(
+    "badjson",
+    [Turn(text="One of the chunks of this reply is not valid JSON at all.", chunk_size=8, fault="badjson")],
+    "half a reply, one event that is not JSON, then the rest",
+)
+
+
+def _reset(ctx: RequestContext) -> Turn:
+    after = ctx.tags.get("after")
+    return Turn(
+        text="This connection is reset by the peer in the middle of the reply.",
+        chunk_size=8,
+        fault="reset",
+        fault_after=ctx.int_tag("after", 0) if after is not None else None,
+    )
+
+
+RESET = Scenario("reset", [_reset], "TCP reset before any response ([after:N]: after N chunks)")
+
 # -- remember -----------------------------------------------------------------------------------
 
 _WORD_RE = re.compile(r"[A-Za-z0-9_'-]+")
@@ -334,8 +403,18 @@ BUILTIN_SCENARIOS: dict[str, Scenario] = {
         DEMO,
         LONG,
         ERROR500,
+        ERROR400,
+        ERROR401,
+        ERROR403,
+        ERROR404,
+        ERROR429,
+        ERROR502,
+        ERROR503,
+        CONTEXT_TOO_LONG,
         STALL,
         TRUNCATE,
+        BADJSON,
+        RESET,
         REMEMBER,
     )
 }

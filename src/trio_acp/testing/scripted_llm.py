@@ -58,10 +58,16 @@ ceil((len(name) + len(arguments))/4); ``prompt_tokens`` = ceil(len(json(messages
 With ``chunk_size=4`` one SSE content chunk is exactly one token (the ``long`` scenario does that).
 
 Faults (``Turn.fault``): ``"http500"`` (or any ``"httpNNN"``) answers with that status and an
-OpenAI-style error body; ``"stall"`` sends ``fault_after`` chunks (default: half) and then sends
+error body shaped like OpenAI's (``{"error": {"message", "type", "param", "code"}}``, with
+OpenAI's ``type``/``code`` for 400, 401, 403, 404, 429, 500, 502, 503), plus a ``Retry-After``
+header when ``Turn.retry_after`` is set; ``"context_length"`` is OpenAI's 400
+``context_length_exceeded``; ``"stall"`` sends ``fault_after`` chunks (default: half) and then sends
 nothing more, keeping the connection open until the client goes away or the server stops;
 ``"truncate"`` sends ``fault_after`` chunks and closes the connection without the terminating
-chunk and without ``[DONE]`` (non-streaming: half the JSON body, then close).
+chunk and without ``[DONE]`` (non-streaming: half the JSON body, then close); ``"badjson"`` sends
+``fault_after`` chunks, then one ``data:`` event that is not JSON, then the rest of the reply;
+``"reset"`` resets the TCP connection (RST) — before any response, or after ``fault_after``
+chunks when that is set.
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ import select
 import signal
 import socket
 import string
+import struct
 import sys
 import threading
 import time
@@ -109,6 +116,7 @@ __all__ = [
     "fast_llm_kwargs",
     "load_script_file",
     "message_text",
+    "openai_error_body",
     "parse_tags",
     "scripted_env",
 ]
@@ -123,7 +131,7 @@ ENV_API_KEY = "TRIO_ACP_LLM_API_KEY"
 FINISHED_TEXT = "(scenario finished)"
 
 FINISH_REASONS = frozenset({"stop", "tool_calls", "length", "content_filter"})
-_FAULT_RE = re.compile(r"^(?:http(\d{3})|stall|truncate)$")
+_FAULT_RE = re.compile(r"^(?:http(\d{3})|stall|truncate|badjson|reset|context_length)$")
 _TAG_RE = re.compile(r"\[([A-Za-z_][A-Za-z0-9_.-]*):([^\]\n]*)\]")
 CHARS_PER_TOKEN = 4
 
@@ -162,7 +170,10 @@ def _to_tool_calls(value: Iterable[ToolCall | Mapping[str, Any]]) -> tuple[ToolC
 
 def _check_fault(_inst: Any, _attr: Any, value: str | None) -> None:
     if value is not None and not _FAULT_RE.match(value):
-        raise ValueError(f"unknown fault {value!r} (use 'httpNNN', 'stall' or 'truncate')")
+        raise ValueError(
+            f"unknown fault {value!r} (use 'httpNNN', 'context_length', 'stall', 'truncate', "
+            "'badjson' or 'reset')"
+        )
 
 
 def _check_finish(_inst: Any, _attr: Any, value: str | None) -> None:
@@ -178,7 +189,9 @@ class Turn:
     ``chunk_size`` is the number of characters per streamed piece (reasoning, text and each tool
     call's argument string are split separately); ``chunk_delay`` is slept between chunks and
     ``first_chunk_delay`` before the first one (also applies to non-streaming replies).
-    ``fault_after`` is how many SSE chunks ``stall``/``truncate`` send first (default: half).
+    ``fault_after`` is how many SSE chunks ``stall``/``truncate``/``badjson`` send first (default:
+    half; ``reset``: none, and no response at all). ``retry_after`` (seconds) is sent as the
+    ``Retry-After`` header of an ``httpNNN`` fault.
     """
 
     text: str = ""
@@ -190,6 +203,7 @@ class Turn:
     first_chunk_delay: float = 0.0
     fault: str | None = attrs.field(default=None, validator=_check_fault)
     fault_after: int | None = None
+    retry_after: float | None = None
 
     @property
     def effective_finish_reason(self) -> str:
@@ -199,7 +213,9 @@ class Turn:
 
     @property
     def http_status(self) -> int | None:
-        """The HTTP error status of an ``httpNNN`` fault, else None."""
+        """The HTTP error status of an ``httpNNN`` (or ``context_length``) fault, else None."""
+        if self.fault == "context_length":
+            return 400
         m = _FAULT_RE.match(self.fault or "")
         return int(m.group(1)) if m and m.group(1) else None
 
@@ -429,7 +445,7 @@ class RequestRecord:
     turn: Turn | None
     started: float
     finished: float | None = None
-    #: "running", "complete", "disconnected", "http<NNN>", "stall", "truncate", "stopped",
+    #: "running", "complete", "disconnected", "http<NNN>", "stall", "truncate", "badjson", "reset", "stopped",
     #: "error" (the scenario or the server failed)
     outcome: str = "running"
     chunks_sent: int = 0
@@ -457,6 +473,68 @@ class RequestRecord:
 # --------------------------------------------------------------------------------------------
 # HTTP server
 # --------------------------------------------------------------------------------------------
+
+
+#: OpenAI's error ``type``/``code``/message per status, so clients classify them as they would
+#: the real service's (``{"error": {"message", "type", "param", "code"}}``).
+_OPENAI_ERRORS: dict[int, tuple[str, str | None, str]] = {
+    400: ("invalid_request_error", None, "Invalid request (scripted HTTP 400 fault)."),
+    401: (
+        "invalid_request_error",
+        "invalid_api_key",
+        "Incorrect API key provided: scri****pted. You can find your API key at "
+        "https://platform.openai.com/account/api-keys. (scripted HTTP 401 fault)",
+    ),
+    403: (
+        "request_forbidden",
+        "unsupported_country_region_territory",
+        "Country, region, or territory not supported (scripted HTTP 403 fault).",
+    ),
+    404: (
+        "invalid_request_error",
+        "model_not_found",
+        "The model `{model}` does not exist or you do not have access to it. "
+        "(scripted HTTP 404 fault)",
+    ),
+    429: (
+        "requests",
+        "rate_limit_exceeded",
+        "Rate limit reached for requests (scripted HTTP 429 fault). Please try again later.",
+    ),
+    500: (
+        "server_error",
+        None,
+        "The server had an error while processing your request (scripted HTTP 500 fault).",
+    ),
+    502: ("server_error", None, "Bad gateway (scripted HTTP 502 fault)."),
+    503: (
+        "server_error",
+        None,
+        "The engine is currently overloaded, please try again later (scripted HTTP 503 fault).",
+    ),
+}
+
+_CONTEXT_LENGTH_MESSAGE = (
+    "This model's maximum context length is 128000 tokens. However, your messages resulted "
+    "in {tokens} tokens. Please reduce the length of the messages. (scripted fault)"
+)
+
+
+def openai_error_body(status: int, model: str = "scripted", *, context_length: bool = False) -> dict[str, Any]:
+    """The JSON error body OpenAI sends for ``status`` (``context_length``: the 400 for a too-long prompt)."""
+    if context_length:
+        return {
+            "error": {
+                "message": _CONTEXT_LENGTH_MESSAGE.format(tokens=131072),
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    type_, code, message = _OPENAI_ERRORS.get(
+        status, ("server_error" if status >= 500 else "invalid_request_error", None, f"scripted HTTP {status} fault")
+    )
+    return {"error": {"message": message.format(model=model), "type": type_, "param": None, "code": code}}
 
 
 class _ClientGone(Exception):
@@ -560,7 +638,36 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _error(self, status: int, message: str, type_: str = "invalid_request_error") -> None:
-        self._send_json(status, {"error": {"message": message, "type": type_, "code": status}})
+        self._send_json(status, {"error": {"message": message, "type": type_, "param": None, "code": None}})
+
+    def _fault_status(self, body: Mapping[str, Any], record: RequestRecord, turn: Turn) -> bool:
+        """Answer an ``httpNNN``/``context_length`` fault; False if the turn has none."""
+        status = turn.http_status
+        if status is None:
+            return False
+        owner = self.server.owner
+        owner._end(record, f"http{status}")
+        payload = openai_error_body(
+            status, str(body.get("model", owner.model_name)), context_length=turn.fault == "context_length"
+        )
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if turn.retry_after is not None:
+            self.send_header("Retry-After", f"{turn.retry_after:g}")
+        self.end_headers()
+        self._write(data)
+        return True
+
+    def _reset(self) -> None:
+        """Reset the connection (RST, not FIN): what a crashed proxy or a dropped NAT entry looks like."""
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0 and self.server.stopping.wait(seconds):
@@ -665,10 +772,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _complete(self, body: Mapping[str, Any], record: RequestRecord, turn: Turn) -> None:
         owner = self.server.owner
         self._sleep(turn.first_chunk_delay)
-        status = turn.http_status
-        if status is not None:
-            owner._end(record, f"http{status}")
-            self._error(status, f"scripted HTTP {status} fault", "server_error")
+        if self._fault_status(body, record, turn):
+            return
+        if turn.fault == "reset":
+            owner._end(record, "reset")
+            self._reset()
             return
         if turn.fault == "stall":
             owner._end(record, "stall", finished=False)
@@ -712,6 +820,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._write(data[: len(data) // 2])
             self._abort()
             return
+        if turn.fault == "badjson":
+            # Same length, so the body arrives whole and only the parse fails.
+            data = b"{" + b"x" * (len(data) - 1)
+            owner._end(record, "badjson")
+            self._write(data)
+            return
         # recorded before the last write, so a client that got the reply sees it logged
         owner._end(record, "complete")
         self._write(data)
@@ -726,10 +840,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream(self, body: Mapping[str, Any], record: RequestRecord, turn: Turn) -> None:
         owner = self.server.owner
         self._sleep(turn.first_chunk_delay)
-        status = turn.http_status
-        if status is not None:
-            owner._end(record, f"http{status}")
-            self._error(status, f"scripted HTTP {status} fault", "server_error")
+        if self._fault_status(body, record, turn):
+            return
+        if turn.fault == "reset" and turn.fault_after is None:
+            owner._end(record, "reset")
+            self._reset()
             return
         ids = [tc.id or f"call_{uuid.uuid4().hex[:24]}" for tc in turn.tool_calls]
         deltas = _deltas(turn, ids)
@@ -765,7 +880,7 @@ class _Handler(BaseHTTPRequestHandler):
             # not asked for: attach it to the finish chunk (some providers do; litellm uses it)
             chunks[-1]["usage"] = self._usage(body, turn)
         fault_after = None
-        if turn.fault in ("stall", "truncate"):
+        if turn.fault in ("stall", "truncate", "badjson", "reset"):
             fault_after = turn.fault_after if turn.fault_after is not None else len(deltas) // 2
             fault_after = max(0, min(fault_after, len(chunks)))
 
@@ -781,7 +896,10 @@ class _Handler(BaseHTTPRequestHandler):
         pending_size = 0
         for i, chunk in enumerate(chunks):
             if i == fault_after:
-                break
+                if turn.fault != "badjson":
+                    break
+                self._write_chunk(b'data: {"id": "chatcmpl-broken", "choices": [{"delta": {"content": "x"\n\n')
+                record.chunks_sent += 1
             event = b"data: " + json.dumps(chunk).encode() + b"\n\n"
             if turn.chunk_delay > 0 or fault_after is not None:
                 if i:
@@ -805,7 +923,11 @@ class _Handler(BaseHTTPRequestHandler):
             owner._end(record, "truncate")
             self._abort()
             return
-        owner._end(record, "complete")  # before the last write: see _complete
+        if turn.fault == "reset":
+            owner._end(record, "reset")
+            self._reset()
+            return
+        owner._end(record, "badjson" if turn.fault == "badjson" else "complete")  # before the last write: see _complete
         done = b"data: [DONE]\n\n"
         self._write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
 
