@@ -184,7 +184,7 @@ async def test_a_failed_condense_fails_its_compaction_and_retries_are_notices(en
         assert "Retrying" not in thoughts
     else:
         assert wire.updates("compaction_update") == [] and notices == []
-        assert "The model call failed" in thoughts and "Retrying, attempt 2 of 2" in thoughts
+        assert "The model call failed" in thoughts and "attempt 2 of 2" in thoughts
 
 
 @pytest.mark.parametrize("capabilities", [BOTH, {}], ids=["advertised", "not-advertised"])
