@@ -16,9 +16,10 @@ from typing import Any
 import trio
 
 from .. import __version__, schema
+from ..credentials import SecretValues, secret_values
 from ..rpc import RequestError, after_response
 from . import commands
-from .sdk import SdkLoader, build_agent, build_llm
+from .sdk import SdkLoader, build_agent, build_llm, mask_in_conversation
 from .session import Session
 from .settings import Settings, SettingsError, load_settings
 from .store import RULES_FILE, SessionStore, parse_session_id
@@ -37,10 +38,14 @@ def validate_session_id(session_id: str) -> str:
 
 
 class OpenHandsAgent:
-    def __init__(self, nursery: trio.Nursery, *, sdk_loader: SdkLoader | None = None, env=None) -> None:
+    def __init__(
+        self, nursery: trio.Nursery, *, sdk_loader: SdkLoader | None = None, env=None, secrets: SecretValues | None = None
+    ) -> None:
         self._nursery = nursery
         self._sdk_loader = sdk_loader or SdkLoader()
         self._env = env
+        # The credential values to mask (credentials.py); shared with the server's stream.
+        self.secrets = secrets if secrets is not None else SecretValues()
         self._client: Any = None
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, trio.Lock] = {}
@@ -50,9 +55,12 @@ class OpenHandsAgent:
 
     def _settings(self) -> Settings:
         try:
-            return load_settings(self._env)
+            settings = load_settings(self._env)
         except SettingsError as exc:
             raise RequestError(-32000, str(exc)) from None
+        # Masked from now on, before anything can quote them (a validation error, say).
+        self.secrets.add(secret_values(settings.llm or {}))
+        return settings
 
     # --- initialize / auth ------------------------------------------------------------
 
@@ -134,16 +142,22 @@ class OpenHandsAgent:
         def factory(callbacks, token_callbacks):
             # With an existing directory the SDK resumes that conversation: same id,
             # same events, the runtime agent and LLM replacing the persisted ones.
-            return sdk.Conversation(
+            conversation = sdk.LocalConversation(
                 agent=agent,
                 workspace=cwd,
                 persistence_dir=str(store.root),
+                # The SDK's own store for that directory, masking the agent's credentials.
+                file_store=sdk.MaskingFileStore(
+                    str(store.dir_for(sid)), secrets=self.secrets, cache_limit_size=settings.max_iterations
+                ),
                 conversation_id=sid,
                 callbacks=callbacks,
                 token_callbacks=token_callbacks,
                 visualizer=None,
                 max_iteration_per_run=settings.max_iterations,
             )
+            mask_in_conversation(conversation, self.secrets.values)
+            return conversation
 
         session = Session(
             session_id=session_id,
@@ -155,6 +169,7 @@ class OpenHandsAgent:
             mode=settings.default_mode,
             rules_path=store.dir_for(sid) / RULES_FILE,
             store=store,
+            secrets=self.secrets,
         )
         retries.session = session
         try:

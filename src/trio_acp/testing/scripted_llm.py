@@ -58,10 +58,11 @@ ceil((len(name) + len(arguments))/4); ``prompt_tokens`` = ceil(len(json(messages
 With ``chunk_size=4`` one SSE content chunk is exactly one token (the ``long`` scenario does that).
 
 Faults (``Turn.fault``): ``"http500"`` (or any ``"httpNNN"``) answers with that status and an
-OpenAI-style error body; ``"stall"`` sends ``fault_after`` chunks (default: half) and then sends
-nothing more, keeping the connection open until the client goes away or the server stops;
-``"truncate"`` sends ``fault_after`` chunks and closes the connection without the terminating
-chunk and without ``[DONE]`` (non-streaming: half the JSON body, then close).
+OpenAI-style error body (with ``Turn.fault_message`` as its message, if given); ``"stall"``
+sends ``fault_after`` chunks (default: half) and then sends nothing more, keeping the
+connection open until the client goes away or the server stops; ``"truncate"`` sends
+``fault_after`` chunks and closes the connection without the terminating chunk and without
+``[DONE]`` (non-streaming: half the JSON body, then close).
 """
 
 from __future__ import annotations
@@ -190,6 +191,8 @@ class Turn:
     first_chunk_delay: float = 0.0
     fault: str | None = attrs.field(default=None, validator=_check_fault)
     fault_after: int | None = None
+    #: The error message of an ``httpNNN`` fault (some providers quote the request back).
+    fault_message: str | None = None
 
     @property
     def effective_finish_reason(self) -> str:
@@ -433,6 +436,8 @@ class RequestRecord:
     #: "error" (the scenario or the server failed)
     outcome: str = "running"
     chunks_sent: int = 0
+    #: The request's HTTP headers, names in lower case (``authorization``: the key the client sent).
+    headers: dict[str, str] = attrs.field(factory=dict)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -627,7 +632,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner = self.server.owner
         try:
-            record = owner._begin(body)
+            record = owner._begin(body, headers={k.lower(): v for k, v in self.headers.items()})
         except Exception as e:  # a broken scenario: tell the client, don't kill the thread
             self._error(500, f"scripted scenario failed: {type(e).__name__}: {e}", "server_error")
             return
@@ -665,7 +670,7 @@ class _Handler(BaseHTTPRequestHandler):
         status = turn.http_status
         if status is not None:
             owner._end(record, f"http{status}")
-            self._error(status, f"scripted HTTP {status} fault", "server_error")
+            self._error(status, turn.fault_message or f"scripted HTTP {status} fault", "server_error")
             return
         if turn.fault == "stall":
             owner._end(record, "stall", finished=False)
@@ -726,7 +731,7 @@ class _Handler(BaseHTTPRequestHandler):
         status = turn.http_status
         if status is not None:
             owner._end(record, f"http{status}")
-            self._error(status, f"scripted HTTP {status} fault", "server_error")
+            self._error(status, turn.fault_message or f"scripted HTTP {status} fault", "server_error")
             return
         ids = [tc.id or f"call_{uuid.uuid4().hex[:24]}" for tc in turn.tool_calls]
         deltas = _deltas(turn, ids)
@@ -907,7 +912,7 @@ class ScriptedLLM:
 
     # -- request log --------------------------------------------------------------------------
 
-    def _begin(self, body: dict[str, Any]) -> RequestRecord:
+    def _begin(self, body: dict[str, Any], *, headers: dict[str, str] | None = None) -> RequestRecord:
         scenario, ctx = self.select(body)
         with self._lock:
             record = RequestRecord(
@@ -918,6 +923,7 @@ class ScriptedLLM:
                 prompt=ctx.prompt,
                 turn=None,
                 started=time.monotonic(),
+                headers=headers or {},
             )
             self._records.append(record)
             self._lock.notify_all()
