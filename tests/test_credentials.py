@@ -18,6 +18,7 @@ from trio_acp.credentials import (
     MASK,
     ChunkMask,
     MaskingFormatter,
+    MaskingTextStream,
     SecretValues,
     UpdateMask,
     is_agent_variable,
@@ -63,19 +64,24 @@ def test_withholding_takes_llm_variables_out_and_keeps_a_snapshot():
     assert snapshot == {"LLM_API_KEY": KEY, "LLM_MODEL": "m", "PATH": "/bin", "HOME": "/h"}
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl are Linux's")
 def test_children_find_the_key_neither_inherited_nor_in_their_parents_environ():
     # A fresh process, as `trio-acp` starts: the key in its initial environment block.
+    # Non-dumpable is checked apart: it also hides the block from non-root children, and
+    # this test must see that the block itself no longer holds the key.
     script = textwrap.dedent(
         """
-        import subprocess
-        from trio_acp.credentials import withhold_agent_variables
-        snapshot = withhold_agent_variables()
+        import ctypes, subprocess
+        from trio_acp import credentials
+        make_non_dumpable, credentials._make_non_dumpable = credentials._make_non_dumpable, lambda: None
+        snapshot = credentials.withhold_agent_variables()
         assert snapshot["LLM_API_KEY"].startswith("sk-test-")
         print(subprocess.run(
             ["sh", "-c", "printenv LLM_API_KEY; tr '\\\\0' '\\\\n' < /proc/$PPID/environ"],
             capture_output=True, text=True, check=True,
         ).stdout)
+        make_non_dumpable()
+        print("dumpable:", ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))  # PR_GET_DUMPABLE
         """
     )
     env = {"LLM_API_KEY": KEY, "LLM_MODEL": "m", "PATH": "/usr/bin:/bin", "MARKER": "still-here"}
@@ -85,6 +91,7 @@ def test_children_find_the_key_neither_inherited_nor_in_their_parents_environ():
     assert "MARKER=still-here" in out  # the parent's environment block was read
     assert "LLM_API_KEY=" in out.splitlines()  # the variable is there, its value is not
     assert KEY not in out and KEY[8:] not in out
+    assert "dumpable: 0" in out
 
 
 def test_masking_text_bytes_and_json_forms():
@@ -174,3 +181,12 @@ def test_log_records_are_masked_arguments_and_tracebacks_too():
         logger.removeHandler(handler)
     assert KEY not in stream.getvalue()
     assert stream.getvalue().count(MASK) == 2
+
+
+def test_stderr_writes_are_masked():
+    inner = io.StringIO()
+    stream = MaskingTextStream(inner, SecretValues([KEY]))
+    print(f"Traceback: rejected {KEY}", file=stream)
+    stream.writelines([KEY, "\n"])
+    stream.flush()
+    assert inner.getvalue() == f"Traceback: rejected {MASK}\n{MASK}\n"

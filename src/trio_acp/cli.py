@@ -92,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     secrets = SecretValues()
     _configure_logging(args.log_level, args.log_file, secrets)
     if args.command in (None, "serve"):
-        from .credentials import withhold_agent_variables
+        from .credentials import MaskingTextStream, withhold_agent_variables
         from .server import serve_main
 
         # First, before any thread or child process exists: no tool the agent starts may
         # inherit its credentials. The agent reads its settings from the snapshot.
         env = withhold_agent_variables()
+        sys.stderr = MaskingTextStream(sys.stderr, secrets)
         trio.run(serve_main, env, secrets)
         _exit_now(0)
     if args.command == "demo":

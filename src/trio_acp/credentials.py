@@ -14,8 +14,8 @@ commands print to the client and stores it on disk. So:
 - **Masked.** The secret values themselves (`secret_values`: the settings' secret fields) are
   replaced by `MASK` wherever they still turn up: in tool output before the model sees it (the
   SDK's secret registry), in the conversation files, in every frame sent to the client
-  (`mask_bytes`), in text streamed piece by piece (`ChunkMask`), and in the logs
-  (`MaskingFormatter`).
+  (`mask_bytes`), in text streamed piece by piece (`ChunkMask`), and in the logs and on
+  stderr (`MaskingFormatter`, `MaskingTextStream`).
 
 This module imports neither trio nor the SDK.
 """
@@ -332,6 +332,26 @@ def _with_text(update: Any, text: str) -> Any:
     if text == update.content.text:
         return update
     return attrs.evolve(update, content=attrs.evolve(update.content, text=text))
+
+
+class MaskingTextStream:
+    """A text stream (`sys.stderr`) with the secret values masked in what is written: for
+    what reaches it without logging — a thread's traceback, a warning, a library's print."""
+
+    def __init__(self, inner: Any, secrets: SecretValues) -> None:
+        self._inner = inner
+        self._secrets = secrets
+
+    def write(self, text: str) -> int:
+        self._inner.write(self._secrets.mask(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 class MaskingFormatter(logging.Formatter):
