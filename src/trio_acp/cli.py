@@ -15,7 +15,9 @@ from .credentials import MaskingFormatter, SecretValues
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def _configure_logging(level: str, log_file: str | None, secrets: SecretValues | None = None) -> None:
+def _configure_logging(
+    level: str, log_file: str | None, secrets: SecretValues | None = None
+) -> None:
     # Logs never touch stdout: stderr always, and a file when asked. The agent's
     # credentials are masked in both (see credentials.py).
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]

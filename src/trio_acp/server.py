@@ -26,7 +26,7 @@ class MaskingStream(trio.abc.Stream):
         self._secrets = secrets
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self._inner.send_all(self._secrets.mask_bytes(bytes(data)) if self._secrets else data)
+        await self._inner.send_all(self._secrets.mask_bytes(bytes(data)) if self._secrets.values else data)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._inner.wait_send_all_might_not_block()
@@ -60,5 +60,7 @@ async def serve_stream(
             await conn.wait_closed()
 
 
-async def serve_main(env: Mapping[str, str] | None = None, secrets: SecretValues | None = None) -> None:
+async def serve_main(
+    env: Mapping[str, str] | None = None, secrets: SecretValues | None = None
+) -> None:
     await serve_stdio(lambda stream: serve_stream(stream, env=env, secrets=secrets))

@@ -39,7 +39,12 @@ def validate_session_id(session_id: str) -> str:
 
 class OpenHandsAgent:
     def __init__(
-        self, nursery: trio.Nursery, *, sdk_loader: SdkLoader | None = None, env=None, secrets: SecretValues | None = None
+        self,
+        nursery: trio.Nursery,
+        *,
+        sdk_loader: SdkLoader | None = None,
+        env=None,
+        secrets: SecretValues | None = None,
     ) -> None:
         self._nursery = nursery
         self._sdk_loader = sdk_loader or SdkLoader()

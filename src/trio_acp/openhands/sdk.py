@@ -43,7 +43,8 @@ def _prepare_environment() -> None:
 def import_sdk() -> SimpleNamespace:
     """Import everything the agent uses from the SDK (slow; call from a thread)."""
     _prepare_environment()
-    from openhands.sdk import LLM, Agent, Conversation, LocalConversation, LocalFileStore, Message, TextContent, Tool
+    from openhands.sdk import LLM, Agent, Conversation, Message, TextContent, Tool
+    from openhands.sdk import LocalConversation, LocalFileStore
     from openhands.sdk import LLMSummarizingCondenser
     from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
     from openhands.sdk.security.confirmation_policy import AlwaysConfirm, ConfirmRisky, NeverConfirm
