@@ -139,6 +139,8 @@ async def test_the_agents_credentials_reach_no_tool_client_log_or_file(tmp_path)
             ],
             "the model repeats the key",
         ),
+        # Ends like the key begins: held back while it might be the key, then delivered.
+        Scenario("almost", [Turn(text=f"Almost: {key[:20]}", chunk_size=3)], "a prefix of the key"),
         Scenario("auth-401", [Turn(fault="http401", fault_message=f"Incorrect API key provided: {key}")], "401"),
         Scenario("quote-500", [Turn(fault="http500", fault_message=f"upstream rejected key {key}")], "500"),
     ]
@@ -174,6 +176,8 @@ async def test_the_agents_credentials_reach_no_tool_client_log_or_file(tmp_path)
                 sid = new["result"]["sessionId"]
                 probed = await wire.prompt(3, sid, scenario_prompt("probe-env"))
                 echoed = await wire.prompt(4, sid, scenario_prompt("echo-key"))
+                almost = await wire.prompt(12, sid, scenario_prompt("almost"))
+                almost_text = [t for t in _streamed(wire.frames).values() if t.startswith("Almost")]
                 denied = await wire.prompt(5, sid, scenario_prompt("auth-401"))
                 failed = await wire.prompt(6, sid, scenario_prompt("quote-500"))
                 status = await wire.prompt(7, sid, "/status")
@@ -196,7 +200,8 @@ async def test_the_agents_credentials_reach_no_tool_client_log_or_file(tmp_path)
 
     # Each probe ran and its result reached the client.
     assert probed["result"]["stopReason"] == "end_turn", probed
-    assert echoed["result"]["stopReason"] == "end_turn", echoed
+    assert echoed["result"]["stopReason"] == almost["result"]["stopReason"] == "end_turn"
+    assert almost_text == [f"Almost: {key[:20]}"]  # all of it, before the turn's response
     assert "error" in denied and "error" in failed, (denied, failed)
     assert status["result"]["stopReason"] == rules["result"]["stopReason"] == "end_turn"
     assert "result" in loaded, loaded

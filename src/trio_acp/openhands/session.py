@@ -318,8 +318,10 @@ class Session:
                         if isinstance(end, _EndTurn) and end.fail_open is not None:
                             pending.extend(self._guard(self.translator.fail_open_tool_calls, end.fail_open))
                             pending_seq = pending_seq or end.seq
-                        # Nothing more can come before the client acts or the turn ends.
-                        await self._send(pending, pending_seq, release=True)
+                        # Nothing more can come before the client acts or the turn ends: text
+                        # held back as a possible credential goes now, as part of this turn.
+                        seq_now = pending_seq or getattr(end, "seq", 0)
+                        await self._send(pending, seq_now, release=True)
                         pending, pending_seq = [], 0
                         if isinstance(end, _EndTurn):
                             self._ended_turn = max(self._ended_turn, end.seq)
