@@ -5,12 +5,14 @@ random API key (and an AWS secret) in its environment, against the scripted mode
 test then does what a hostile prompt would: the agent's terminal runs `env`, `printenv`,
 reads `/proc/self/environ` and its parent's (`/proc/$PPID/environ`, the agent process
 itself), and prints the values transformed (`rev`, `base64`) so that output masking alone
-cannot hide a leak. The model echoes the key (in its reasoning, its reply, a tool call and
-its result), the provider quotes it back in a 401 and in a 500 that is retried, a settings
-file carries it into a validation error, and `/status`, a session/load replay and DEBUG
-logging to a file all run. Afterwards every byte the client received, stderr, the log file
-and every file under the persistence directory are searched: the key is in none of them,
-in any form. Positive controls make sure each probe really ran.
+cannot hide a leak. The model echoes the key (in its reasoning, its reply split across
+stream chunks, a tool call approved "always", and its result), the provider quotes it back
+in a 401 and in a 500 that is retried, a settings file carries it into a validation error,
+and `/status`, `/rules`, a session/load replay and DEBUG logging to a file all run.
+Afterwards every byte the client received (and the streamed text as the client joins it),
+what the agent told the model, stderr, the log file and every file under the persistence
+directory are searched: the key is in none of them, in any form. Positive controls make
+sure each probe really ran.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import json
 import os
 import secrets
 import sys
-from pathlib import Path
 
 import trio
 
