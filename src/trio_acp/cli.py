@@ -10,16 +10,24 @@ import sys
 import trio
 
 from . import __version__
+from .credentials import MaskingFormatter, SecretValues
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def _configure_logging(level: str, log_file: str | None) -> None:
-    # Logs never touch stdout: stderr always, and a file when asked.
+def _configure_logging(
+    level: str, log_file: str | None, secrets: SecretValues | None = None
+) -> None:
+    # Logs never touch stdout: stderr always, and a file when asked. The agent's
+    # credentials are masked in both (see credentials.py).
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
         handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    formatter = MaskingFormatter(secrets if secrets is not None else SecretValues(), LOG_FORMAT)
+    for handler in handlers:
+        handler.setFormatter(formatter)
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.WARNING),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         handlers=handlers,
         force=True,
     )
@@ -92,15 +100,21 @@ def main(argv: list[str] | None = None) -> int:
 
         return conformance_main(argv[1:], prog="trio-acp conformance")
     args = build_parser().parse_args(argv)
-    _configure_logging(args.log_level, args.log_file)
+    secrets = SecretValues()
+    _configure_logging(args.log_level, args.log_file, secrets)
     if args.setup or args.command == "setup":
         from .openhands.terminal_setup import run_setup
 
         return run_setup()
     if args.command in (None, "serve"):
+        from .credentials import MaskingTextStream, withhold_agent_variables
         from .server import serve_main
 
-        trio.run(serve_main)
+        # First, before any thread or child process exists: no tool the agent starts may
+        # inherit its credentials. The agent reads its settings from the snapshot.
+        env = withhold_agent_variables()
+        sys.stderr = MaskingTextStream(sys.stderr, secrets)
+        trio.run(serve_main, env, secrets)
         _exit_now(0)
     if args.command == "demo":
         from .demo import demo_main

@@ -2,24 +2,65 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import trio
 
 from .connection import open_agent_connection
+from .credentials import SecretValues
 from .openhands.agent import open_openhands_agent
 from .openhands.sdk import SdkLoader
 from .stdio import serve_stdio
 
 
-async def serve_stream(stream: trio.abc.Stream, *, sdk_loader: SdkLoader | None = None) -> None:
-    """Serve the OpenHands agent on `stream` until the client hangs up."""
+class MaskingStream(trio.abc.Stream):
+    """A stream whose outgoing bytes have the agent's secret values masked.
+
+    The connection's writer sends whole frames (one or several per `send_all`), so a
+    secret can never straddle two calls: this is the last word on what reaches the client,
+    whatever produced the frame (an update, an error message, a permission request).
+    """
+
+    def __init__(self, inner: trio.abc.Stream, secrets: SecretValues) -> None:
+        self._inner = inner
+        self._secrets = secrets
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._inner.send_all(self._secrets.mask_bytes(bytes(data)) if self._secrets.values else data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self._inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def serve_stream(
+    stream: trio.abc.Stream,
+    *,
+    sdk_loader: SdkLoader | None = None,
+    env: Mapping[str, str] | None = None,
+    secrets: SecretValues | None = None,
+) -> None:
+    """Serve the OpenHands agent on `stream` until the client hangs up.
+
+    `env` is where the settings come from (default: the process environment); `secrets`
+    collects the credential values to mask, shared with the log formatter.
+    """
     # The SDK import (~8-10 s) starts now, in a thread, so that `initialize` never waits
     # for it and `session/new` usually doesn't either (DESIGN §3). Under serve_stdio this
     # runs after fd 1 points at stderr, so nothing the import prints can reach the wire.
     loader = sdk_loader or SdkLoader()
-    async with open_openhands_agent(sdk_loader=loader) as agent:
-        async with open_agent_connection(stream, agent) as conn:
+    secrets = secrets if secrets is not None else SecretValues()
+    async with open_openhands_agent(sdk_loader=loader, env=env, secrets=secrets) as agent:
+        async with open_agent_connection(MaskingStream(stream, secrets), agent) as conn:
             await conn.wait_closed()
 
 
-async def serve_main() -> None:
-    await serve_stdio(serve_stream)
+async def serve_main(
+    env: Mapping[str, str] | None = None, secrets: SecretValues | None = None
+) -> None:
+    await serve_stdio(lambda stream: serve_stream(stream, env=env, secrets=secrets))

@@ -18,10 +18,11 @@ import trio
 
 from .. import __version__, schema
 from ..schema import unstable
+from ..credentials import SecretValues, secret_values
 from ..rpc import RequestError, after_response, current_request_id
 from . import commands
 from .models import model_choices
-from .sdk import SdkLoader, build_agent, build_choice_llm, build_llm, fork_conversation
+from .sdk import SdkLoader, build_agent, build_choice_llm, build_llm, fork_conversation, mask_in_conversation
 from .session import Session
 from .settings import Settings, SettingsError, load_settings
 from .store import RULES_FILE, SessionStore, parse_session_id
@@ -44,10 +45,19 @@ def validate_session_id(session_id: str) -> str:
 
 
 class OpenHandsAgent:
-    def __init__(self, nursery: trio.Nursery, *, sdk_loader: SdkLoader | None = None, env=None) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        *,
+        sdk_loader: SdkLoader | None = None,
+        env=None,
+        secrets: SecretValues | None = None,
+    ) -> None:
         self._nursery = nursery
         self._sdk_loader = sdk_loader or SdkLoader()
         self._env = env
+        # The credential values to mask (credentials.py); shared with the server's stream.
+        self.secrets = secrets if secrets is not None else SecretValues()
         self._client: Any = None
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, trio.Lock] = {}
@@ -62,9 +72,12 @@ class OpenHandsAgent:
 
     def _settings(self) -> Settings:
         try:
-            return load_settings(self._env)
+            settings = load_settings(self._env)
         except SettingsError as exc:
             raise RequestError(-32000, str(exc)) from None
+        # Masked from now on, before anything can quote them (a validation error, say).
+        self.secrets.add(secret_values(settings.llm or {}))
+        return settings
 
     # --- initialize / auth ------------------------------------------------------------
 
@@ -209,16 +222,22 @@ class OpenHandsAgent:
         def factory(callbacks, token_callbacks):
             # With an existing directory the SDK resumes that conversation: same id,
             # same events, the runtime agent and LLM replacing the persisted ones.
-            return sdk.Conversation(
+            conversation = sdk.LocalConversation(
                 agent=agent,
                 workspace=cwd,
                 persistence_dir=str(store.root),
+                # The SDK's own store for that directory, masking the agent's credentials.
+                file_store=sdk.MaskingFileStore(
+                    str(store.dir_for(sid)), secrets=self.secrets, cache_limit_size=settings.max_iterations
+                ),
                 conversation_id=sid,
                 callbacks=callbacks,
                 token_callbacks=token_callbacks,
                 visualizer=None,
                 max_iteration_per_run=settings.max_iterations,
             )
+            mask_in_conversation(conversation, self.secrets.values)
+            return conversation
 
         session = Session(
             session_id=session_id,
@@ -232,6 +251,7 @@ class OpenHandsAgent:
             store=store,
             models=models,
             make_llm=lambda choice: build_choice_llm(sdk, choice, env=self._env, retry_listener=retries),
+            secrets=self.secrets,
         )
         retries.session = session
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +109,11 @@ class Rule:
 class RuleBook:
     """The session's "always" rules, persisted as JSON when a path is given."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, mask: Callable[[str], str] | None = None) -> None:
         self.path = path
+        # The agent's credentials are masked in the file (credentials.py): a rule naming
+        # one then never matches after a reload, and the action is asked about again.
+        self._mask = mask or (lambda text: text)
         self.rules: list[Rule] = []
         if path is not None and path.is_file():
             try:
@@ -146,5 +150,6 @@ class RuleBook:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"rules": [attrs.asdict(r) for r in self.rules]}, indent=2), encoding="utf-8")
+        text = json.dumps({"rules": [attrs.asdict(r) for r in self.rules]}, indent=2)
+        tmp.write_text(self._mask(text), encoding="utf-8")
         os.replace(tmp, self.path)

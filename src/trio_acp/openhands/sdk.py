@@ -46,6 +46,7 @@ def import_sdk() -> SimpleNamespace:
     """Import everything the agent uses from the SDK (slow; call from a thread)."""
     _prepare_environment()
     from openhands.sdk import LLM, Agent, Conversation, Message, TextContent, Tool
+    from openhands.sdk import LocalConversation, LocalFileStore
     from openhands.sdk import LLMSummarizingCondenser
     from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
     from openhands.sdk.event import MessageEvent
@@ -63,6 +64,8 @@ def import_sdk() -> SimpleNamespace:
         SessionLLM=_session_llm_class(LLM),
         Agent=Agent,
         Conversation=Conversation,
+        LocalConversation=LocalConversation,
+        MaskingFileStore=_masking_file_store(LocalFileStore),
         Message=Message,
         MessageEvent=MessageEvent,
         TextContent=TextContent,
@@ -81,6 +84,43 @@ def import_sdk() -> SimpleNamespace:
         FileEditorTool=FileEditorTool,
         TaskTrackerTool=TaskTrackerTool,
     )
+
+
+def _masking_file_store(base: type) -> type:
+    class MaskingFileStore(base):
+        """A conversation's files, with the agent's secret values masked as they are written.
+
+        The SDK masks tool output and text replies itself (`mask_in_conversation`), but not
+        a tool call's arguments, the model's text around a tool call, or an error's detail:
+        whatever an event holds is stored without them here.
+        """
+
+        def __init__(self, root: str, *, secrets: Any, **kwargs: Any) -> None:
+            super().__init__(root, **kwargs)
+            self.secrets = secrets
+
+        def write(self, path: str, contents: str | bytes) -> None:
+            if isinstance(contents, str):
+                contents = self.secrets.mask(contents)
+            else:
+                contents = self.secrets.mask_bytes(bytes(contents))
+            super().write(path, contents)
+
+    return MaskingFileStore
+
+
+def mask_in_conversation(conversation: Any, values: Any) -> None:
+    """Have the SDK mask these values in tool output (before the model sees it, and in the
+    full outputs it saves) and in the model's text replies.
+
+    They go into the secret registry as values already exported, not as named secrets: a
+    named secret is listed to the model in its system prompt, and its value is exported to
+    any command that mentions its name.
+    """
+    if values:
+        conversation.state.secret_registry.track_exported_values(
+            {f"trio-acp-credential-{i}": value for i, value in enumerate(values)}
+        )
 
 
 class SdkLoader:

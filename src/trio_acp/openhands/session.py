@@ -25,6 +25,7 @@ import attrs
 import trio
 
 from .. import schema
+from ..credentials import SecretValues, UpdateMask
 from ..rpc import PeerClosed, RequestError
 from . import commands
 from .notices import mcp_failure_notices, retry_note, supports_compaction, watch_mcp_startup
@@ -71,6 +72,7 @@ class Session:
         store: Any = None,
         models: list[Any] | None = None,
         make_llm: Any = None,
+        secrets: SecretValues | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -78,7 +80,10 @@ class Session:
         self.client = client
         self.model = model
         self.mode = mode
-        self.rules = RuleBook(rules_path)
+        secrets = secrets if secrets is not None else SecretValues()
+        self.rules = RuleBook(rules_path, mask=secrets.mask)
+        # A credential split across streamed chunks is in no single frame: masked here.
+        self._update_mask = UpdateMask(secrets)
         self._store = store
         self._titled = False
         # The model's reasoning effort, when it has one to choose (else no option).
@@ -431,7 +436,10 @@ class Session:
                         if isinstance(end, _EndTurn) and end.fail_open is not None:
                             pending.extend(self._guard(self.translator.fail_open_tool_calls, end.fail_open))
                             pending_seq = pending_seq or end.seq
-                        await self._send(pending, pending_seq)
+                        # Nothing more can come before the client acts or the turn ends: text
+                        # held back as a possible credential goes now, as part of this turn.
+                        seq_now = pending_seq or getattr(end, "seq", 0)
+                        await self._send(pending, seq_now, release=True)
                         pending, pending_seq = [], 0
                         if isinstance(end, _EndTurn):
                             self._ended_turn = max(self._ended_turn, end.seq)
@@ -474,12 +482,13 @@ class Session:
             if reason:
                 self._finish_reason = reason
 
-    async def _send(self, updates: list[Any], seq: int) -> None:
+    async def _send(self, updates: list[Any], seq: int, *, release: bool = False) -> None:
         try:
             merged = coalesce(updates)
         except Exception:
             log.exception("coalescing updates failed; sending them as they are")
             merged = updates
+        merged = self._update_mask.apply(merged, release=release)
         for update in merged:
             if seq and seq <= self._ended_turn:
                 return  # the turn was closed while we waited to send: never after its response

@@ -59,7 +59,8 @@ With ``chunk_size=4`` one SSE content chunk is exactly one token (the ``long`` s
 
 Faults (``Turn.fault``): ``"http500"`` (or any ``"httpNNN"``) answers with that status and an
 error body shaped like OpenAI's (``{"error": {"message", "type", "param", "code"}}``, with
-OpenAI's ``type``/``code`` for 400, 401, 403, 404, 429, 500, 502, 503), plus a ``Retry-After``
+OpenAI's ``type``/``code`` for 400, 401, 403, 404, 429, 500, 502, 503; ``Turn.fault_message``
+as its message, if given), plus a ``Retry-After``
 header when ``Turn.retry_after`` is set; ``"context_length"`` is OpenAI's 400
 ``context_length_exceeded``; ``"stall"`` sends ``fault_after`` chunks (default: half) and then sends
 nothing more, keeping the connection open until the client goes away or the server stops;
@@ -204,6 +205,8 @@ class Turn:
     fault: str | None = attrs.field(default=None, validator=_check_fault)
     fault_after: int | None = None
     retry_after: float | None = None
+    #: The error message of an ``httpNNN`` fault (some providers quote the request back).
+    fault_message: str | None = None
 
     @property
     def effective_finish_reason(self) -> str:
@@ -451,6 +454,8 @@ class RequestRecord:
     chunks_sent: int = 0
     #: the bearer token of the request's Authorization header (which key the client sent)
     api_key: str | None = None
+    #: The request's HTTP headers, names in lower case (``authorization``: the key the client sent).
+    headers: dict[str, str] = attrs.field(factory=dict)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -650,6 +655,8 @@ class _Handler(BaseHTTPRequestHandler):
         payload = openai_error_body(
             status, str(body.get("model", owner.model_name)), context_length=turn.fault == "context_length"
         )
+        if turn.fault_message:  # some providers quote the request (a key, even) back
+            payload["error"]["message"] = turn.fault_message
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -737,7 +744,11 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         try:
             auth = self.headers.get("Authorization") or ""
-            record = owner._begin(body, api_key=auth[7:] if auth.startswith("Bearer ") else None)
+            record = owner._begin(
+                body,
+                api_key=auth[7:] if auth.startswith("Bearer ") else None,
+                headers={k.lower(): v for k, v in self.headers.items()},
+            )
         except Exception as e:  # a broken scenario: tell the client, don't kill the thread
             self._error(500, f"scripted scenario failed: {type(e).__name__}: {e}", "server_error")
             return
@@ -1032,7 +1043,9 @@ class ScriptedLLM:
 
     # -- request log --------------------------------------------------------------------------
 
-    def _begin(self, body: dict[str, Any], api_key: str | None = None) -> RequestRecord:
+    def _begin(
+        self, body: dict[str, Any], api_key: str | None = None, *, headers: dict[str, str] | None = None
+    ) -> RequestRecord:
         scenario, ctx = self.select(body)
         with self._lock:
             record = RequestRecord(
@@ -1044,6 +1057,7 @@ class ScriptedLLM:
                 turn=None,
                 started=time.monotonic(),
                 api_key=api_key,
+                headers=headers or {},
             )
             self._records.append(record)
             self._lock.notify_all()

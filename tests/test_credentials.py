@@ -1,0 +1,192 @@
+"""The agent's credentials: which variables are withheld, which values are masked, and how
+(see tests/e2e/test_secrets_canary.py for the whole agent under attack)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from trio_acp import schema
+from trio_acp.credentials import (
+    MASK,
+    ChunkMask,
+    MaskingFormatter,
+    MaskingTextStream,
+    SecretValues,
+    UpdateMask,
+    is_agent_variable,
+    is_secret_field,
+    secret_values,
+    withhold_agent_variables,
+)
+
+KEY = "sk-test-0123456789abcdefghij"
+
+
+def test_which_variables_and_fields_are_the_agents_credentials():
+    assert all(is_agent_variable(n) for n in ["LLM_API_KEY", "LLM_MODEL", "LLM_AWS_SECRET_ACCESS_KEY"])
+    assert not any(is_agent_variable(n) for n in ["PATH", "OPENAI_API_KEY", "TRIO_ACP_LOG_LEVEL"])
+    for name in ["api_key", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+                 "Authorization", "x-api-key", "openrouter_token", "password"]:
+        assert is_secret_field(name), name
+    for name in ["model", "base_url", "max_input_tokens", "max_output_tokens", "auth_type",
+                 "custom_tokenizer", "num_retries"]:
+        assert not is_secret_field(name), name
+
+
+def test_secret_values_come_from_secret_fields_and_auth_headers():
+    fields = {
+        "model": "openai/some-long-model-name",
+        "api_key": KEY,
+        "aws_secret_access_key": "aws-secret-0123456789",
+        "extra_headers": json.dumps({"Authorization": "Bearer tok-0123456789abcdef", "X-Trace": "not-a-secret-value"}),
+        "max_input_tokens": "128000000000000",
+        "seed": "short",
+    }
+    assert secret_values(fields) == {
+        KEY, "aws-secret-0123456789", "Bearer tok-0123456789abcdef", "tok-0123456789abcdef"
+    }
+    # Too short to be a credential, and masking it would garble text ("openai/scripted").
+    assert secret_values({"api_key": "scripted"}) == set()
+
+
+def test_withholding_takes_llm_variables_out_and_keeps_a_snapshot():
+    env = {"LLM_API_KEY": KEY, "LLM_MODEL": "m", "PATH": "/bin", "HOME": "/h"}
+    snapshot = withhold_agent_variables(env)
+    assert env == {"PATH": "/bin", "HOME": "/h"}
+    assert snapshot == {"LLM_API_KEY": KEY, "LLM_MODEL": "m", "PATH": "/bin", "HOME": "/h"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl are Linux's")
+def test_children_find_the_key_neither_inherited_nor_in_their_parents_environ():
+    # A fresh process, as `trio-acp` starts: the key in its initial environment block.
+    # Non-dumpable is checked apart: it also hides the block from non-root children, and
+    # this test must see that the block itself no longer holds the key.
+    script = textwrap.dedent(
+        """
+        import ctypes, subprocess
+        from trio_acp import credentials
+        make_non_dumpable, credentials._make_non_dumpable = credentials._make_non_dumpable, lambda: None
+        snapshot = credentials.withhold_agent_variables()
+        assert snapshot["LLM_API_KEY"].startswith("sk-test-")
+        print(subprocess.run(
+            ["sh", "-c", "printenv LLM_API_KEY; tr '\\\\0' '\\\\n' < /proc/$PPID/environ"],
+            capture_output=True, text=True, check=True,
+        ).stdout)
+        make_non_dumpable()
+        print("dumpable:", ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))  # PR_GET_DUMPABLE
+        """
+    )
+    env = {"LLM_API_KEY": KEY, "LLM_MODEL": "m", "PATH": "/usr/bin:/bin", "MARKER": "still-here"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert "MARKER=still-here" in out  # the parent's environment block was read
+    assert "LLM_API_KEY=" in out.splitlines()  # the variable is there, its value is not
+    assert KEY not in out and KEY[8:] not in out
+    assert "dumpable: 0" in out
+
+
+def test_masking_text_bytes_and_json_forms():
+    quoted = 'pa"ss\\word-0123456789'
+    secrets = SecretValues([KEY, quoted, "short"])
+    assert secrets.mask(f"key={KEY}.") == f"key={MASK}."
+    frame = json.dumps({"text": f"{KEY} and {quoted}"}).encode()
+    assert json.loads(secrets.mask_bytes(frame)) == {"text": f"{MASK} and {MASK}"}
+    assert secrets.mask("short") == "short"
+    assert SecretValues().mask_bytes(frame) == frame
+    # The longer of two overlapping values is masked whole.
+    both = SecretValues([KEY, KEY + "-and-more"])
+    assert both.mask(KEY + "-and-more!") == MASK + "!"
+
+
+def _stream(mask: ChunkMask, pieces: list[str]) -> str:
+    out = "".join(mask.feed("m", p) for p in pieces)
+    out += "".join(text for _, text in mask.release())
+    assert KEY not in out
+    # Fewer than HOLD leading characters ("sk-") may go out before the rest is known.
+    for length in range(ChunkMask.HOLD - 1, 0, -1):
+        out = out.replace(KEY[:length] + MASK, MASK)
+    return out
+
+
+def test_a_key_split_across_chunks_is_masked_at_every_split_point():
+    secrets = SecretValues([KEY])
+    text = f"The key is {KEY}, twice: {KEY}. Done."
+    expected = f"The key is {MASK}, twice: {MASK}. Done."
+    for cut in range(len(text) + 1):
+        assert _stream(ChunkMask(secrets), [text[:cut], text[cut:]]) == expected, cut
+    rng = random.Random(7)
+    for _ in range(300):
+        cuts = sorted(rng.sample(range(1, len(text)), rng.randint(1, 20)))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+        assert _stream(ChunkMask(secrets), pieces) == expected, pieces
+
+
+def test_chunks_are_released_at_once_unless_they_may_start_a_key():
+    mask = ChunkMask(SecretValues([KEY]))
+    assert mask.feed("m", "results") == "results"  # ends in "s", not held
+    assert mask.feed("m", " then sk-te") == " then "  # the start of the key: held
+    assert mask.feed("m", "acher") == "sk-teacher"  # not the key after all
+    assert mask.feed("m", "sk-test-01") == ""
+    assert mask.release() == [("m", "sk-test-01")]  # the turn ended: what was held goes out
+    unmasked = ChunkMask(SecretValues())
+    assert unmasked.feed("m", "sk-test-01") == "sk-test-01"
+
+
+def test_update_mask_masks_streamed_chunks_and_releases_on_flush():
+    mask = UpdateMask(SecretValues([KEY]))
+
+    def chunk(cls, text, mid="m1"):
+        return cls(content=schema.TextContent(text=text), message_id=mid)
+
+    first = mask.apply([chunk(schema.AgentMessageChunk, "key: " + KEY[:10])])
+    second = mask.apply(
+        [chunk(schema.AgentMessageChunk, KEY[10:] + " ok"), chunk(schema.AgentThoughtChunk, "hmm sk-tes", "t1")],
+        release=True,
+    )
+    texts = [(type(u).__name__, u.content.text) for u in first + second]
+    assert texts == [
+        ("AgentMessageChunk", "key: "),
+        ("AgentMessageChunk", MASK + " ok"),
+        ("AgentThoughtChunk", "hmm "),
+        ("AgentThoughtChunk", "sk-tes"),  # released with the flush, as a thought of t1
+    ]
+    assert second[-1].message_id == "t1"
+
+
+def test_log_records_are_masked_arguments_and_tracebacks_too():
+    secrets = SecretValues()
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(MaskingFormatter(secrets, "%(message)s"))
+    logger = logging.getLogger("test_credentials.masked")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        secrets.add([KEY])  # added after the handler was made: it is the same set
+        logger.warning("calling with %s", KEY)
+        try:
+            raise RuntimeError(f"rejected {KEY}")
+        except RuntimeError:
+            logger.exception("failed")
+    finally:
+        logger.removeHandler(handler)
+    assert KEY not in stream.getvalue()
+    assert stream.getvalue().count(MASK) == 2
+
+
+def test_stderr_writes_are_masked():
+    inner = io.StringIO()
+    stream = MaskingTextStream(inner, SecretValues([KEY]))
+    print(f"Traceback: rejected {KEY}", file=stream)
+    stream.writelines([KEY, "\n"])
+    stream.flush()
+    assert inner.getvalue() == f"Traceback: rejected {MASK}\n{MASK}\n"
