@@ -190,3 +190,16 @@ def test_stderr_writes_are_masked():
     stream.writelines([KEY, "\n"])
     stream.flush()
     assert inner.getvalue() == f"Traceback: rejected {MASK}\n{MASK}\n"
+
+
+def test_the_keys_of_other_models_are_withheld_too():
+    # TRIO_ACP_MODELS entries may take their key from a variable of their own; that key is
+    # the agent's credential as much as LLM_API_KEY is.
+    models = '[{"model": "anthropic/claude", "api_key_env": "ANTHROPIC_API_KEY"}, "openai/gpt-5"]'
+    env = {"TRIO_ACP_MODELS": models, "ANTHROPIC_API_KEY": "sk-ant-0123456789abcdef", "HOME": "/home/u"}
+    snapshot = withhold_agent_variables(env)
+    assert env == {"HOME": "/home/u"}
+    assert snapshot["ANTHROPIC_API_KEY"] == "sk-ant-0123456789abcdef"
+    plain = {"TRIO_ACP_MODELS": "openai/gpt-5,openai/gpt-5-mini", "OPENAI_API_KEY": "x"}
+    withhold_agent_variables(plain)
+    assert plain == {"OPENAI_API_KEY": "x"}  # not named by the agent's settings: the user's

@@ -107,12 +107,14 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_setup()
     if args.command in (None, "serve"):
-        from .credentials import MaskingTextStream, withhold_agent_variables
+        from .credentials import MaskingTextStream, model_key_variables, withhold_agent_variables
         from .server import serve_main
 
         # First, before any thread or child process exists: no tool the agent starts may
         # inherit its credentials. The agent reads its settings from the snapshot.
         env = withhold_agent_variables()
+        # The other models' keys are masked like the default's (credentials.py).
+        secrets.add(env[name] for name in model_key_variables(env) - {"TRIO_ACP_MODELS"} if env.get(name))
         sys.stderr = MaskingTextStream(sys.stderr, secrets)
         trio.run(serve_main, env, secrets)
         _exit_now(0)

@@ -71,6 +71,23 @@ def is_agent_variable(name: str) -> bool:
     return name.startswith("LLM_") or name in AGENT_SECRET_VARIABLES
 
 
+def model_key_variables(env: Mapping[str, str]) -> set[str]:
+    """`TRIO_ACP_MODELS` itself and the variables its entries take keys from (`api_key_env`):
+    the keys of the models a session can switch to are the agent's credentials too."""
+    text = env.get("TRIO_ACP_MODELS")
+    if not text:
+        return set()
+    names = {"TRIO_ACP_MODELS"}
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return names  # a comma list of model names: no key variables
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("api_key_env"), str):
+            names.add(entry["api_key_env"])
+    return names
+
+
 def is_secret_field(name: str) -> bool:
     """Whether a settings field (or a header inside one) holds a credential."""
     return name.lower() in SECRET_FIELDS or bool(_SECRET_NAME.search(name))
@@ -116,7 +133,7 @@ def withhold_agent_variables(environ: MutableMapping[str, str] | None = None) ->
     real = environ is None
     env = os.environ if environ is None else environ
     snapshot = dict(env)
-    names = [name for name in env if is_agent_variable(name)]
+    names = [name for name in env if is_agent_variable(name) or name in model_key_variables(env)]
     for name in names:
         del env[name]  # os.environ: unsetenv() too, so children never inherit it
     if real and sys.platform.startswith("linux"):
