@@ -45,6 +45,8 @@ def import_sdk() -> SimpleNamespace:
     _prepare_environment()
     from openhands.sdk import LLM, Agent, Conversation, Message, TextContent, Tool
     from openhands.sdk import LLMSummarizingCondenser
+    from openhands.sdk.context.condenser import NoCondensationAvailableException
+    from openhands.sdk.event import Event
     from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
     from openhands.sdk.security.confirmation_policy import AlwaysConfirm, ConfirmRisky, NeverConfirm
     from openhands.sdk.security.llm_analyzer import LLMSecurityAnalyzer
@@ -66,6 +68,8 @@ def import_sdk() -> SimpleNamespace:
         ExecutionStatus=ConversationExecutionStatus,
         ConversationState=ConversationState,
         LLMSummarizingCondenser=LLMSummarizingCondenser,
+        NoCondensationAvailableException=NoCondensationAvailableException,
+        Event=Event,
         AlwaysConfirm=AlwaysConfirm,
         NeverConfirm=NeverConfirm,
         ConfirmRisky=ConfirmRisky,

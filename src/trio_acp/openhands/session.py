@@ -29,6 +29,7 @@ from ..rpc import PeerClosed, RequestError
 from . import commands
 from .bridge import Flush, ThreadBridge
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
+from .errors import sole_error
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
 from .sdk import REASONING_EFFORTS, confirmation_setup, supports_reasoning_effort
@@ -132,6 +133,13 @@ class Session:
                 task_status.started()
                 await self._closed.wait()
                 nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The conversation could not be built (damaged files, ...): that one failure
+            # is what the caller reports, not Trio's "Exceptions from Trio nursery".
+            error = sole_error(group)
+            if not isinstance(error, Exception) or isinstance(error, BaseExceptionGroup):
+                raise
+            raise error from None
         finally:
             with trio.move_on_after(CLOSE_DEADLINE, shield=True):
                 await self._shutdown_sdk()
