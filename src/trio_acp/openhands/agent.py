@@ -21,11 +21,13 @@ from ..schema import unstable
 from ..credentials import SecretValues, secret_values
 from ..rpc import RequestError, after_response, current_request_id
 from . import commands
+from .damage import find_damage
+from .errors import SEE_LOG, describe, explained
 from .models import model_choices
 from .sdk import SdkLoader, build_agent, build_choice_llm, build_llm, fork_conversation, mask_in_conversation
 from .session import Session
 from .settings import Settings, SettingsError, load_settings
-from .store import RULES_FILE, SessionStore, parse_session_id
+from .store import RULES_FILE, DeleteError, SessionStore, parse_session_id
 from .terminal_setup import SETUP_ARG
 
 log = logging.getLogger(__name__)
@@ -141,6 +143,7 @@ class OpenHandsAgent:
             )
         return methods
 
+    @explained("authenticate")
     async def authenticate(self, params: schema.AuthenticateRequest) -> schema.AuthenticateResponse:
         if params.method_id == TERMINAL_AUTH_METHOD_ID:
             raise RequestError.invalid_params(
@@ -217,6 +220,7 @@ class OpenHandsAgent:
             raise RequestError.invalid_params(f"the session's set-up is not usable: {_short(exc)}") from None
         sid = uuid.UUID(session_id)
         store = SessionStore(settings.conversations_dir)
+        existing = store.exists(sid)
         store.root.mkdir(parents=True, exist_ok=True)
 
         def factory(callbacks, token_callbacks):
@@ -258,17 +262,22 @@ class OpenHandsAgent:
             await self._nursery.start(session.run)
         except Exception as exc:
             log.exception("starting session %s failed", session_id)
-            raise RequestError(-32603, f"could not start the session: {_short(exc)}") from None
+            raise await _open_failure(sdk, store, sid, exc, existing=existing) from None
         if self._logged_out is not None:  # a logout came while this session was starting
             await session.close()
             raise RequestError(-32000, "logged out while the session was starting")
         self._sessions[session_id] = session
-        store.write_index(sid, cwd=cwd)
+        try:
+            store.write_index(sid, cwd=cwd)
+        except OSError:
+            # Only session/list reads the index; the session itself is fine.
+            log.warning("could not write the session index of %s", session_id, exc_info=True)
         # Session-level updates go after the response, never before it.
         after_response(lambda: session.send_update(commands.available_commands()))
         after_response(session.published)
         return session
 
+    @explained("session/new")
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         session = await self._open_session(str(uuid.uuid4()), params.cwd, params.mcp_servers)
         return schema.NewSessionResponse(
@@ -301,12 +310,14 @@ class OpenHandsAgent:
             raise RequestError(-32002, f"unknown session: {session_id}")
         return await self._open_session(str(sid), cwd, mcp_servers)
 
+    @explained("session/load")
     async def load_session(self, params: schema.LoadSessionRequest) -> schema.LoadSessionResponse:
         session = await self._existing(params.session_id, params.cwd, params.mcp_servers)
         # The whole history, user messages included, before the response (§6.2).
         await session.replay_history()
         return schema.LoadSessionResponse(modes=session.mode_state(), config_options=session.config_options())
 
+    @explained("session/resume")
     async def resume_session(self, params: schema.ResumeSessionRequest) -> schema.ResumeSessionResponse:
         # Like load, but the client already shows the history: no replay.
         session = await self._existing(params.session_id, params.cwd, params.mcp_servers)
@@ -409,6 +420,7 @@ class OpenHandsAgent:
             await trio.to_thread.run_sync(store.delete, fork_id)
             raise RequestError(-32603, f"could not fork session {sid}: {_short(exc)}") from None
 
+    @explained("session/list")
     async def list_sessions(self, params: schema.ListSessionsRequest) -> schema.ListSessionsResponse:
         if params.cwd is not None and not os.path.isabs(params.cwd):
             raise RequestError.invalid_params(f"cwd must be an absolute path, got {params.cwd!r}")
@@ -425,6 +437,7 @@ class OpenHandsAgent:
             next_cursor=cursor,
         )
 
+    @explained("session/delete")
     async def delete_session(self, params: schema.DeleteSessionRequest) -> schema.DeleteSessionResponse:
         sid = parse_session_id(params.session_id)
         if sid is None:
@@ -434,9 +447,13 @@ class OpenHandsAgent:
             if live is not None:
                 await live.close()
             store = SessionStore(self._settings().conversations_dir)
-            await trio.to_thread.run_sync(store.delete, sid)
+            try:
+                await trio.to_thread.run_sync(store.delete, sid)
+            except DeleteError as exc:
+                raise RequestError(-32603, f"could not delete session {sid}: {exc}") from None
         return schema.DeleteSessionResponse()
 
+    @explained("session/set_mode")
     async def set_session_mode(self, params: schema.SetSessionModeRequest) -> schema.SetSessionModeResponse:
         session = self._session(params.session_id)
         await session.set_mode(params.mode_id, announce=False)
@@ -444,6 +461,7 @@ class OpenHandsAgent:
         after_response(session.announce_mode)
         return schema.SetSessionModeResponse()
 
+    @explained("session/set_config_option")
     async def set_session_config_option(
         self, params: schema.SetSessionConfigOptionRequest
     ) -> schema.SetSessionConfigOptionResponse:
@@ -476,6 +494,7 @@ class OpenHandsAgent:
         self._received_prompts[key] = session
         session.prompt_received(key)
 
+    @explained("session/prompt")
     async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
         key = current_request_id.get()
         # The session the prompt was queued with, even if it has since been closed (the
@@ -492,6 +511,7 @@ class OpenHandsAgent:
             return  # a notification: nobody to tell
         session.request_cancel()
 
+    @explained("session/close")
     async def close_session(self, params: schema.CloseSessionRequest) -> schema.CloseSessionResponse:
         session = self._session(params.session_id)
         self._sessions.pop(session.id, None)
@@ -550,6 +570,29 @@ def _settings_identity(env) -> tuple[Any, ...]:
     except OSError:
         return ("missing", str(path))
     return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+async def _open_failure(sdk: Any, store: SessionStore, sid: uuid.UUID, exc: Exception, *, existing: bool) -> RequestError:
+    """What to tell the user when a session's conversation could not be opened."""
+    if not existing:
+        return RequestError(-32603, f"could not start the session: {describe(exc)} ({SEE_LOG})")
+    directory = store.dir_for(sid)
+    try:
+        damage = await trio.to_thread.run_sync(
+            lambda: find_damage(
+                directory,
+                check_state=sdk.ConversationState.model_validate,
+                check_event=sdk.Event.model_validate,
+            )
+        )
+    except Exception:
+        log.exception("looking for damage in %s failed", directory)
+        damage = None
+    if damage is not None:
+        return RequestError(-32603, damage.message(str(sid)), {"path": str(damage.path)})
+    return RequestError(
+        -32603,
+        f"session {sid} cannot be opened: {describe(exc)}. Its files are in {directory}; "
+        f"delete the session (session/delete) if they cannot be repaired ({SEE_LOG})",
+    )
 
 
 def _short(exc: BaseException) -> str:

@@ -115,13 +115,32 @@ class RuleBook:
         # one then never matches after a reload, and the action is asked about again.
         self._mask = mask or (lambda text: text)
         self.rules: list[Rule] = []
-        if path is not None and path.is_file():
+        # What was wrong with the rules file, for `/rules` and `/status` to tell the user.
+        self.problem: str | None = None
+        if path is not None and os.path.lexists(path):
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
                 self.rules = [Rule(r["tool"], r.get("target"), bool(r["allow"])) for r in data["rules"]]
-            except (ValueError, KeyError, TypeError):
-                # A damaged rules file must not take the session down; asking again is safe.
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                # A damaged rules file must not take the session down; asking again is
+                # safe. It is set aside rather than overwritten by the next "always".
                 self.rules = []
+                self.problem = self._set_aside(path, exc)
+
+    @staticmethod
+    def _set_aside(path: Path, exc: Exception) -> str:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (
+            "not valid JSON" if isinstance(exc, ValueError) else "not in the expected format"
+        )
+        aside = path.with_name(path.name + ".damaged")
+        try:
+            os.replace(path, aside)
+        except OSError:
+            return f"{path} could not be read ({reason}); no 'always' rules are in force"
+        return (
+            f"{path} could not be read ({reason}) and was moved to {aside.name}; "
+            "no 'always' rules are in force until you answer 'always' again"
+        )
 
     def match(self, scope: Scope) -> Rule | None:
         # Reject rules win over allow rules: fail closed when both apply.
@@ -153,3 +172,4 @@ class RuleBook:
         text = json.dumps({"rules": [attrs.asdict(r) for r in self.rules]}, indent=2)
         tmp.write_text(self._mask(text), encoding="utf-8")
         os.replace(tmp, self.path)
+        self.problem = None  # the rules in force are on disk again

@@ -48,6 +48,8 @@ def import_sdk() -> SimpleNamespace:
     from openhands.sdk import LLM, Agent, Conversation, Message, TextContent, Tool
     from openhands.sdk import LocalConversation, LocalFileStore
     from openhands.sdk import LLMSummarizingCondenser
+    from openhands.sdk.context.condenser import NoCondensationAvailableException
+    from openhands.sdk.event import Event
     from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
     from openhands.sdk.event import MessageEvent
     from openhands.sdk.security.confirmation_policy import AlwaysConfirm, ConfirmRisky, NeverConfirm
@@ -74,6 +76,8 @@ def import_sdk() -> SimpleNamespace:
         ExecutionStatus=ConversationExecutionStatus,
         ConversationState=ConversationState,
         LLMSummarizingCondenser=LLMSummarizingCondenser,
+        NoCondensationAvailableException=NoCondensationAvailableException,
+        Event=Event,
         AlwaysConfirm=AlwaysConfirm,
         NeverConfirm=NeverConfirm,
         ConfirmRisky=ConfirmRisky,

@@ -31,6 +31,7 @@ from . import commands
 from .notices import mcp_failure_notices, retry_note, supports_compaction, watch_mcp_startup
 from .bridge import Flush, ThreadBridge
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
+from .errors import sole_error
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
 from .sdk import REASONING_EFFORTS, confirmation_setup, fork_conversation, interruption_event, supports_reasoning_effort
@@ -145,6 +146,13 @@ class Session:
                 task_status.started()
                 await self._closed.wait()
                 nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The conversation could not be built (damaged files, ...): that one failure
+            # is what the caller reports, not Trio's "Exceptions from Trio nursery".
+            error = sole_error(group)
+            if not isinstance(error, Exception) or isinstance(error, BaseExceptionGroup):
+                raise
+            raise error from None
         finally:
             with trio.move_on_after(CLOSE_DEADLINE, shield=True):
                 await self._shutdown_sdk()

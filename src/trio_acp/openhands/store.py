@@ -7,7 +7,9 @@ config option values — approval mode, model, reasoning effort — for load/res
 `trio_acp_rules.json` (the "always" permission rules). A conversation without our index
 (made by the OpenHands CLI) is still listed, from `base_state.json`.
 
-Session ids are UUIDs and are parsed before they touch a path.
+Session ids are UUIDs and are parsed before they touch a path. A damaged directory costs
+its own entry, never the list: one whose `base_state.json` cannot be read is listed with
+a "[damaged]" title (when our index knows its cwd) so the user can see it and delete it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import logging
 import os
 import shutil
 import uuid
@@ -23,9 +26,18 @@ from typing import Any
 
 import attrs
 
+from .damage import BASE_STATE, EVENTS_DIR, event_files
+
+log = logging.getLogger(__name__)
+
 INDEX_FILE = "trio_acp_session.json"
 RULES_FILE = "trio_acp_rules.json"
 PAGE_SIZE = 50
+DAMAGED = "[damaged]"
+
+
+class DeleteError(Exception):
+    """A session's directory could not be removed; the message names what is left."""
 
 
 def parse_session_id(session_id: Any) -> uuid.UUID | None:
@@ -57,7 +69,11 @@ class SessionStore:
         return self.root / sid.hex
 
     def exists(self, sid: uuid.UUID) -> bool:
-        return (self.dir_for(sid) / "base_state.json").is_file()
+        # Without base_state.json (or with an empty one) the SDK opens a conversation from
+        # its events with default settings; a damaged one is still this session's, for
+        # session/load to say what is wrong with it.
+        directory = self.dir_for(sid)
+        return os.path.lexists(directory / BASE_STATE) or bool(event_files(directory / EVENTS_DIR))
 
     def write_index(self, sid: uuid.UUID, *, cwd: str, title: str | None = None) -> None:
         data = self._index(sid)
@@ -96,19 +112,34 @@ class SessionStore:
             sid = uuid.UUID(hex=directory.name)
         except ValueError:
             return None
-        base = _read_json(directory / "base_state.json")
-        if base is None:
+        try:
+            return self._read(directory, sid)
+        except (OSError, ValueError) as exc:
+            # Files vanishing or unreadable mid-listing: this entry goes, the list stays.
+            log.warning("skipping %s in the session list: %s", directory, exc)
             return None
+
+    def _read(self, directory: Path, sid: uuid.UUID) -> StoredSession | None:
+        base_path = directory / BASE_STATE
+        base = _read_json(base_path)
+        damaged = base is None and os.path.lexists(base_path) and not _is_empty_file(base_path)
+        if base is None and not damaged and not event_files(directory / EVENTS_DIR):
+            return None  # not a conversation
         index = _read_json(directory / INDEX_FILE) or {}
-        cwd = index.get("cwd") or (base.get("workspace") or {}).get("working_dir")
-        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        cwd = index.get("cwd")
+        if not _is_abs_path(cwd):
+            workspace = (base or {}).get("workspace")
+            cwd = workspace.get("working_dir") if isinstance(workspace, dict) else None
+        if not _is_abs_path(cwd):
             return None
         updated = index.get("updatedAt")
         if not isinstance(updated, str):
-            mtime = max((p.stat().st_mtime for p in (directory / "events").glob("*.json")), default=None)
-            stamp = mtime if mtime is not None else (directory / "base_state.json").stat().st_mtime
+            stamps = [p.stat().st_mtime for p in (directory / "events").glob("*.json")]
+            stamp = max(stamps) if stamps else os.lstat(base_path if os.path.lexists(base_path) else directory).st_mtime
             updated = dt.datetime.fromtimestamp(stamp, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         title = index.get("title") if isinstance(index.get("title"), str) else None
+        if damaged:
+            title = f"{DAMAGED} {title or 'untitled session'}"
         return StoredSession(str(sid), cwd, title, updated)
 
     def list(self, cwd: str | None, cursor: str | None) -> tuple[list[StoredSession], str | None]:
@@ -126,7 +157,21 @@ class SessionStore:
         return page, (_encode_cursor(offset + PAGE_SIZE) if more else None)
 
     def delete(self, sid: uuid.UUID) -> None:
-        shutil.rmtree(self.dir_for(sid), ignore_errors=True)
+        """Remove the session's directory; raises DeleteError naming what could not go."""
+        directory = self.dir_for(sid)
+        failures: list[str] = []
+
+        def note(function: Any, path: str, exc: BaseException) -> None:
+            if not isinstance(exc, FileNotFoundError):
+                failures.append(f"{path} ({getattr(exc, 'strerror', None) or exc})")
+
+        shutil.rmtree(directory, onexc=note)
+        if failures and os.path.lexists(directory):
+            raise DeleteError(
+                f"could not remove {failures[0]}"
+                + (f" and {len(failures) - 1} more" if len(failures) > 1 else "")
+                + f"; remove {directory} by hand"
+            )
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -135,6 +180,17 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _is_empty_file(path: Path) -> bool:
+    try:
+        return path.is_file() and not path.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_abs_path(value: Any) -> bool:
+    return isinstance(value, str) and os.path.isabs(value)
 
 
 def _encode_cursor(offset: int) -> str:

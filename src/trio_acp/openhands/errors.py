@@ -1,0 +1,85 @@
+"""Failures as the user reads them: what failed, in one line, and never Trio's wrapping.
+
+A failure inside a nursery reaches its caller wrapped in an `ExceptionGroup`, whose text
+("Exceptions from Trio nursery (1 sub-exception)") says nothing; and any exception a
+request handler does not turn into a `RequestError` itself is answered by the rpc layer
+with a bare `-32603 Internal error`. `sole_error` unwraps the first where a nursery
+ends, `describe` words any failure for a message, and `explained` is the OpenHands
+agent's last line of defence for the second.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ..rpc import RequestError
+
+log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+# Where the full traceback of an unexpected failure goes (see README, TRIO_ACP_LOG_*).
+SEE_LOG = "the agent's log (stderr, or TRIO_ACP_LOG_FILE) has the details"
+
+
+def sole_error(exc: BaseException) -> BaseException:
+    """The one failure inside (nested) single-member exception groups, else `exc` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for member in exc.exceptions for leaf in leaves(member)]
+    return [exc]
+
+
+def describe(exc: BaseException) -> str:
+    """One line naming what went wrong: the failures inside any group, not the group."""
+    # Cancelled and the like are how a failure's siblings stopped, not what failed.
+    failures = [leaf for leaf in leaves(exc) if isinstance(leaf, Exception)] or leaves(exc)
+    text = "; ".join(_one(leaf) for leaf in failures[:3])
+    if len(failures) > 3:
+        text += f"; and {len(failures) - 3} more"
+    return text
+
+
+def _one(exc: BaseException) -> str:
+    if isinstance(exc, RequestError):
+        return exc.message
+    if isinstance(exc, OSError) and exc.strerror:
+        # "Permission denied: /path" reads better than "[Errno 13] Permission denied: '/path'".
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    text = " ".join(str(exc).split())
+    if len(text) > 500:
+        text = text[:499] + "…"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def explained(action: str) -> Callable[[F], F]:
+    """Decorate a request handler: an unexpected failure answers `-32603 <action> failed: <what>`.
+
+    A `RequestError` (also alone in a group) goes out as it is; cancellation passes through.
+    """
+
+    def wrap(handler: F) -> F:
+        @functools.wraps(handler)
+        async def explaining(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await handler(*args, **kwargs)
+            except RequestError:
+                raise
+            except Exception as exc:
+                leaf = sole_error(exc)
+                if isinstance(leaf, RequestError):
+                    raise leaf from None
+                log.error("%s failed", action, exc_info=exc)
+                raise RequestError(-32603, f"{action} failed: {describe(exc)} ({SEE_LOG})") from None
+
+        return explaining  # type: ignore[return-value]
+
+    return wrap
