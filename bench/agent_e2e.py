@@ -14,6 +14,10 @@ stream   in that same process, a fresh session and one warm-up turn; a 100-token
          `--stream-runs` `long` turns of `--tokens` tokens (4-character chunks, one token
          per chunk) in the warm-up's session: every agent_message_chunk is counted and
          concatenated, and the text must equal what the scenario sent (`long_text`).
+first    right after the cold `session/new`, in that same process: first-token latency (prompt
+         sent → first agent_message_chunk) of the first and the second prompt of three
+         sessions: the process's first session and a second one, each prompted after a
+         `--first-pause` (the user typing), and a third prompted at once.
 cancel   in that same process, one more session and `--cancels` turns, each cancelled
          mid-LLM-stream (`slow`) or mid-tool (`sleep`), alternately: the time from sending
          `session/cancel` to the `{"stopReason": "cancelled"}` response, plus checks
@@ -166,8 +170,9 @@ async def stream_turn(agent: Any, client: RecordingClient, agent_pid: int, sessi
 
 async def stream_phase(agent: Any, client: RecordingClient, agent_pid: int, cwd: str, args) -> dict[str, Any]:
     session_id = (await agent.new_session(cwd=cwd, mcp_servers=[])).session_id
-    # Warm-up, in the same session: the first LLM call of a process pays litellm's lazy
-    # imports, and a session's first prompt starts its tools (the terminal's shell).
+    # Warm-up, in the same session: a prompt sent right after session/new waits for the
+    # session's tools to start (the terminal's shell), and, if it is the process's first,
+    # for the rest of the warm-up after session/new (the model call path).
     warmup = await stream_turn(agent, client, agent_pid, session_id, args.warmup_tokens)
     # A new session's first prompt, in a warm process: what a session's tool start costs.
     other = (await agent.new_session(cwd=cwd, mcp_servers=[])).session_id
@@ -178,6 +183,34 @@ async def stream_phase(agent: Any, client: RecordingClient, agent_pid: int, cwd:
         runs.append(await stream_turn(agent, client, agent_pid, session_id, args.tokens))
     await profile_phase_stop(args.profile_pid, args.profile, 1, f"{args.profile}.stream")
     return {"warmup": warmup, "first_prompt": first_prompt, "runs": runs}
+
+
+async def first_token_phase(agent: Any, client: RecordingClient, first_session: str, cwd: str,
+                            args) -> dict[str, Any]:
+    """Prompt → first token of a session's first and second prompt (`echo`: an instant model).
+
+    The process's first session is `first_session` (made by the cold session/new)."""
+    plan = [("the process's first session", first_session, args.first_pause),
+            ("a second session", None, args.first_pause),
+            ("a third session, prompted at once", None, 0.0)]
+    sessions = []
+    for label, session_id, pause in plan:
+        if session_id is None:
+            session_id = (await agent.new_session(cwd=cwd, mcp_servers=[])).session_id
+        await trio.sleep(pause)
+        prompts = []
+        for i in range(2):
+            client.reset()
+            t0 = time.monotonic()
+            response = await prompt_text(agent, session_id, scenario_prompt("echo", f"prompt {i + 1}"))
+            prompts.append({
+                "t_prompt": t0,
+                "first_chunk_s": None if client.first_chunk is None else client.first_chunk - t0,
+                "wall_s": time.monotonic() - t0,
+                "stop_reason": response.stop_reason,
+            })
+        sessions.append({"label": label, "pause_s": pause, "prompts": prompts})
+    return {"pause_s": args.first_pause, "sessions": sessions}
 
 
 def _first_mismatch(text: str, expected: str) -> int | None:
@@ -299,7 +332,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
     cwd = tempfile.mkdtemp(prefix="trio-acp-bench-cwd-")
     env = agent_env(args.llm, home)
     result: dict[str, Any] = {"phases": sorted(phases)}
-    needs_session = bool(phases & {"stream", "cancel"})
+    needs_session = bool(phases & {"first", "stream", "cancel"})
     spawns = args.spawns if "startup" in phases else 1
     init_s: list[float] = []
     exit_s: list[float] = []
@@ -321,8 +354,11 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                     init_s.append(time.perf_counter() - t_spawn)
                     if last and ("startup" in phases or needs_session):
                         with trio.fail_after(180):
-                            await agent.new_session(cwd=cwd, mcp_servers=[])
+                            cold = await agent.new_session(cwd=cwd, mcp_servers=[])
                         result["cold_new_session_s"] = time.perf_counter() - t_spawn
+                        if "first" in phases:
+                            # Before anything else warms the process: what an editor's user sees.
+                            result["first_token"] = await first_token_phase(agent, client, cold.session_id, cwd, args)
                         warm = []
                         for _ in range(args.warm if "startup" in phases else 0):
                             t0 = time.perf_counter()
@@ -353,6 +389,8 @@ def main() -> None:
     parser.add_argument("--warmup-tokens", type=int, default=500)
     parser.add_argument("--stream-runs", type=int, default=3)
     parser.add_argument("--cancels", type=int, default=50)
+    parser.add_argument("--first-pause", type=float, default=3.0,
+                        help="seconds between session/new and the first prompt in the first phase (3)")
     parser.add_argument("--profile", metavar="PREFIX",
                         help="run the last agent under cProfile (bench/agent_profiled.py), profiling the "
                              "timed streaming turns into PREFIX.stream and the cancels into PREFIX.cancel")

@@ -7,10 +7,11 @@ spawns the agent as a further subprocess where it needs one:
     bridge    bench/agent_inproc.py  ThreadBridge / the session pump in process (no SDK)
     litellm   bench/agent_litellm.py litellm and the SDK's LLM streaming the same reply alone
     startup   bench/agent_e2e.py     spawn → initialize (× --spawns), cold and warm session/new
+    first     bench/agent_e2e.py     first token of a session's first and second prompt
     stream    bench/agent_e2e.py     a 20,000-token streamed reply, every character checked
     cancel    bench/agent_e2e.py     --cancels cancels mid-LLM-stream and mid-tool
 
-startup, stream and cancel share one agent process (the last spawn), each in sessions of
+startup, first, stream and cancel share one agent process (the last spawn), each in sessions of
 its own. Figures are printed with their goals; nothing is asserted. See bench/README.md.
 """
 
@@ -30,7 +31,7 @@ from typing import Any
 from ._common import ROOT
 
 PY = sys.executable
-SECTIONS = ("bridge", "litellm", "startup", "stream", "cancel")
+SECTIONS = ("bridge", "litellm", "startup", "first", "stream", "cancel")
 
 GOAL_INIT_S = 0.5
 GOAL_WARM_NEW_S = 0.100
@@ -123,8 +124,28 @@ def print_startup(r: dict[str, Any]) -> None:
         print(f"  stdin closed → agent exited, median of {len(exits)}: {_ms(statistics.median(exits))}")
 
 
+def print_first_token(r: dict[str, Any]) -> None:
+    f = r.get("first_token")
+    if not f:
+        return
+    print(f"\nfirst token: prompt sent → first agent_message_chunk, `echo` (the model answers at once); "
+          f"LLM request at the server in brackets")
+    for session in f["sessions"]:
+        cells = []
+        for i, p in enumerate(session["prompts"], 1):
+            server = p.get("server_request_s")
+            cells.append(f"prompt {i} {_ms(p['first_chunk_s'])}"
+                         + ("" if server is None else f" [{_ms(server)}]"))
+        pause = f"{session['pause_s']:g} s after session/new" if session["pause_s"] else "at once"
+        print(f"  {session['label']:<36} ({pause}): " + ", ".join(cells))
+
+
 def attach_server_times(agent: dict[str, Any], records: list[Any]) -> None:
     """Line the streaming turns up with the scripted server's records (both use CLOCK_MONOTONIC)."""
+    for session in (agent.get("first_token") or {}).get("sessions", []):
+        for p in session["prompts"]:
+            after = [r.started for r in records if r.started >= p["t_prompt"]]
+            p["server_request_s"] = min(after) - p["t_prompt"] if after else None
     stream = agent.get("stream")
     if not stream:
         return
@@ -159,7 +180,7 @@ def print_stream(r: dict[str, Any], lite: dict[str, Any] | None, bridge: dict[st
     w = s["warmup"]
     print(f"\nstreaming: a `long` reply of N tokens in 4-character chunks (1 chunk = 1 token), "
           f"prompt → response, after a {w['tokens']:,}-token warm-up turn in the same session "
-          f"({w['wall_s']:.1f} s: the process's first LLM call, the session's first prompt)")
+          f"({w['wall_s']:.1f} s: the session's first prompt, sent right after session/new)")
     print(f"  warm-up timeline (s after the prompt): {_timeline(w)}")
     f = s.get("first_prompt")
     if f:
@@ -279,6 +300,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=20_000, help="tokens in the streamed reply (20,000)")
     parser.add_argument("--stream-runs", type=int, default=3, help="timed streaming turns (3)")
     parser.add_argument("--cancels", type=int, default=50, help="cancels, half mid-stream, half mid-tool (50)")
+    parser.add_argument("--first-pause", type=float, default=3.0,
+                        help="seconds between session/new and the first prompt in `first` (3)")
     parser.add_argument("--json", metavar="FILE", help="also write the raw results to FILE")
     parser.add_argument("--profile", metavar="DIR",
                         help="afterwards, run litellm alone and the agent (the streaming turn, then "
@@ -315,12 +338,13 @@ def main(argv: list[str] | None = None) -> None:
         if "litellm" in sections:
             results["litellm"] = step("litellm alone", [PY, "-m", "bench.agent_litellm", "--llm", llm.base_url,
                                                         "--tokens", str(args.tokens)])
-        phases = [s for s in ("startup", "stream", "cancel") if s in sections]
+        phases = [s for s in ("startup", "first", "stream", "cancel") if s in sections]
         if phases:
             results["agent"] = step(f"agent ({', '.join(phases)})", [
                 PY, "-m", "bench.agent_e2e", "--llm", llm.base_url, "--phases", ",".join(phases),
                 "--spawns", str(args.spawns), "--warm", str(args.warm), "--tokens", str(args.tokens),
-                "--stream-runs", str(args.stream_runs), "--cancels", str(args.cancels)])
+                "--stream-runs", str(args.stream_runs), "--cancels", str(args.cancels),
+                "--first-pause", str(args.first_pause)])
 
         agent = results.get("agent", {})
         if agent and "error" not in agent:
@@ -334,6 +358,7 @@ def main(argv: list[str] | None = None) -> None:
         elif agent:
             if "startup" in phases:
                 print_startup(agent)
+            print_first_token(agent)
             print_stream(agent, results.get("litellm"), results.get("bridge"))
             print_cancel(agent)
         print(f"\ntotal {time.perf_counter() - started:.0f} s; load average now "

@@ -8,6 +8,7 @@ at import time, so they are set here before anything imports them.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -390,6 +391,71 @@ def interruption_event(sdk: SimpleNamespace) -> Any:
         llm_message=sdk.Message(role="assistant", content=[sdk.TextContent(text=INTERRUPTION_TEXT)]),
         sender=INTERRUPTION_SENDER,
     )
+
+
+def warm_model_path(sdk: SimpleNamespace, llm: Any) -> None:
+    """Do now what a process's first model call would do lazily (measured in bench/README.md).
+
+    - The OpenAI client (litellm's transport for OpenAI and OpenAI-compatible providers)
+      imports all of `openai.resources` on its first `.chat`: about 2.4 s here.
+    - The condenser counts the prompt's tokens before each model call; the first count
+      loads the model's tokenizer: about 0.6 s.
+
+    - litellm's `completion` and httpx's transport import more on first use (below), and
+      litellm's response types are pydantic models completed on first instantiation.
+
+    All of it is process-wide and idempotent. Slow, blocking: call it from a thread.
+    """
+    for name in FIRST_CALL_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # another litellm/openai version: that part is not warmed
+            log.debug("warm-up: no module %s", name)
+    _complete_models(importlib.import_module("litellm.types.utils"))
+    llm.get_token_count([sdk.Message(role="user", content=[sdk.TextContent(text="warm-up")])])
+
+
+def warm_tool_schemas(agent: Any) -> None:
+    """Build the tools' JSON schemas once: the first build of each costs ~20 ms (pydantic).
+
+    Every model call sends them, and counts their tokens first. Needs initialized tools.
+    """
+    for tool in agent.tools_map.values():
+        tool.to_openai_tool()
+        tool.to_openai_tool(add_security_risk_prediction=True)
+
+
+def _complete_models(module: types.ModuleType) -> None:
+    import pydantic
+
+    for value in list(vars(module).values()):
+        if (
+            isinstance(value, type)
+            and issubclass(value, pydantic.BaseModel)
+            and value.__module__ == module.__name__
+            and not value.__pydantic_complete__
+        ):
+            try:
+                value.model_rebuild()
+            except Exception:  # left to complete on first use, as before
+                log.debug("warm-up: %s does not complete", value.__name__, exc_info=True)
+
+
+# What the first model call of a process imported lazily, before this warm-up existed
+# (the modules new in sys.modules after a first prompt, with the versions in uv.lock).
+FIRST_CALL_IMPORTS = (
+    "openai.resources",
+    "anyio._backends._asyncio",
+    "anyio.streams.tls",
+    "litellm._service_logger",
+    "litellm.integrations.prometheus_services",
+    "litellm.responses.mcp.chat_completions_handler",
+    "litellm.responses.mcp.litellm_proxy_mcp_handler",
+    "litellm.types.litellm_core_utils.streaming_chunk_builder_utils",
+    "litellm.llms.openai.chat.gpt_audio_transformation",
+    "litellm.llms.vertex_ai.vertex_ai_partner_models.anthropic.transformation",
+    "litellm.proxy.openai_files_endpoints.common_utils",
+)
 
 
 def confirmation_setup(sdk: SimpleNamespace, mode: str) -> tuple[Any, Any]:

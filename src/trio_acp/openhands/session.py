@@ -14,6 +14,7 @@ then been queued on the connection's writer before the response (PROTOCOL §6.3)
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -31,10 +32,18 @@ from . import commands
 from .notices import mcp_failure_notices, retry_note, supports_compaction, watch_mcp_startup
 from .bridge import Flush, ThreadBridge
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
-from .errors import sole_error
+from .errors import describe, sole_error
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
-from .sdk import REASONING_EFFORTS, confirmation_setup, fork_conversation, interruption_event, supports_reasoning_effort
+from .sdk import (
+    REASONING_EFFORTS,
+    confirmation_setup,
+    fork_conversation,
+    interruption_event,
+    supports_reasoning_effort,
+    warm_model_path,
+    warm_tool_schemas,
+)
 from .loop_thread import LoopThread, wait_done, wait_future
 from .model_failures import describe_model_failure
 from .prompt import ImagePart, TextPart, prompt_to_parts
@@ -119,6 +128,9 @@ class Session:
         # Set once the client has the session id (the response to session/new, load...):
         # nothing about the session may reach it before.
         self._published = trio.Event()
+        # Set when the warm-up after session/new is over; what each step did.
+        self.warmed = trio.Event()
+        self.warm_up_report: dict[str, str] = {}
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -164,29 +176,49 @@ class Session:
         The SDK does this lazily on the first message, and the terminal's start-up alone
         sleeps a second: done here, the first prompt does not wait for it. It is the SDK's
         own thread-safe, idempotent initializer; if it fails, the first prompt tries again
-        and reports the error.
+        and reports the error. Then the tools' schemas are built once, and meanwhile the
+        model call path is warmed (`warm_model_path`: the first call's lazy imports and
+        tokenizer; bench/README.md has the figures). A prompt sent before all this is
+        over waits for what it needs of it (the SDK's lock, the import lock).
         """
-        ensure_ready = getattr(self.conversation, "_ensure_agent_ready", None)
-        if ensure_ready is None:
-            return
+        conv = self.conversation
+        mcp_failures: list[str] = []
+        steps: dict[str, tuple[Any, Any, bool]] = {
+            # Touches no conversation state and owns nothing: not on the session's limiter,
+            # where it would hold up a set_mode right after session/new, and a close need
+            # not wait for it.
+            "model call path": (functools.partial(warm_model_path, self.sdk, conv.agent.llm), None, True),
+        }
+        ensure_ready = getattr(conv, "_ensure_agent_ready", None)
+        if ensure_ready is not None:
 
-        def warm() -> list[str]:
-            with watch_mcp_startup() as mcp_failures:
-                ensure_ready()
-            return mcp_failures
+            def tools() -> None:
+                with watch_mcp_startup() as failures:
+                    ensure_ready()
+                mcp_failures.extend(failures)
+                warm_tool_schemas(conv.agent)
 
-        try:
             # Not abandoned on cancel: a close must wait for it, or the shell it is starting
             # would outlive the session (conv.close() would find no tools to close yet).
-            mcp_failures = await trio.to_thread.run_sync(warm, limiter=self.limiter)
-        except Exception:
-            log.warning("warming up session %s failed; the first prompt will retry", self.id, exc_info=True)
-            return
+            steps["tools"] = (tools, self.limiter, False)
+        async with trio.open_nursery() as nursery:
+            for name, step in steps.items():
+                nursery.start_soon(self._warm_step, name, *step)
+        self.warmed.set()
         notices = mcp_failure_notices(self.client, mcp_failures)
         if notices:
             await self._published.wait()
             for notice in notices:
                 await self.send_update(notice)
+
+    async def _warm_step(self, name: str, step: Any, limiter: Any, abandon: bool) -> None:
+        try:
+            await trio.to_thread.run_sync(step, limiter=limiter, abandon_on_cancel=abandon)
+        except Exception as exc:
+            self.warm_up_report[name] = f"failed: {describe(exc)}"
+            log.warning("warming up session %s (%s) failed; the first prompt will retry", self.id, name, exc_info=True)
+        else:
+            self.warm_up_report[name] = "done"
 
     async def published(self) -> None:
         """The client has been told the session id (run after the response)."""

@@ -1,0 +1,107 @@
+"""The warm-up after session/new: what a session's first prompt would otherwise wait for.
+
+It starts the tools (terminal shell, MCP servers) and warms the model call path (the
+first call's lazy imports, tokenizer, tool schemas); its figures are in bench/README.md
+(`python -m bench agent --only first`). Here: that every step runs, and that a step that
+fails costs nothing but its own time.
+"""
+
+from __future__ import annotations
+
+import os
+
+import trio
+
+from trio_acp import schema
+from trio_acp.openhands.agent import open_openhands_agent
+from trio_acp.openhands.sdk import SdkLoader
+from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing.pair import open_in_memory_pair
+
+import pytest
+
+_LOADER: SdkLoader | None = None
+
+
+def loader() -> SdkLoader:
+    global _LOADER
+    if _LOADER is None:
+        _LOADER = SdkLoader()
+    return _LOADER
+
+
+@pytest.fixture(scope="module")
+def llm():
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def env(llm, tmp_path):
+    e = dict(os.environ)
+    e.update(scripted_env(llm.base_url))
+    e.update(
+        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
+        LLM_NUM_RETRIES="1",
+        LLM_MAX_INPUT_TOKENS="128000",  # so the condenser counts tokens, as for a known model
+        TRIO_ACP_DEFAULT_MODE="always-approve",
+    )
+    return e
+
+
+class Client:
+    def __init__(self) -> None:
+        self.updates: list = []
+
+    async def session_update(self, params):
+        self.updates.append(params.update)
+
+    async def request_permission(self, params):
+        raise AssertionError("always-approve")
+
+    def tool_outputs(self) -> str:
+        return "".join(
+            c.content.text
+            for u in self.updates
+            if isinstance(u, schema.ToolCallProgress) and u.status == "completed"
+            for c in (u.content or [])
+            if isinstance(c, schema.ContentToolCallContent)
+        )
+
+
+async def test_every_warm_up_step_runs_after_session_new(env, tmp_path):
+    client = Client()
+    with trio.fail_after(90):
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_in_memory_pair(agent, client) as (_, conn):
+                await conn.agent.initialize(protocol_version=1)
+                sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+                session = agent._sessions[sid]
+                await session.warmed.wait()
+                assert session.warm_up_report == {"tools": "done", "model call path": "done"}
+                # The tools are up before any prompt asked for them.
+                assert "terminal" in session.conversation.agent.tools_map
+                r = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("terminal"))])
+                assert r.stop_reason == "end_turn"
+    assert "hello from terminal" in client.tool_outputs()
+
+
+async def test_a_failed_warm_up_step_costs_the_session_nothing(env, tmp_path, monkeypatch):
+    # No bash on PATH while the session warms up: its terminal cannot start then.
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    client = Client()
+    with trio.fail_after(90):
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_in_memory_pair(agent, client) as (_, conn):
+                await conn.agent.initialize(protocol_version=1)
+                sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+                session = agent._sessions[sid]
+                await session.warmed.wait()
+                report = session.warm_up_report
+                assert report["tools"].startswith("failed:") and "bash" in report["tools"]
+                assert report["model call path"] == "done"  # the other step is not held up
+                # bash is back: the first prompt starts the tools itself, and they work.
+                monkeypatch.undo()
+                r = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("terminal"))])
+                assert r.stop_reason == "end_turn"
+    assert "hello from terminal" in client.tool_outputs()
