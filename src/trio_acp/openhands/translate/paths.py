@@ -72,14 +72,16 @@ def file_uri_to_path(uri: str, *, windows: bool | None = None) -> str:
     `\\\\server\\share\\x`. A host of `localhost` (or none) is this machine.
     """
     parts = urlsplit(uri)  # not urlparse: `;` in a name is not a parameter
-    path = unquote(parts.path, errors=_ERRORS)
     host = unquote(parts.netloc, errors=_ERRORS)
     if host.lower() == "localhost":
         host = ""
+    path = unquote(parts.path, errors=_ERRORS)
+    # A drive whether written `C:` or `C%3A` (VS Code's form). The cost: the POSIX path
+    # `/C:/x` reads back as `C:/x`, which is what a Windows-made URI means far more often.
     drive = _DRIVE_IN_URI.match(path)
     if drive is not None:
-        path = f"{drive.group(1)}:{path[drive.end():]}"
-    elif host:
+        path = f"{drive.group(1)}:{path[drive.end() :]}"
+    if drive is None and host:
         path = f"//{host}{path}"
     if not _windows(windows):
         return path
@@ -91,9 +93,12 @@ def file_uri_to_path(uri: str, *, windows: bool | None = None) -> str:
 
 def local_path(uri: str, *, windows: bool | None = None) -> str | None:
     """The local path a `file:` URI names; None for any other URI (or an empty path)."""
-    if not isinstance(uri, str) or urlsplit(uri).scheme.lower() != "file":
+    try:
+        if not isinstance(uri, str) or urlsplit(uri).scheme.lower() != "file":
+            return None
+        return file_uri_to_path(uri, windows=windows) or None
+    except ValueError:  # e.g. a malformed host (`file://[x/`): no local path
         return None
-    return file_uri_to_path(uri, windows=windows) or None
 
 
 def abs_path(cwd: str, path: Any) -> str | None:

@@ -23,7 +23,7 @@ Adding a tool is one entry here, e.g. an MCP tool that deletes files::
     register(ToolSpec(
         name="files_delete",
         present=lambda tool, args, summary, cwd, is_dir: (
-            f"Delete {abs_path(cwd, args.get('path'))}", "delete", ()),
+            f"Delete {abs_path(cwd, args.get('path')) or 'a file'}", "delete", ()),
         title_args=frozenset({"path"}),
         scope=path_scope,
     ))
