@@ -286,7 +286,7 @@ def test_arg_scanner_decodes_fragments(step):
         "list": [1, 2],
     }
     text = json.dumps(value, indent=2 if step == 2 else None, ensure_ascii=step != 5)
-    scanner = tr._ArgScanner()
+    scanner = tr.ArgScanner()
     got_pieces: dict[str, str] = {}
     for i in range(0, len(text), step):
         _, pieces = scanner.feed(text[i : i + step])
@@ -297,7 +297,7 @@ def test_arg_scanner_decodes_fragments(step):
 
 
 def test_arg_scanner_gives_up_on_non_objects():
-    scanner = tr._ArgScanner()
+    scanner = tr.ArgScanner()
     scanner.feed("[1, 2]")
     assert scanner.fields == {}
     assert scanner.value_so_far("x") is None

@@ -9,7 +9,6 @@ unknown answer, a cancelled turn — means nothing runs.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any
@@ -28,7 +27,7 @@ from .permissions import (
     action_scope,
     permission_options,
 )
-from .translate import present, tool_family, tool_locations
+from .translate import permission_preview, present, tool_arguments, tool_locations
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +41,13 @@ class PermissionFailed(Exception):
 
 
 def action_arguments(action: Any) -> dict[str, Any]:
-    try:
-        args = json.loads(action.tool_call.arguments)
-    except (AttributeError, TypeError, ValueError):
-        return {}
-    return args if isinstance(args, dict) else {}
+    """The arguments of a pending action, parsed as the translator parses them."""
+    return tool_arguments(action)
 
 
 def _read(path: str) -> str | None:
     try:
-        if os.path.getsize(path) > PREVIEW_LIMIT:
+        if not os.path.isfile(path) or os.path.getsize(path) > PREVIEW_LIMIT:
             return None
         with open(path, encoding="utf-8") as f:
             return f.read()
@@ -60,30 +56,9 @@ def _read(path: str) -> str | None:
 
 
 def preview(tool: str, args: dict[str, Any], cwd: str, risk: str | None) -> list[Any]:
-    """What the user sees before saying yes: the command, or the edit as a diff."""
-    content: list[Any] = []
-    family = tool_family(tool)
-    if family == "terminal" and isinstance(args.get("command"), str):
-        content.append(schema.ContentToolCallContent(content=schema.TextContent(text=f"```sh\n{args['command']}\n```")))
-    elif family == "file_editor" and isinstance(args.get("path"), str):
-        path = args["path"] if os.path.isabs(args["path"]) else os.path.join(cwd, args["path"])
-        command = args.get("command")
-        old = _read(path) if os.path.isfile(path) else None
-        new: str | None = None
-        if command == "create" and isinstance(args.get("file_text"), str):
-            new = args["file_text"]
-        elif command == "str_replace" and old is not None and isinstance(args.get("old_str"), str):
-            new = old.replace(args["old_str"], args.get("new_str") or "", 1)
-        elif command == "insert" and old is not None and isinstance(args.get("insert_line"), int):
-            lines = old.splitlines(keepends=True)
-            at = max(0, min(args["insert_line"], len(lines)))
-            new = "".join(lines[:at]) + (args.get("new_str") or "") + "\n" + "".join(lines[at:])
-        if new is not None:
-            content.append(schema.DiffToolCallContent(path=os.path.normpath(path), old_text=old, new_text=new))
-        else:
-            content.append(
-                schema.ContentToolCallContent(content=schema.TextContent(text=f"{command} {os.path.normpath(path)}"))
-            )
+    """What the user sees before saying yes: the tool catalog's preview (the command, or
+    the edit as a diff), and the security analyzer's risk."""
+    content = permission_preview(tool, args, cwd, _read)
     if risk and risk.upper() != "UNKNOWN":
         content.append(schema.ContentToolCallContent(content=schema.TextContent(text=f"Security risk: {risk.lower()}")))
     return content

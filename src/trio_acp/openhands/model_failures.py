@@ -31,6 +31,8 @@ from typing import Any
 
 import attrs
 
+from .translate.text import one_line
+
 #: Our defaults for OpenHands `LLM` fields; any the user sets (`LLM_*`, or the settings
 #: file) wins. `num_retries` counts attempts, not retries (tenacity's stop_after_attempt).
 LLM_FAILURE_DEFAULTS: dict[str, Any] = {
@@ -194,7 +196,7 @@ def _root_cause(error: BaseException | None) -> str | None:
             last = exc
     if last is None:
         return None
-    text = _one_line(str(last))
+    text = one_line(str(last))
     return f"{type(last).__name__}: {text}" if text else type(last).__name__
 
 
@@ -211,7 +213,7 @@ def provider_message(error: BaseException | None) -> str | None:
             inner = body.get("error") if isinstance(body.get("error"), Mapping) else body
             message = inner.get("message")
             if isinstance(message, str) and message.strip():
-                return _one_line(message)
+                return one_line(message)
     return None
 
 
@@ -280,7 +282,7 @@ def describe_model_failure(
     kind, status = found
     info = retry_info(error)
     attempts = info.attempt if info is not None else None
-    said = provider_message(error) or (_one_line(detail) if detail else None)
+    said = provider_message(error) or (one_line(detail) if detail else None)
     http = f"HTTP {status}" if status is not None else None
     the_model = f"model {model}" if model else "the model"
     tries = f" after {attempts} attempts" if attempts and attempts > 1 else ""
@@ -364,7 +366,7 @@ def retry_reason(error: BaseException | None) -> str:
     """Why a model call is being retried, in a few words ("the provider had an error (HTTP 500)")."""
     found = _classify(error, None)
     if found is None:
-        return _one_line(str(error))[:200] if error is not None else "unknown error"
+        return one_line(str(error))[:200] if error is not None else "unknown error"
     kind, status = found
     reason = {
         "rate_limit": "the provider is rate-limiting requests",
@@ -390,7 +392,3 @@ def retry_note(attempt: int, total: int, error: BaseException | None) -> str:
         f"\n(The model call failed: {retry_reason(error)}. "
         f"Retrying {retry_when(error)}, attempt {attempt + 1} of {total}.)\n"
     )
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())

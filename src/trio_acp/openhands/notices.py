@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import schema
 from . import model_failures
+from .translate.text import one_line
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,6 @@ def supports_notices(client: Any) -> bool:
 def supports_compaction(client: Any) -> bool:
     """The client advertised `session.compaction`."""
     return getattr(_session_capabilities(client), "compaction", None) is not None
-
-
-def _one_line(text: str, limit: int) -> str:
-    return " ".join(str(text).split())[:limit]
 
 
 def retry_note(client: Any, attempt: int, total: int, error: BaseException | None) -> Any:
@@ -71,7 +68,7 @@ def mcp_failure_notices(client: Any, failures: list[str]) -> list[Any]:
         schema.NoticeUpdate(
             severity="error",
             title="An MCP server did not start; the agent goes on without its tools",
-            description=_one_line(failure, 1000),
+            description=one_line(failure, 1000),
         )
         for failure in failures
     ]

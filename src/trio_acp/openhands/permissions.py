@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from .. import schema
+from .translate.tools import rule_scope
 
 ALWAYS_ASK = "always-ask"
 ALWAYS_APPROVE = "always-approve"
@@ -81,15 +82,11 @@ class Scope:
 
 
 def action_scope(tool_name: str, arguments: dict[str, Any] | None, cwd: str) -> Scope:
-    args = arguments or {}
-    if tool_name == "terminal" and isinstance(args.get("command"), str):
-        return Scope(tool_name, " ".join(args["command"].split()))
-    if isinstance(args.get("path"), str):
-        path = args["path"]
-        if not os.path.isabs(path):
-            path = os.path.join(cwd, path)
-        return Scope(tool_name, os.path.normpath(path))
-    return Scope(tool_name, None)
+    """What an "always" answer about this call covers, as the tool catalog says: the
+    command (terminal), the path (file editor, or any tool given a path), else the tool.
+    A tool's legacy names (`bash`, `str_replace_editor`) share its rules."""
+    tool, target = rule_scope(tool_name, arguments, cwd)
+    return Scope(tool, target)
 
 
 @attrs.frozen

@@ -24,9 +24,11 @@ import logging
 import re
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import attrs
+
+from .translate.paths import local_path
+from .translate.text import one_line
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +131,7 @@ def _resource_link_line(block: Any) -> str:
     uri = str(_get(block, "uri") or "")
     name = _get(block, "name") or _get(block, "title") or uri
     details = []
-    path = _local_path(uri)
+    path = local_path(uri)
     if path:
         details.append(f"path: {path}")
     details.append(f"uri: {uri}")
@@ -144,7 +146,7 @@ def _resource_link_line(block: Any) -> str:
         details.append(f"title: {title}")
     description = _get(block, "description")
     if description:
-        details.append(f"description: {_one_line(str(description))}")
+        details.append(f"description: {one_line(str(description))}")
     if path:
         hint = "read it with your tools if you need its content"
     else:
@@ -160,7 +162,7 @@ def _embedded(resource: Any) -> list[TextPart | ImagePart]:
     text = _get(resource, "text")
     if isinstance(text, str):
         attrs_ = [f'uri="{_attr(uri)}"']
-        path = _local_path(uri)
+        path = local_path(uri)
         if path:
             attrs_.append(f'path="{_attr(path)}"')
         if mime:
@@ -172,7 +174,7 @@ def _embedded(resource: Any) -> list[TextPart | ImagePart]:
         if isinstance(mime, str) and mime.startswith("image/") and blob:
             return [TextPart(f"[Attached image: {uri}]"), ImagePart(f"data:{mime};base64,{blob}")]
         size = _b64_size(blob)
-        path = _local_path(uri)
+        path = local_path(uri)
         where = f" (path: {path})" if path else ""
         return [
             TextPart(
@@ -200,21 +202,5 @@ def _size_note(size: int | None) -> str:
     return f", {size} bytes" if size is not None else ""
 
 
-def _local_path(uri: str) -> str | None:
-    if not uri.startswith("file:"):
-        return None
-    parsed = urlparse(uri)
-    path = unquote(parsed.path)
-    if re.match(r"/[A-Za-z]:([/\\]|\Z)", path):
-        path = path[1:]
-    if parsed.netloc and parsed.netloc != "localhost":
-        path = f"//{parsed.netloc}{path}"
-    return path or None
-
-
 def _attr(value: str) -> str:
     return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

@@ -49,7 +49,7 @@ from .model_failures import describe_model_failure
 from .prompt import ImagePart, TextPart, prompt_to_parts
 from .config_options import client_takes_booleans, model_option, stream_option
 from .tool_processes import remove_editor_history, stop_tool_processes
-from .translate import Translator, coalesce
+from .translate import Translator, coalesce, one_line
 from .turn_queue import TurnQueue
 
 log = logging.getLogger(__name__)
@@ -322,7 +322,7 @@ class Session:
             new_effort = await trio.to_thread.run_sync(switch, limiter=self.limiter)
         except Exception as exc:
             log.warning("switching session %s to model %s failed", self.id, choice.id, exc_info=True)
-            raise RequestError(-32603, f"model {choice.id!r} cannot be used: {_one_line(str(exc))[:500]}") from None
+            raise RequestError(-32603, f"model {choice.id!r} cannot be used: {one_line(exc, 500)}") from None
         self.model = choice.id
         self.reasoning_effort = new_effort
 
@@ -801,7 +801,7 @@ class Session:
             message = detail or (str(error) if error is not None else "the agent failed")
             raise RequestError(
                 -32603,
-                f"the agent's turn failed ({code or type(error).__name__}): {_one_line(message)}",
+                f"the agent's turn failed ({code or type(error).__name__}): {one_line(message, 2000)}",
                 {"code": code, "status": str(status.value if hasattr(status, 'value') else status)},
             )
         # PAUSED, STUCK, IDLE: the turn is over without an error.
@@ -864,7 +864,3 @@ def _only_cancelled(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(_only_cancelled(e) for e in exc.exceptions)
     return False
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())[:2000]

@@ -1,0 +1,46 @@
+"""OpenHands SDK events and LLM stream chunks -> ACP `session/update` payloads.
+
+One concern per module, all pure (no trio, no `openhands.*`, no litellm):
+
+* `translator` — the per-session `Translator` (what was streamed, which calls were announced);
+* `tools` — the tool catalog: how each tool looks (title, kind, locations, permission
+  preview, rule scope, result);
+* `args` — a tool call's arguments, streamed (`ArgScanner`) or finished (`tool_arguments`);
+* `results` — a finished tool call's observation as content;
+* `content` — ACP content blocks, and reading the SDK's content duck-typed;
+* `text` — size caps, ANSI stripping, Markdown fences, `one_line`;
+* `paths` — `file://` URIs and paths, POSIX and Windows;
+* `updates` — folding and coalescing lists of updates.
+"""
+
+from __future__ import annotations
+
+from .args import ArgScanner, tool_arguments
+from .content import tool_locations
+from .paths import abs_path, file_uri_to_path, local_path, path_to_file_uri
+from .text import MAX_RAW_STRING_BYTES, MAX_TEXT_BYTES, one_line, strip_ansi
+from .tools import permission_preview, present, rule_scope, tool_family
+from .translator import Translator, conversation_error, message_id
+from .updates import coalesce
+
+__all__ = [
+    "MAX_RAW_STRING_BYTES",
+    "MAX_TEXT_BYTES",
+    "ArgScanner",
+    "Translator",
+    "abs_path",
+    "coalesce",
+    "conversation_error",
+    "file_uri_to_path",
+    "local_path",
+    "message_id",
+    "one_line",
+    "path_to_file_uri",
+    "permission_preview",
+    "present",
+    "rule_scope",
+    "strip_ansi",
+    "tool_arguments",
+    "tool_family",
+    "tool_locations",
+]

@@ -1,0 +1,138 @@
+"""What a finished tool call shows: its observation as ACP tool call content.
+
+One function per kind of result — a terminal's output (fenced, exit code noted), a file
+edit (a diff, with the line it landed on) or view (fenced), a task tracker's plan (an
+`AgentPlanUpdate`), anything else (its text and images). The tool catalog (`tools.py`)
+says which one each tool uses. Pure: no trio, no `openhands.*`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import schema
+from .content import content_item, diff_item, image_block, text_item, text_of
+from .paths import abs_path
+from .text import MAX_TEXT_BYTES, cap_text, fence, strip_ansi, utf8_len
+
+__all__ = ["edit_line", "editor_payload", "generic_payload", "plan_updates", "terminal_payload"]
+
+Locations = list[tuple[str, int | None]]
+
+_PLAN_STATUS = {
+    "todo": "pending",
+    "pending": "pending",
+    "in_progress": "in_progress",
+    "done": "completed",
+    "completed": "completed",
+}
+
+
+def terminal_payload(observation: Any) -> tuple[list | None, Any]:
+    text = strip_ansi(text_of(observation))
+    metadata = getattr(observation, "metadata", None)
+    exit_code = getattr(observation, "exit_code", None)
+    if exit_code is None:
+        exit_code = getattr(metadata, "exit_code", None)
+    timed_out = bool(getattr(observation, "timeout", False))
+    if exit_code == -1 or timed_out:
+        note = "[the command is still running; no exit code yet]"
+    elif isinstance(exit_code, int) and exit_code != 0:
+        note = f"[exit code {exit_code}]"
+    else:
+        note = ""
+    save_dir = getattr(observation, "full_output_save_dir", None)
+    content = None
+    if text.strip():
+        where = save_dir if isinstance(save_dir, str) else None
+        text = cap_text(text, MAX_TEXT_BYTES - 64, where=where)
+        content = [text_item(fence(text, "console") + (f"\n\n{note}" if note else ""))]
+    elif note:
+        content = [text_item(note)]
+    raw_output: dict[str, Any] = {"exit_code": exit_code}
+    if timed_out:
+        raw_output["timed_out"] = True
+    working_dir = getattr(metadata, "working_dir", None)
+    if isinstance(working_dir, str) and working_dir:
+        raw_output["working_dir"] = working_dir
+    return content, raw_output
+
+
+def editor_payload(
+    observation: Any, args: dict[str, Any], cwd: str
+) -> tuple[list | None, Any, Locations | None]:
+    command = getattr(observation, "command", None) or args.get("command")
+    raw_path = getattr(observation, "path", None) or args.get("path")
+    path = abs_path(cwd, raw_path)
+    new = getattr(observation, "new_content", None)
+    old = getattr(observation, "old_content", None)
+    failed = bool(getattr(observation, "is_error", False))
+    if not failed and command != "view" and path and isinstance(new, str):
+        existed = getattr(observation, "prev_exist", True)
+        old_text = old if isinstance(old, str) and existed else None
+        line = edit_line(command, args, new)
+        locations = [(path, line)]
+        size = utf8_len(new) + (utf8_len(old_text) if old_text else 0)
+        if size > MAX_TEXT_BYTES:
+            note = (
+                f"(diff of {path} not shown: {size} bytes is over the "
+                f"{MAX_TEXT_BYTES}-byte limit of one update)\n\n{text_of(observation)}"
+            )
+            return [text_item(cap_text(note))], None, locations
+        return [diff_item(path, old_text, new)], None, locations
+    text = strip_ansi(text_of(observation))
+    if not text.strip():
+        return None, None, None
+    if command == "view" and not failed:
+        return [text_item(fence(cap_text(text, MAX_TEXT_BYTES - 64)))], None, None
+    return [text_item(cap_text(text))], None, None
+
+
+def generic_payload(observation: Any) -> tuple[list | None, Any]:
+    items: list = []
+    texts: list[str] = []
+    for c in getattr(observation, "content", None) or []:
+        text = getattr(c, "text", None)
+        if isinstance(text, str):
+            texts.append(text)
+            continue
+        for url in getattr(c, "image_urls", None) or []:
+            items.append(content_item(image_block(url)))
+    text = "".join(texts)
+    if text.strip():
+        items.insert(0, text_item(cap_text(text)))
+    return items or None, None
+
+
+def plan_updates(observation: Any) -> list[Any]:
+    tasks = getattr(observation, "task_list", None)
+    command = getattr(observation, "command", None)
+    if tasks is None or getattr(observation, "is_error", False):
+        return []
+    if not tasks and command != "plan":
+        return []
+    entries = [
+        schema.PlanEntry(
+            content=str(getattr(t, "title", "") or ""),
+            priority="medium",
+            status=_PLAN_STATUS.get(str(getattr(t, "status", "todo")), "pending"),
+        )
+        for t in tasks
+    ]
+    return [schema.AgentPlanUpdate(entries=entries)]
+
+
+def edit_line(command: Any, args: dict[str, Any], new: str) -> int | None:
+    """1-based line where an edit landed, when the arguments tell."""
+    if command == "insert":
+        insert_line = args.get("insert_line")
+        return insert_line + 1 if isinstance(insert_line, int) and insert_line >= 0 else None
+    if command == "str_replace":
+        new_str = args.get("new_str")
+        if isinstance(new_str, str) and new_str:
+            at = new.find(new_str)
+            if at >= 0:
+                return new.count("\n", 0, at) + 1
+    if command == "create":
+        return 1
+    return None

@@ -1,0 +1,673 @@
+"""OpenHands SDK events and LLM stream chunks -> ACP `session/update` payloads.
+
+Pure: no trio, no `openhands.*`, no litellm. SDK events and litellm `ModelResponseStream`
+chunks are duck-typed (dispatch on `type(obj).__name__` along the MRO, then attributes), so
+this module can be imported and tested without the 10 s SDK import.
+
+One `Translator` per ACP session. It remembers what was streamed (per LLM response) and
+which tool calls the client has been told about, so the durable SDK events that follow a
+stream never repeat text and never update a tool call the client has not seen.
+
+Decisions (see also the report in the commit that added this module):
+
+* Message ids (`messageId`): the ACP schema only says "unique identifier for a message within a
+  session" (the message-id RFD suggests UUIDs), so every id is a UUID5 in a fixed namespace.
+  Derived from the LLM response id: the visible text of one response is one message
+  (`<rid>/message`), its reasoning another (`<rid>/thought`): a thought and a reply are
+  different messages, so they never share an id. The `finish` tool's message and the `think`
+  tool's thought are messages of their own, keyed by tool call id. Live streaming, the
+  durable events and `replay` all derive the same ids.
+* Streaming: text/reasoning deltas go out as they come. A tool call is announced
+  (`tool_call`, status pending) once its id and name are known; afterwards an update is sent
+  only when a title-relevant argument (`command`, `path`, `view_range`, ...) has been
+  completely received and changes title/kind/locations: never one update per fragment.
+  Arguments are scanned incrementally (linear in their length). `finish` and `think` are not
+  tool calls for the client: their `message`/`thought` argument is streamed as message /
+  thought text as it arrives.
+* The durable events then only add what was not streamed (the remainder when the streamed
+  text is a prefix of the final one; nothing when they disagree, to never duplicate).
+  An event is matched to its stream by `llm_response_id` (== chunk id on the Chat Completions
+  path) and, failing that, by equal text with the latest unmatched stream.
+* Quiet: PauseEvent / InterruptEvent (the client asked for it and gets stopReason
+  `cancelled`), ConversationErrorEvent (the session turns it into a JSON-RPC error, see
+  `conversation_error`), SystemPromptEvent, SecurityAnalysisEvent, TokenEvent,
+  LLMCompletionLogEvent, HookExecutionEvent, state/streaming-delta events, and anything
+  unknown (logged at debug). Condensation -> one short thought line.
+* Compactions, for a client that advertised `session.compaction` (`compaction=True`): a
+  CondensationRequest opens one (`compaction_update` in_progress, id = the request's event
+  id); the Condensation completes it with the summary (a Condensation nobody requested, i.e.
+  an automatic one, is one completed update under its own id); a ConversationErrorEvent
+  fails it and an InterruptEvent cancels it. Replay sends completed compactions only.
+* Large payloads: the text of one content block is capped at `MAX_TEXT_BYTES` (UTF-8), keeping
+  head and tail around an explicit note saying how much was cut (and, for the terminal, the
+  directory where the SDK keeps full outputs). Strings inside rawInput/rawOutput are capped at
+  `MAX_RAW_STRING_BYTES`. A diff larger than the cap is replaced by a note.
+* Terminal output and file views are sent as text content inside a Markdown code fence
+  (clients render text content as Markdown), with ANSI escape sequences stripped.
+
+What each tool looks like (title, kind, locations, result) comes from the tool catalog
+(`tools.py`); arguments are parsed by `args.py`, text capped by `text.py`, content built by
+`content.py`, results by `results.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from ... import schema
+from .args import ArgScanner, tool_arguments
+from .content import (
+    class_names,
+    image_block,
+    is_a,
+    location,
+    reasoning_of,
+    text_block,
+    text_item,
+)
+from .text import MAX_RAW_STRING_BYTES, cap_json, cap_text
+from .tools import Presentation, lookup, present, spec_for_result, text_tool
+from .updates import coalesce, fold_tool_calls
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Translator", "coalesce", "conversation_error", "message_id"]
+
+SessionUpdate = Any
+
+# Fixed namespace for every message id this module derives (uuid5).
+_ID_NAMESPACE = uuid.UUID("5d0c8f64-8a1e-4c1b-9a57-3b0a2f6de1a4")
+
+
+def message_id(key: str, part: str) -> str:
+    """A stable UUID-formatted ACP messageId for `part` ("message", "thought", ...) of `key`."""
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{part}\x1f{key}"))
+
+
+def conversation_error(event: Any) -> tuple[str, str] | None:
+    """(code, detail) of a ConversationErrorEvent, None for any other event."""
+    if not is_a(event, "ConversationErrorEvent"):
+        return None
+    return str(getattr(event, "code", "") or ""), str(getattr(event, "detail", "") or "")
+
+
+# --------------------------------------------------------------------------------------
+# small helpers
+
+
+# --------------------------------------------------------------------------------------
+# translator state
+
+
+@attrs.define
+class _Stream:
+    """What was streamed for one LLM response."""
+
+    rid: str
+    text: list[str] = attrs.Factory(list)
+    thought: list[str] = attrs.Factory(list)
+    claimed: bool = False
+
+    def streamed(self, part: str) -> str:
+        return "".join(self.text if part == "message" else self.thought)
+
+
+@attrs.define
+class _PendingCall:
+    """A tool call whose arguments are being streamed, keyed by (response id, index)."""
+
+    rid: str
+    index: int
+    id: str | None = None
+    name: str | None = None
+    scanner: ArgScanner = attrs.Factory(ArgScanner)
+    opened: bool = False
+
+
+@attrs.define
+class _Call:
+    """A tool call as the client knows it, keyed by tool call id."""
+
+    tool_call_id: str
+    tool_name: str
+    announced: bool = False
+    finished: bool = False
+    special: str | None = None  # "finish" / "think": shown as text, not as a tool call
+    special_text: list[str] = attrs.Factory(list)  # finish/think text already streamed
+    presentation: tuple[str, str, tuple[tuple[str, int | None], ...]] | None = None
+    args: dict[str, Any] | None = None  # kept until the call finishes
+
+
+# The `finish` and `think` tools are not tool calls for the client.
+# Events that produce nothing, without a debug line each.
+_QUIET_EVENTS = {
+    "SystemPromptEvent",
+    "SecurityAnalysisEvent",
+    "TokenEvent",
+    "LLMCompletionLogEvent",
+    "HookExecutionEvent",
+    "PauseEvent",
+    "ConversationStateUpdateEvent",
+    "StreamingDeltaEvent",
+}
+_MAX_STREAMS = 32
+
+
+class Translator:
+    """One per ACP session; stateful (what was streamed, which tool calls were announced).
+
+    `token(chunk)` for each litellm stream chunk, `event(event)` for each SDK event, in the
+    order the SDK produced them; `replay(events)` for a whole history (session/load).
+    Each returns a list of schema session updates (possibly empty). Never raises on input
+    it does not understand.
+    """
+
+    def __init__(
+        self, cwd: str, *, is_dir: Callable[[str], bool] | None = None, compaction: bool = False
+    ) -> None:
+        self.cwd = cwd
+        # Condensations as `compaction_update`s (the client advertised session.compaction)
+        # rather than thought notes.
+        self.compaction = compaction
+        self._open_compaction: str | None = None
+        # The status an action gets when the SDK produces it: "in_progress" when it runs
+        # at once; "pending" when it may wait for the user's permission first (the session
+        # then marks it in_progress once allowed).
+        self.action_status = "in_progress"
+        self._is_dir = is_dir if is_dir is not None else os.path.isdir
+        self._replaying = False
+        self._streams: OrderedDict[str, _Stream] = OrderedDict()
+        self._pending: dict[tuple[str, int], _PendingCall] = {}
+        self._calls: dict[str, _Call] = {}
+
+    # ---------------------------------------------------------------- streaming
+
+    def token(self, chunk: Any) -> list[SessionUpdate]:
+        """Updates for one litellm `ModelResponseStream` chunk (or a bare text delta)."""
+        if isinstance(chunk, str):
+            return self._text_delta("bare-text-stream", chunk, "message") if chunk else []
+        rid = getattr(chunk, "id", None) or "unidentified-response"
+        out: list[SessionUpdate] = []
+        for choice in getattr(chunk, "choices", None) or []:
+            if (getattr(choice, "index", 0) or 0) != 0:
+                continue  # the SDK only uses the first choice
+            delta = getattr(choice, "delta", None)
+            if delta is None:
+                continue
+            reasoning = getattr(delta, "reasoning_content", None)
+            if isinstance(reasoning, str) and reasoning:
+                out += self._text_delta(rid, reasoning, "thought")
+            content = getattr(delta, "content", None)
+            if isinstance(content, str) and content:
+                out += self._text_delta(rid, content, "message")
+            for pos, tool_call in enumerate(getattr(delta, "tool_calls", None) or []):
+                out += self._tool_call_delta(rid, pos, tool_call)
+        return out
+
+    def _stream(self, rid: str) -> _Stream:
+        stream = self._streams.get(rid)
+        if stream is None:
+            stream = self._streams[rid] = _Stream(rid)
+            while len(self._streams) > _MAX_STREAMS:
+                self._streams.popitem(last=False)
+        return stream
+
+    def _text_delta(self, rid: str, text: str, part: str) -> list[SessionUpdate]:
+        stream = self._stream(rid)
+        (stream.text if part == "message" else stream.thought).append(text)
+        return [self._chunk(part, text, message_id(rid, part))]
+
+    @staticmethod
+    def _chunk(part: str, text: str, mid: str) -> SessionUpdate:
+        cls = schema.AgentMessageChunk if part == "message" else schema.AgentThoughtChunk
+        return cls(content=text_block(text), message_id=mid)
+
+    def _tool_call_delta(self, rid: str, pos: int, tool_call: Any) -> list[SessionUpdate]:
+        index = getattr(tool_call, "index", None)
+        if not isinstance(index, int):
+            index = pos
+        key = (rid, index)
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = self._pending[key] = _PendingCall(rid, index)
+        call_id = getattr(tool_call, "id", None)
+        if call_id and pending.id is None:
+            pending.id = str(call_id)
+        function = getattr(tool_call, "function", None)
+        name = getattr(function, "name", None) if function is not None else None
+        if name and pending.name is None:
+            pending.name = str(name)
+        args = getattr(function, "arguments", None) if function is not None else None
+        completed: list[str] = []
+        pieces: dict[str, str] = {}
+        if isinstance(args, str) and args:
+            completed, pieces = pending.scanner.feed(args)
+
+        if not pending.opened:
+            if pending.id is None or pending.name is None:
+                return []
+            pending.opened = True
+            return self._open_streamed_call(pending)
+        call = self._calls.get(pending.id or "")
+        if call is None or call.finished:
+            return []
+        if call.special is not None:
+            text = pieces.get(lookup(call.special).text_arg or "")
+            return self._special_text(call, text) if text else []
+        if call.announced and not lookup(call.tool_name).title_args.isdisjoint(completed):
+            presentation = self._present(call.tool_name, pending.scanner.fields, None)
+            if presentation != call.presentation:
+                return [self._presentation_update(call, presentation)]
+        return []
+
+    def _open_streamed_call(self, pending: _PendingCall) -> list[SessionUpdate]:
+        assert pending.id is not None and pending.name is not None
+        call = self._calls.get(pending.id)
+        if call is not None:  # already known (a repeated id): leave it alone
+            return []
+        call = self._calls[pending.id] = _Call(pending.id, pending.name)
+        text_arg = lookup(pending.name).text_arg
+        if text_arg is not None:
+            call.special = pending.name
+            text = pending.scanner.value_so_far(text_arg)
+            return self._special_text(call, text) if text else []
+        fields = pending.scanner.fields
+        presentation = self._present(pending.name, fields, None)
+        call.announced = True
+        call.presentation = presentation
+        title, kind, locations = presentation
+        return [
+            schema.ToolCallStart(
+                tool_call_id=pending.id,
+                title=title,
+                kind=kind,
+                name=pending.name,
+                status="pending",
+                locations=[location(p, line) for p, line in locations] or None,
+                raw_input=cap_json(dict(fields)),
+            )
+        ]
+
+    def _special_text(self, call: _Call, text: str) -> list[SessionUpdate]:
+        call.special_text.append(text)
+        part = "message" if call.special == "finish" else "thought"
+        return [self._chunk(part, text, message_id(call.tool_call_id, call.special or ""))]
+
+    def _presentation_update(self, call: _Call, presentation: tuple) -> SessionUpdate:
+        title, kind, locations = presentation
+        had_locations = bool(call.presentation and call.presentation[2])
+        call.presentation = presentation
+        return schema.ToolCallProgress(
+            tool_call_id=call.tool_call_id,
+            title=title,
+            kind=kind,
+            locations=[location(p, line) for p, line in locations]
+            if (locations or had_locations)
+            else None,
+        )
+
+    # ---------------------------------------------------------------- events
+
+    def event(self, event: Any) -> list[SessionUpdate]:
+        """Updates for one SDK event (live: text already streamed is not repeated)."""
+        for name in class_names(event):
+            handler = _HANDLERS.get(name)
+            if handler is not None:
+                return handler(self, event)
+            if name in _QUIET_EVENTS:
+                return []
+        log.debug("no ACP update for SDK event %s", type(event).__name__)
+        return []
+
+    def replay(self, events: Iterable[Any]) -> list[SessionUpdate]:
+        """The whole history for session/load: user messages as user_message_chunk, the rest
+        as live but without streaming state; one `tool_call` per tool call carrying its final
+        state (pending if it never ran). Afterwards this translator knows the replayed tool
+        calls, so live events about them become updates."""
+        fresh = Translator(self.cwd, is_dir=self._is_dir, compaction=self.compaction)
+        fresh._replaying = True
+        out: list[SessionUpdate] = []
+        for event in events:
+            try:
+                out += fresh.event(event)
+            except Exception:
+                log.exception("replaying SDK event %s failed", type(event).__name__)
+        for call_id, call in fresh._calls.items():
+            self._calls.setdefault(call_id, call)
+        return fold_tool_calls(out)
+
+    def fail_open_tool_calls(self, reason: str = "Interrupted.") -> list[SessionUpdate]:
+        """`failed` updates for every announced tool call that never finished (e.g. after a
+        cancelled turn whose stream was cut before the SDK produced the action); forgets
+        half-streamed calls."""
+        out: list[SessionUpdate] = []
+        for call in self._calls.values():
+            if call.announced and not call.finished:
+                call.finished = True
+                call.args = None
+                out.append(
+                    schema.ToolCallProgress(
+                        tool_call_id=call.tool_call_id,
+                        status="failed",
+                        content=[text_item(reason)] if reason else None,
+                    )
+                )
+        self._pending.clear()
+        out += self.end_compaction("failed", reason or None)
+        return out
+
+    def end_compaction(self, status: str, error: str | None = None) -> list[SessionUpdate]:
+        """Close the compaction in progress, if any, with `status` ("failed", "cancelled")."""
+        cid, self._open_compaction = self._open_compaction, None
+        if cid is None or not self.compaction or self._replaying:
+            return []
+        return [schema.CompactionUpdate(compaction_id=cid, status=status, error=error)]
+
+    # -- text of events --------------------------------------------------------------
+
+    def _claim_stream(self, rid: str | None, text: str, thought: str) -> _Stream | None:
+        if self._replaying:
+            return None
+        stream = self._streams.get(rid) if rid else None
+        if stream is None:
+            # Not streamed under this id (e.g. Responses API item ids): match by content.
+            for candidate in reversed(self._streams.values()):
+                if candidate.claimed:
+                    continue
+                if (text and candidate.streamed("message") == text) or (
+                    thought and candidate.streamed("thought") == thought
+                ):
+                    stream = candidate
+                    break
+        if stream is not None:
+            stream.claimed = True
+        return stream
+
+    def _final_text(
+        self, stream: _Stream | None, key: str, final: str, part: str
+    ) -> list[SessionUpdate]:
+        """What is left to send of the final `part` text of a response."""
+        if not final:
+            return []
+        streamed = stream.streamed(part) if stream is not None else ""
+        mid = message_id(stream.rid if stream is not None else key, part)
+        if not streamed:
+            return [self._chunk(part, final, mid)]
+        if final == streamed:
+            return []
+        if final.startswith(streamed):
+            return [self._chunk(part, final[len(streamed) :], mid)]
+        log.debug("streamed %s differs from the final one; not repeating it", part)
+        return []
+
+    def _response_text(self, rid: str | None, key: str, text: str, thought: str) -> list:
+        stream = self._claim_stream(rid, text, thought)
+        return self._final_text(stream, key, thought, "thought") + self._final_text(
+            stream, key, text, "message"
+        )
+
+    # -- handlers ----------------------------------------------------------------------
+
+    def _on_message(self, event: Any) -> list[SessionUpdate]:
+        message = getattr(event, "llm_message", None)
+        role = getattr(message, "role", None)
+        source = getattr(event, "source", None)
+        contents = list(getattr(message, "content", None) or [])
+        if role == "user" or source == "user":
+            if not self._replaying:
+                return []  # the client sent it
+            return self._user_chunks(event, contents)
+        if role != "assistant" and source != "agent":
+            return []
+        rid = getattr(event, "llm_response_id", None)
+        key = rid or str(getattr(event, "id", ""))
+        text = "".join(c.text for c in contents if isinstance(getattr(c, "text", None), str))
+        out = self._response_text(rid, key, text, reasoning_of(message))
+        for c in contents:
+            for url in getattr(c, "image_urls", None) or []:
+                out.append(
+                    schema.AgentMessageChunk(
+                        content=image_block(url), message_id=message_id(key, "message")
+                    )
+                )
+        return out
+
+    def _user_chunks(self, event: Any, contents: list) -> list[SessionUpdate]:
+        event_id = str(getattr(event, "id", ""))
+        try:
+            mid = str(uuid.UUID(event_id))
+        except ValueError:
+            mid = message_id(event_id, "user")
+        out: list[SessionUpdate] = []
+        for c in contents:
+            text = getattr(c, "text", None)
+            if isinstance(text, str):
+                if text:
+                    out.append(schema.UserMessageChunk(content=text_block(text), message_id=mid))
+                continue
+            for url in getattr(c, "image_urls", None) or []:
+                out.append(schema.UserMessageChunk(content=image_block(url), message_id=mid))
+        return out
+
+    def _on_action(self, event: Any) -> list[SessionUpdate]:
+        rid = getattr(event, "llm_response_id", None)
+        key = rid or str(getattr(event, "id", ""))
+        thought = "".join(
+            t.text
+            for t in (getattr(event, "thought", None) or [])
+            if isinstance(getattr(t, "text", None), str)
+        )
+        out = self._response_text(rid, key, thought, reasoning_of(event))
+
+        call_id = str(getattr(event, "tool_call_id", "") or "")
+        tool = str(getattr(event, "tool_name", "") or "")
+        action = getattr(event, "action", None)
+        # The response is complete once its actions arrive: forget its streamed calls.
+        for k in [k for k, p in self._pending.items() if p.id == call_id or p.rid == rid]:
+            del self._pending[k]
+        call = self._calls.get(call_id)
+
+        spec = text_tool(tool, class_names(action)) if action is not None else None
+        if spec is not None:
+            special = spec.name
+            assert spec.text_arg is not None
+            final = getattr(action, spec.text_arg, None)
+            final = final if isinstance(final, str) else ""
+            if call is None:
+                call = self._calls[call_id] = _Call(call_id, tool)
+            part = "message" if special == "finish" else "thought"
+            streamed = "".join(call.special_text)
+            mid = message_id(call_id, special)
+            if not streamed and final:
+                out.append(self._chunk(part, final, mid))
+            elif final != streamed and final.startswith(streamed):
+                out.append(self._chunk(part, final[len(streamed) :], mid))
+            if call.announced and not call.finished:  # streamed under another name
+                out.append(schema.ToolCallProgress(tool_call_id=call_id, status="completed"))
+            call.special = special
+            call.finished = True
+            return out
+
+        args = tool_arguments(event)
+        presentation = self._present(tool, args, getattr(event, "summary", None))
+        title, kind, locations = presentation
+        status = "pending" if self._replaying else self.action_status
+        if call is not None and call.announced and not call.finished:
+            had_locations = bool(call.presentation and call.presentation[2])
+            out.append(
+                schema.ToolCallProgress(
+                    tool_call_id=call_id,
+                    title=title,
+                    kind=kind,
+                    name=tool if tool != call.tool_name else None,
+                    status=status,
+                    locations=[location(p, line) for p, line in locations]
+                    if (locations or had_locations)
+                    else None,
+                    raw_input=cap_json(args),
+                )
+            )
+            call.tool_name = tool
+        else:
+            call = self._calls[call_id] = _Call(call_id, tool, announced=True)
+            out.append(
+                schema.ToolCallStart(
+                    tool_call_id=call_id,
+                    title=title,
+                    kind=kind,
+                    name=tool or None,
+                    status=status,
+                    locations=[location(p, line) for p, line in locations] or None,
+                    raw_input=cap_json(args),
+                )
+            )
+        call.presentation = presentation
+        call.args = args
+        return out
+
+    def _on_observation(self, event: Any) -> list[SessionUpdate]:
+        call_id = str(getattr(event, "tool_call_id", "") or "")
+        tool = str(getattr(event, "tool_name", "") or "")
+        observation = getattr(event, "observation", None)
+        call = self._calls.get(call_id)
+        if observation is None or lookup(tool).text_arg is not None:
+            return []
+        if call is not None and call.special is not None:
+            return []
+        if text_tool("", class_names(observation)) is not None:
+            return []
+        failed = bool(getattr(observation, "is_error", False))
+        args = (call.args if call is not None else None) or {}
+        rendered = spec_for_result(tool, class_names(observation)).result(observation, args, self.cwd)
+        content, raw_output = rendered.content, rendered.raw_output
+        locations, extra = rendered.locations, rendered.extra
+        status = "failed" if failed else "completed"
+        return [self._complete(call_id, tool, call, status, content, raw_output, locations)] + extra
+
+    def _on_agent_error(self, event: Any) -> list[SessionUpdate]:
+        error = str(getattr(event, "error", "") or "The tool call failed.")
+        call_id = str(getattr(event, "tool_call_id", "") or "")
+        tool = str(getattr(event, "tool_name", "") or "")
+        call = self._calls.get(call_id)
+        if call is not None and call.special is not None and not call.announced:
+            # A finish/think call that failed (bad arguments): it is a tool call after all.
+            call.special = None
+        content = [text_item(cap_text(error))]
+        return [self._complete(call_id, tool, call, "failed", content, None, None)]
+
+    def _on_reject(self, event: Any) -> list[SessionUpdate]:
+        reason = str(getattr(event, "rejection_reason", "") or "Rejected.")
+        source = getattr(event, "rejection_source", "user")
+        text = f"Blocked by a hook: {reason}" if source == "hook" else f"Rejected: {reason}"
+        call_id = str(getattr(event, "tool_call_id", "") or "")
+        tool = str(getattr(event, "tool_name", "") or "")
+        call = self._calls.get(call_id)
+        if call is not None and call.special is not None and not call.announced:
+            call.special = None
+        return [self._complete(call_id, tool, call, "failed", [text_item(text)], None, None)]
+
+    def _on_condensation_request(self, event: Any) -> list[SessionUpdate]:
+        if not self.compaction:
+            return []
+        cid = self._open_compaction = str(getattr(event, "id", "") or uuid.uuid4())
+        if self._replaying:
+            return []  # only its outcome is history
+        return [schema.CompactionUpdate(compaction_id=cid, status="in_progress")]
+
+    def _on_conversation_error(self, event: Any) -> list[SessionUpdate]:
+        # The turn's error itself goes out as the prompt's JSON-RPC error (see session.py).
+        detail = str(getattr(event, "detail", "") or getattr(event, "code", "") or "")
+        return self.end_compaction("failed", cap_text(detail, MAX_RAW_STRING_BYTES) or None)
+
+    def _on_interrupt(self, event: Any) -> list[SessionUpdate]:
+        return self.end_compaction("cancelled")
+
+    def _on_condensation(self, event: Any) -> list[SessionUpdate]:
+        if self.compaction:
+            cid, self._open_compaction = self._open_compaction, None
+            summary = getattr(event, "summary", None)
+            text = cap_text(summary) if isinstance(summary, str) and summary else None
+            return [
+                schema.CompactionUpdate(
+                    compaction_id=cid or str(getattr(event, "id", "") or uuid.uuid4()),
+                    status="completed",
+                    summary=[text_block(text)] if text else None,
+                )
+            ]
+        forgotten = getattr(event, "forgotten_event_ids", None)
+        if is_a(event, "Condensation") and forgotten is not None:
+            text = f"(conversation condensed: {len(forgotten)} events summarized)"
+        else:
+            text = "(conversation condensed)"
+        mid = message_id(str(getattr(event, "id", "")), "condensation")
+        return [self._chunk("thought", text, mid)]
+
+    # -- tool call completion -------------------------------------------------------------
+
+    def _complete(
+        self,
+        call_id: str,
+        tool: str,
+        call: _Call | None,
+        status: str,
+        content: list | None,
+        raw_output: Any,
+        locations: list[tuple[str, int | None]] | None,
+    ) -> SessionUpdate:
+        loc_objs = [location(p, line) for p, line in locations] if locations else None
+        if call is not None and call.announced:
+            call.finished = True
+            call.args = None
+            return schema.ToolCallProgress(
+                tool_call_id=call_id,
+                status=status,
+                content=content,
+                locations=loc_objs,
+                raw_output=raw_output,
+            )
+        # Never announced (history starting mid-way, or a call the SDK rejected before
+        # making an action): one tool_call carrying the final state.
+        args = call.args if call is not None and call.args else {}
+        title, kind, presented = self._present(tool or "tool", args, None)
+        if call is None:
+            call = self._calls[call_id] = _Call(call_id, tool)
+        call.announced = True
+        call.finished = True
+        call.args = None
+        return schema.ToolCallStart(
+            tool_call_id=call_id,
+            title=title,
+            kind=kind,
+            name=tool or None,
+            status=status,
+            content=content,
+            locations=loc_objs or [location(p, line) for p, line in presented] or None,
+            raw_input=cap_json(args) if args else None,
+            raw_output=raw_output,
+        )
+
+    # -- presentation -----------------------------------------------------------------------
+
+    def _present(self, tool: str, args: dict[str, Any], summary: str | None) -> Presentation:
+        return present(tool, args, summary, cwd=self.cwd, is_dir=self._is_dir)
+
+
+_HANDLERS: dict[str, Callable[[Translator, Any], list]] = {
+    "MessageEvent": Translator._on_message,
+    "ActionEvent": Translator._on_action,
+    "ObservationEvent": Translator._on_observation,
+    "AgentErrorEvent": Translator._on_agent_error,
+    "UserRejectObservation": Translator._on_reject,
+    "Condensation": Translator._on_condensation,
+    "CondensationSummaryEvent": Translator._on_condensation,
+    "CondensationRequest": Translator._on_condensation_request,
+    "ConversationErrorEvent": Translator._on_conversation_error,
+    "InterruptEvent": Translator._on_interrupt,
+}
