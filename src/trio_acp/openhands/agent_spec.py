@@ -146,7 +146,7 @@ def build_session_agent(sdk: SimpleNamespace, llm: Any, setup: SessionSetup, bui
     return sdk.Agent(
         llm=llm,
         tools=session_tools(sdk, setup.stored_tools),
-        mcp_config={"mcpServers": servers} if servers else {},
+        mcp_config=servers,
         condenser=condenser(sdk, llm, setup, build_llm),
         agent_context=agent_context(setup),
     )
