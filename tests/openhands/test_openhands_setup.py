@@ -261,3 +261,69 @@ def test_a_stored_conversations_tools_are_kept_and_its_terminal_is_ours():
 
     assert "task_tool_set" in list_registered_tools()
     assert [t.name for t in session_tools(sdk, None)] == ["terminal", "file_editor", "task_tracker"]
+
+
+# -- MCP servers over http and sse, from the client ------------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _serve_shout(nursery, transport: str) -> tuple[str, trio.Process]:
+    port = _free_port()
+    env = dict(os.environ, SHOUT_SUFFIX=f" via {transport}")
+    proc = await nursery.start(
+        lambda task_status: trio.run_process(
+            [sys.executable, str(SHOUT), transport, str(port)], env=env, task_status=task_status, check=False
+        )
+    )
+    path = "/mcp" if transport == "http" else "/sse"
+    with trio.fail_after(30):
+        while True:
+            try:
+                stream = await trio.open_tcp_stream("127.0.0.1", port)
+            except OSError:
+                await trio.sleep(0.1)
+                continue
+            await stream.aclose()
+            break
+    return f"http://127.0.0.1:{port}{path}", proc
+
+
+async def test_http_and_sse_mcp_servers_from_the_client_become_tools(llm, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_")}
+    from trio_acp.testing import scripted_env
+
+    env.update(scripted_env(llm.base_url))
+    env.update(
+        HOME=str(tmp_path),
+        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
+        TRIO_ACP_DEFAULT_MODE="always-approve",
+        TRIO_ACP_PUBLIC_SKILLS="0",
+        LLM_NUM_RETRIES="1",
+    )
+    client = Client()
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            servers = {t: await _serve_shout(nursery, t) for t in ("http", "sse")}
+            async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+                async with open_in_memory_pair(agent, client) as (_, conn):
+                    init = await conn.agent.initialize(protocol_version=1)
+                    caps = init.agent_capabilities.mcp_capabilities
+                    assert caps.http and caps.sse
+                    for transport, (url, _) in servers.items():
+                        cls = schema.McpServerHttp if transport == "http" else schema.McpServerSse
+                        mcp = cls(name=f"shout-{transport}", url=url, headers=[schema.HttpHeader(name="X-Test", value="1")])
+                        sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[mcp])).session_id
+                        r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("mcp-shout")))
+                        assert r.stop_reason == "end_turn"
+            for _, proc in servers.values():
+                proc.kill()
+    outputs = json.dumps([schema.to_wire(u) for u in client.updates])
+    assert "FROM THE CLI'S MCP.JSON via http" in outputs
+    assert "FROM THE CLI'S MCP.JSON via sse" in outputs

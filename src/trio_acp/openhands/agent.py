@@ -95,7 +95,7 @@ class OpenHandsAgent:
                 prompt_capabilities=schema.PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
-                mcp_capabilities=schema.McpCapabilities(http=False, sse=False),
+                mcp_capabilities=schema.McpCapabilities(http=True, sse=True),
                 # A prompt sent while a turn runs is queued (FIFO), not refused; clients
                 # read this under Claude Code's key, the de-facto convention.
                 meta={"claudeCode": {"promptQueueing": True}, "trioAcp": {"promptQueueing": "fifo"}},
@@ -553,7 +553,10 @@ class RetryRelay:
 
 
 def mcp_config(servers: list[Any]) -> dict[str, Any]:
-    """ACP stdio MCP servers → the SDK's `mcp_config` (server name → command, args, env)."""
+    """ACP MCP servers → the SDK's `mcp_config` entries (server name → its settings).
+
+    stdio servers become a command the SDK starts; http and sse servers a URL it connects
+    to, with the client's headers (both advertised in `mcpCapabilities`)."""
     out: dict[str, Any] = {}
     for server in servers:
         if isinstance(server, schema.McpServerStdio):
@@ -561,6 +564,12 @@ def mcp_config(servers: list[Any]) -> dict[str, Any]:
                 "command": server.command,
                 "args": list(server.args or []),
                 "env": {e.name: e.value for e in (server.env or [])},
+            }
+        elif isinstance(server, schema.McpServerHttp | schema.McpServerSse):
+            out[server.name] = {
+                "url": server.url,
+                "transport": "http" if isinstance(server, schema.McpServerHttp) else "sse",
+                "headers": {h.name: h.value for h in (server.headers or [])},
             }
     return out
 
