@@ -160,6 +160,10 @@ def _project(tmp_path: Path) -> Path:
     project = tmp_path / "project"
     (project / ".openhands").mkdir(parents=True)
     (project / "AGENTS.md").write_text("# House rules\n\nAlways answer like a heron-7731.\n")
+    (project / ".openhands" / "skills").mkdir()
+    (project / ".openhands" / "skills" / "egret.md").write_text(
+        "---\nname: egret-facts\ndescription: Facts about egrets.\ntriggers:\n- egret\n---\nEgrets nest in colonies (skill-5521).\n"
+    )
     log = tmp_path / "post-hook.log"
     hooks = {
         "PreToolUse": [
@@ -226,6 +230,15 @@ async def test_a_session_on_the_cli_files_has_their_model_mcp_skills_and_hooks(l
                     session_id=sid, prompt=_text(scenario_prompt("terminal", command="echo allowed-ran"))
                 )
                 assert r.stop_reason == "end_turn"
+                keyword = len(llm.requests)
+                r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "what about an egret?")))
+                assert r.stop_reason == "end_turn"
+                keyword_request = llm.requests[keyword]
+                turns = list(client.updates)
+                client.updates.clear()
+                r = await conn.agent.prompt(session_id=sid, prompt=_text("/skills"))
+                skills_reply = json.dumps([schema.to_wire(u) for u in client.updates])
+                client.updates[:0] = turns
 
     # The model: the CLI's file, streaming (the CLI writes `"stream": false`, the SDK's default).
     assert request.body["model"] == "scripted" or request.body["model"].endswith("scripted")
@@ -243,6 +256,11 @@ async def test_a_session_on_the_cli_files_has_their_model_mcp_skills_and_hooks(l
     ]
     assert any("no forbidden commands here" in json.dumps(schema.to_wire(u)) for u in failed), failed
     assert not blocked_marker.exists()
+    # A keyword skill of the project's .openhands/skills: in context when its word comes up.
+    assert "skill-5521" not in system and "egret-facts" in system  # listed, not inlined
+    assert "skill-5521" in json.dumps(keyword_request.messages[-1])
+    # /skills lists what was loaded.
+    assert "egret-facts" in skills_reply and "egret" in skills_reply and "Always in context" in skills_reply
     # The logging hook saw the tool calls that ran.
     logged = (tmp_path / "post-hook.log").read_text()
     assert "allowed-ran" in logged and "forbidden" not in logged
