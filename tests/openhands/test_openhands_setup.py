@@ -345,3 +345,44 @@ async def test_http_and_sse_mcp_servers_from_the_client_become_tools(llm, tmp_pa
     outputs = json.dumps([schema.to_wire(u) for u in client.updates])
     assert "FROM THE CLI'S MCP.JSON via http" in outputs
     assert "FROM THE CLI'S MCP.JSON via sse" in outputs
+
+
+# -- a conversation the OpenHands CLI made ---------------------------------------------------------
+
+
+async def test_a_conversation_made_by_the_cli_lists_loads_and_continues_with_its_tools(llm, tmp_path):
+    home = _cli_home(tmp_path, llm.base_url)
+    (home / "mcp.json").unlink()
+    shutil.copytree(CLI_FILES / "conversations", home / "conversations")
+    sid = "bb8467cc-7d03-476c-a0d2-82587783ceee"
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_")}
+    env.update(
+        HOME=str(tmp_path),
+        OPENHANDS_PERSISTENCE_DIR=str(home),
+        TRIO_ACP_DEFAULT_MODE="always-approve",
+        TRIO_ACP_PUBLIC_SKILLS="0",
+    )
+    client = Client()
+    with trio.fail_after(120):
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_in_memory_pair(agent, client) as (_, conn):
+                await conn.agent.initialize(protocol_version=1)
+                listed = (await conn.agent.list_sessions()).sessions
+                assert [s.session_id for s in listed] == [sid]
+                assert "make a hello file" in (listed[0].title or "")
+                await conn.agent.load_session(session_id=sid, cwd=str(work), mcp_servers=[])
+                replay = json.dumps([schema.to_wire(u) for u in client.updates])
+                assert "make a hello file" in replay  # the user's message
+                assert "Demo complete" in replay  # the agent's finish
+                kinds = {u.get("sessionUpdate") for u in json.loads(replay)}
+                assert {"user_message_chunk", "tool_call", "plan"} <= kinds, kinds
+                first = len(llm.requests)
+                r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "and now?")))
+                assert r.stop_reason == "end_turn"
+    # It continues with the tools the CLI gave it, the sub-agent tool set included.
+    tools = [t["function"]["name"] for t in llm.requests[first].body.get("tools", [])]
+    assert {"terminal", "file_editor", "task_tracker", "task"} <= set(tools), tools
+    history = json.dumps(llm.requests[first].messages)
+    assert "make a hello file" in history and "and now?" in history
