@@ -21,6 +21,7 @@ from ..schema import unstable
 from ..credentials import SecretValues, secret_values
 from ..rpc import RequestError, after_response, current_request_id
 from . import commands
+from .agent_spec import build_session_agent, hook_config
 from .damage import find_damage
 from .errors import SEE_LOG, describe, explained
 from .models import model_choices
@@ -29,6 +30,7 @@ from .session import Session
 from .settings import Settings, SettingsError, load_settings
 from .store import RULES_FILE, DeleteError, SessionStore, parse_session_id
 from .terminal_setup import SETUP_ARG
+from .user_setup import read_session_setup
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +95,7 @@ class OpenHandsAgent:
                 prompt_capabilities=schema.PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
-                mcp_capabilities=schema.McpCapabilities(http=False, sse=False),
+                mcp_capabilities=schema.McpCapabilities(http=True, sse=True),
                 # A prompt sent while a turn runs is queued (FIFO), not refused; clients
                 # read this under Claude Code's key, the de-facto convention.
                 meta={"claudeCode": {"promptQueueing": True}, "trioAcp": {"promptQueueing": "fifo"}},
@@ -214,13 +216,23 @@ class OpenHandsAgent:
             raise RequestError(
                 -32000, f"the model settings are not usable: {_short(exc)} (from {settings.settings_file} / LLM_*)"
             ) from None
-        try:
-            agent = build_agent(sdk, llm, mcp_config=mcp_config(mcp_servers or []))
-        except Exception as exc:
-            raise RequestError.invalid_params(f"the session's set-up is not usable: {_short(exc)}") from None
         sid = uuid.UUID(session_id)
         store = SessionStore(settings.conversations_dir)
         existing = store.exists(sid)
+        try:
+            setup = read_session_setup(settings, cwd, store.dir_for(sid), mcp_config(mcp_servers or []), self._env)
+        except SettingsError as exc:
+            raise RequestError(-32000, str(exc)) from None
+        try:
+            # Skills are read from disk (the project's, the user's): off the Trio thread.
+            agent = await trio.to_thread.run_sync(
+                lambda: build_session_agent(
+                    sdk, llm, setup, lambda fields: build_llm(sdk, fields, retry_listener=retries)
+                )
+            )
+            hooks = hook_config(setup)
+        except Exception as exc:
+            raise RequestError.invalid_params(f"the session's set-up is not usable: {_short(exc)}") from None
         store.root.mkdir(parents=True, exist_ok=True)
 
         def factory(callbacks, token_callbacks):
@@ -239,6 +251,7 @@ class OpenHandsAgent:
                 token_callbacks=token_callbacks,
                 visualizer=None,
                 max_iteration_per_run=settings.max_iterations,
+                hook_config=hooks,
             )
             mask_in_conversation(conversation, self.secrets.values)
             return conversation
@@ -540,7 +553,10 @@ class RetryRelay:
 
 
 def mcp_config(servers: list[Any]) -> dict[str, Any]:
-    """ACP stdio MCP servers → the SDK's `mcp_config` (server name → command, args, env)."""
+    """ACP MCP servers → the SDK's `mcp_config` entries (server name → its settings).
+
+    stdio servers become a command the SDK starts; http and sse servers a URL it connects
+    to, with the client's headers (both advertised in `mcpCapabilities`)."""
     out: dict[str, Any] = {}
     for server in servers:
         if isinstance(server, schema.McpServerStdio):
@@ -548,6 +564,12 @@ def mcp_config(servers: list[Any]) -> dict[str, Any]:
                 "command": server.command,
                 "args": list(server.args or []),
                 "env": {e.name: e.value for e in (server.env or [])},
+            }
+        elif isinstance(server, schema.McpServerHttp | schema.McpServerSse):
+            out[server.name] = {
+                "url": server.url,
+                "transport": "http" if isinstance(server, schema.McpServerHttp) else "sse",
+                "headers": {h.name: h.value for h in (server.headers or [])},
             }
     return out
 

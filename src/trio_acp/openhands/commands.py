@@ -1,4 +1,4 @@
-"""Slash commands: `/help`, `/confirm`, `/condense`, `/status`, `/rules`.
+"""Slash commands: `/help`, `/confirm`, `/condense`, `/status`, `/rules`, `/skills`.
 
 A prompt whose text starts with one of these names is handled by the agent itself and
 answered as an agent message; any other `/word` goes to the model as ordinary text.
@@ -25,6 +25,7 @@ COMMANDS: list[tuple[str, str, str | None]] = [
     ("condense", "Summarize the conversation so far to free context now.", None),
     ("status", "Show the model, the approval mode, and tokens and cost so far.", None),
     ("rules", "List the 'always' permission rules, or revoke them.", "revoke N | clear"),
+    ("skills", "List the skills and project context (AGENTS.md, .openhands/) this session loaded.", None),
 ]
 NAMES = {name for name, _, _ in COMMANDS}
 
@@ -76,7 +77,37 @@ async def run(session: Any, name: str, arg: str) -> str:
         return status_text(session)
     if name == "rules":
         return rules_text(session, arg)
+    if name == "skills":
+        return skills_text(session.conversation.agent)
     raise AssertionError(name)
+
+
+def skills_text(agent: Any) -> str:
+    """The skills in the agent's context: always-on ones, then those a keyword triggers."""
+    context = getattr(agent, "agent_context", None)
+    skills = list(getattr(context, "skills", None) or [])
+    if not skills:
+        return (
+            "No skills are loaded. The agent reads `AGENTS.md` and `.agents/skills/`, "
+            "`.openhands/skills/` in the project (and its git root), and the user's "
+            "`~/.openhands/skills/`."
+        )
+    always, triggered = [], []
+    for skill in sorted(skills, key=lambda s: s.name):
+        source = f" — `{skill.source}`" if getattr(skill, "source", None) else ""
+        keywords = list(getattr(skill.trigger, "keywords", None) or [])
+        if skill.trigger is None:
+            always.append(f"- `{skill.name}`{source}")
+        elif keywords:
+            triggered.append(f"- `{skill.name}` (on: {', '.join(keywords)}){source}")
+        else:
+            triggered.append(f"- `{skill.name}` ({getattr(skill.trigger, 'type', 'triggered')}){source}")
+    lines = []
+    if always:
+        lines += ["Always in context:", *always]
+    if triggered:
+        lines += ["Loaded when the prompt mentions them:", *triggered]
+    return "\n".join(lines)
 
 
 async def condense(session: Any) -> str:

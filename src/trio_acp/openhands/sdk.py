@@ -286,10 +286,12 @@ def build_llm(
     if ignored:
         log.debug("ignoring settings that are not LLM fields: %s", ", ".join(ignored))
     data.setdefault("usage_id", "agent")
-    # Streaming is what makes an editor feel alive; the SDK falls back to a whole reply
-    # when a provider cannot stream.
-    data.setdefault("stream", True)
     chosen = _user_chosen(data, known, sources)
+    # Streaming is what makes an editor feel alive; the SDK falls back to a whole reply
+    # when a provider cannot stream. The CLI writes `"stream": false` (the SDK's default)
+    # into every settings file: that is not a choice, `LLM_STREAM=false` is.
+    if "stream" not in chosen:
+        data["stream"] = True
     for key, value in LLM_FAILURE_DEFAULTS.items():
         if key not in chosen:
             data[key] = value

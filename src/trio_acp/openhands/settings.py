@@ -5,7 +5,10 @@ serialized `Agent`, whose `llm` object names the model, key and base URL); that 
 unchanged. `LLM_*` environment variables (`LLM_MODEL`, `LLM_API_KEY`, `LLM_BASE_URL`, and
 any other `LLM` field such as `LLM_NUM_RETRIES`, `LLM_TIMEOUT`) override the file, field
 by field. `OPENHANDS_PERSISTENCE_DIR` (default `~/.openhands`) holds the settings file and
-the conversations (`<dir>/conversations/<session id>/`).
+the conversations (`<dir>/conversations/<session id>/`, or `OPENHANDS_CONVERSATIONS_DIR`,
+as in the CLI). The rest of the file (the condenser and its settings) is kept as the CLI
+wrote it, for the SDK side to validate (`agent_spec.py`); unknown fields are ignored there,
+as the CLI's pydantic models ignore them. The overrides are never written back.
 
 This module reads files and the environment only; it never imports the SDK, so it costs
 nothing at start-up and its errors reach the user before any heavy work.
@@ -49,6 +52,11 @@ class Settings:
     max_iterations: int = 500
     # The approval mode new sessions start in (TRIO_ACP_DEFAULT_MODE).
     default_mode: str = "always-ask"
+    # The whole `agent_settings.json` object (the serialized Agent the CLI writes), or
+    # None without the file; only its `condenser` is used beyond `llm`.
+    agent_file: dict[str, Any] | None = None
+    # OPENHANDS_CONVERSATIONS_DIR, when set.
+    conversations_override: Path | None = None
 
     @property
     def settings_file(self) -> Path:
@@ -56,6 +64,8 @@ class Settings:
 
     @property
     def conversations_dir(self) -> Path:
+        if self.conversations_override is not None:
+            return self.conversations_override
         return self.persistence_dir / CONVERSATIONS_DIR
 
     @property
@@ -71,6 +81,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     pdir = Path(env.get("OPENHANDS_PERSISTENCE_DIR") or Path.home() / ".openhands").expanduser()
     llm: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    agent_file: dict[str, Any] | None = None
 
     path = pdir / SETTINGS_FILE
     try:
@@ -87,6 +98,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         file_llm = data.get("llm") if isinstance(data, dict) else None
         if not isinstance(file_llm, dict):
             raise SettingsError(f"{path} has no 'llm' object; configure a model with the OpenHands CLI")
+        agent_file = data
         for key, value in file_llm.items():
             llm[key] = value
             sources[key] = str(path)
@@ -107,7 +119,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     mode = env.get("TRIO_ACP_DEFAULT_MODE", "").strip() or "always-ask"
     if mode not in MODE_IDS:
         raise SettingsError(f"TRIO_ACP_DEFAULT_MODE must be one of {', '.join(MODE_IDS)}, got {mode!r}")
+    conversations = env.get("OPENHANDS_CONVERSATIONS_DIR", "").strip()
     return Settings(
+        agent_file=agent_file,
+        conversations_override=Path(conversations).expanduser() if conversations else None,
         default_mode=mode,
         persistence_dir=pdir,
         llm=llm if llm.get("model") else None,

@@ -138,6 +138,10 @@ class SessionStore:
             stamp = max(stamps) if stamps else os.lstat(base_path if os.path.lexists(base_path) else directory).st_mtime
             updated = dt.datetime.fromtimestamp(stamp, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         title = index.get("title") if isinstance(index.get("title"), str) else None
+        if title is None and not index:
+            # A conversation another OpenHands client made (the CLI): titled, as the CLI
+            # titles it, by its first user message.
+            title = _first_user_text(directory / EVENTS_DIR)
         if damaged:
             title = f"{DAMAGED} {title or 'untitled session'}"
         return StoredSession(str(sid), cwd, title, updated)
@@ -172,6 +176,21 @@ class SessionStore:
                 + (f" and {len(failures) - 1} more" if len(failures) > 1 else "")
                 + f"; remove {directory} by hand"
             )
+
+
+def _first_user_text(events_dir: Path, *, look_at: int = 50) -> str | None:
+    for path in event_files(events_dir)[:look_at]:
+        event = _read_json(path)
+        if not event or event.get("kind") != "MessageEvent" or event.get("source") != "user":
+            continue
+        content = (event.get("llm_message") or {}).get("content") or []
+        text = " ".join(
+            item["text"] for item in content if isinstance(item, dict) and isinstance(item.get("text"), str)
+        )
+        words = " ".join(text.split())
+        if words:
+            return words if len(words) <= 80 else words[:79].rstrip() + "…"
+    return None
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
