@@ -54,6 +54,15 @@ UNREACHABLE_GRACE = 5.0
 # Budget for asking the server to interrupt a run (the server itself waits up to 5 s for
 # the run task to end before it answers).
 INTERRUPT_TIMEOUT = 10.0
+# A cancelled turn leaves the server's conversation with the user's message and no answer,
+# and the SDK merges consecutive user messages: the model would take the cancelled request
+# and the next one for one message and answer both. Locally the session appends an
+# assistant note (sdk.interruption_event); the server accepts only user messages, so the
+# note opens the next one instead.
+INTERRUPTION_NOTE = (
+    "[The user interrupted the previous request before it was finished. "
+    "Answer only the message that follows.]"
+)
 # Per-request timeout of our own REST calls (health polls, list, delete).
 REQUEST_TIMEOUT = 10.0
 
@@ -118,7 +127,7 @@ def _stop_marked_command(marker: str) -> str:
     """
     return (
         f"m='{MARKER_VAR}={marker}'; "
-        "marked() { tr '\\0' '\\n' < /proc/$1/environ 2>/dev/null | grep -qxF \"$m\"; }; "
+        "marked() { { tr '\\0' '\\n' < /proc/$1/environ; } 2>/dev/null | grep -qxF \"$m\"; }; "
         "victims=''; "
         "for d in /proc/[0-9]*; do p=${d#/proc/}; "
         "marked $p || continue; "
@@ -232,6 +241,8 @@ class RemoteConversationDriver:
         self.marker: str | None = None
         self._stale = False
         self._tools_stopped = False
+        # The last run was cut short: the next message says so (INTERRUPTION_NOTE).
+        self._interrupted = False
         self.round_trip: float | None = None
 
     # -- opening ---------------------------------------------------------------------------
@@ -321,7 +332,12 @@ class RemoteConversationDriver:
 
     async def send_message(self, message: Any) -> None:
         conv = await self._ready()
+        if self._interrupted:
+            message = message.model_copy(
+                update={"content": [self.sdk.TextContent(text=INTERRUPTION_NOTE), *message.content]}
+            )
         await self._call(lambda: conv.send_message(message))
+        self._interrupted = False
 
     async def set_confirmation(self, policy: Any, analyzer: Any = None) -> None:
         conv = await self._ready()
@@ -384,6 +400,7 @@ class RemoteConversationDriver:
         finally:
             inbox.armed = False
         if cancel_event is not None and cancel_event.is_set():
+            self._interrupted = self._inbox.status != "finished"
             return "cancelled"
         status = inbox.over_status or "finished"
         if status == "unreachable":
@@ -395,7 +412,9 @@ class RemoteConversationDriver:
 
     async def _interrupt_when(self, cancel_event: trio.Event) -> None:
         await cancel_event.wait()
-        with trio.move_on_after(INTERRUPT_TIMEOUT):
+        # Shielded: the run may report itself over (the interrupt's own state update) while
+        # the terminal's processes are still being stopped; that must finish first.
+        with trio.move_on_after(INTERRUPT_TIMEOUT, shield=True):
             try:
                 await self.interrupt()
             except RemoteError as exc:
