@@ -67,6 +67,38 @@ INTERRUPTION_NOTE = (
 REQUEST_TIMEOUT = 10.0
 
 
+class _KeyRedactor(logging.Filter):
+    """Masks the session API keys in the records of the loggers that see them.
+
+    The SDK's WebSocket client authenticates with a first frame holding the key, and the
+    `websockets` library logs every frame at DEBUG: with debug logging on, the key would
+    be in the log.
+    """
+
+    LOGGERS = ("websockets.client", "websockets.protocol", "httpx", "httpcore")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.keys:
+            try:
+                message = record.getMessage()
+            except Exception:
+                return True
+            if any(key in message for key in self.keys):
+                for key in self.keys:
+                    message = message.replace(key, "***")
+                record.msg, record.args = message, None
+        return True
+
+
+_redactor = _KeyRedactor()
+for _name in _KeyRedactor.LOGGERS:
+    logging.getLogger(_name).addFilter(_redactor)
+
+
 class RemoteError(Exception):
     """A request to the agent-server failed; the message says what, never the key."""
 
@@ -228,6 +260,8 @@ class RemoteConversationDriver:
                  unreachable_grace: float = UNREACHABLE_GRACE, poll_interval: float = POLL_INTERVAL) -> None:
         self.sdk = sdk
         self.target = target
+        if target.api_key:
+            _redactor.keys.add(target.api_key)
         self.working_dir = working_dir
         self.unreachable_grace = unreachable_grace
         self.poll_interval = poll_interval
