@@ -13,8 +13,11 @@ and hand every token to a Trio task through the session's `ThreadBridge`, as a s
 
 Figures, one run of both (medians over --runs; cancel p50/p99 over --cancels):
 
-- streamed reply (`long` scenario, --tokens one-token chunks): time to the first token, and
-  per-token time (first → last token received in Trio / (tokens - 1));
+- streamed reply, burst (`long` scenario, --tokens one-token chunks as fast as the scripted
+  model sends them): time to the first token, and per-token time (first → last token
+  received in Trio / (tokens - 1));
+- streamed reply, paced (`slow` scenario, --paced chunks --pace-ms apart, like a real model):
+  time to the first token, and how much later than the pace each token arrives;
 - cancel mid-stream (`slow` scenario): cancel → run over, p50/p99;
 - one REST round trip to the server (p50 of 50);
 - and remote/local ratios. Prints; asserts nothing.
@@ -124,18 +127,23 @@ class Remote:
         await self.driver.close()
 
 
-async def _stream(side: Any, tokens: Tokens, n: int, runs: int) -> dict[str, float]:
+async def _stream(side: Any, tokens: Tokens, n: int, runs: int, pace_ms: float = 0.0) -> dict[str, float]:
+    """Per-token figures; with `pace_ms` the model sends a chunk every `pace_ms` and the
+    per-token figure is what arrives later than that pace."""
     firsts, per_token = [], []
     for _ in range(runs + 1):  # the first is a warm-up
         tokens.reset()
         tokens.want = n
-        await side.send(scenario_prompt("long", tokens=n))
+        if pace_ms:
+            await side.send(scenario_prompt("slow", chunks=n, delay_ms=pace_ms))
+        else:
+            await side.send(scenario_prompt("long", tokens=n))
         start = time.perf_counter()
         await side.run()
         await tokens.arrived.wait()
         assert tokens.first is not None and tokens.last is not None
         firsts.append(tokens.first - start)
-        per_token.append((tokens.last - tokens.first) / max(1, tokens.count - 1))
+        per_token.append((tokens.last - tokens.first) / max(1, tokens.count - 1) - pace_ms / 1000)
     return {
         "first_token_ms": statistics.median(firsts[1:]) * 1000,
         "per_token_us": statistics.median(per_token[1:]) * 1e6,
@@ -173,6 +181,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             local = Local(sdk, agent(), tokens, workdir)
             results["local"] = await _stream(local, tokens, args.tokens, args.runs)
+            results["local"]["paced"] = await _stream(local, tokens, args.paced, args.runs, args.pace_ms)
             results["local"]["cancel"] = await _cancels(local, tokens, args.cancels)
             await local.close()
 
@@ -183,6 +192,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             )
             remote = Remote(driver, sdk)
             results["remote"] = await _stream(remote, tokens, args.tokens, args.runs)
+            results["remote"]["paced"] = await _stream(remote, tokens, args.paced, args.runs, args.pace_ms)
             results["remote"]["cancel"] = await _cancels(remote, tokens, args.cancels)
             trips = [await driver.measure_round_trip() for _ in range(50)]
             results["remote"]["round_trip_ms"] = statistics.median(trips) * 1000
@@ -193,6 +203,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     results["ratios"] = {
         "first_token": re["first_token_ms"] / lo["first_token_ms"],
         "per_token": re["per_token_us"] / lo["per_token_us"],
+        "paced_first_token": re["paced"]["first_token_ms"] / lo["paced"]["first_token_ms"],
+        "paced_per_token": re["paced"]["per_token_us"] / max(1e-9, lo["paced"]["per_token_us"]),
         "cancel_p50": re["cancel"]["p50_ms"] / lo["cancel"]["p50_ms"],
         "cancel_p99": re["cancel"]["p99_ms"] / lo["cancel"]["p99_ms"],
     }
@@ -204,13 +216,18 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=2000, help="tokens per streamed reply (2000)")
     parser.add_argument("--runs", type=int, default=3, help="timed streamed replies per side, after a warm-up (3)")
+    parser.add_argument("--paced", type=int, default=200, help="chunks of the paced reply (200)")
+    parser.add_argument("--pace-ms", type=float, default=10.0, help="the paced reply's time between chunks (10 ms)")
     parser.add_argument("--cancels", type=int, default=10, help="cancels per side (10)")
     args = parser.parse_args(argv)
     results = trio.run(bench, args)
     lo, re, ratio = results["local"], results["remote"], results["ratios"]
     print(f"{'':24}{'local':>12}{'agent-server':>14}{'ratio':>8}")
-    print(f"{'first token (ms)':24}{lo['first_token_ms']:12.1f}{re['first_token_ms']:14.1f}{ratio['first_token']:8.2f}")
-    print(f"{'per token (µs)':24}{lo['per_token_us']:12.1f}{re['per_token_us']:14.1f}{ratio['per_token']:8.2f}")
+    print(f"{'burst: first token (ms)':24}{lo['first_token_ms']:12.1f}{re['first_token_ms']:14.1f}{ratio['first_token']:8.2f}")
+    print(f"{'burst: per token (µs)':24}{lo['per_token_us']:12.1f}{re['per_token_us']:14.1f}{ratio['per_token']:8.2f}")
+    lp, rp = lo["paced"], re["paced"]
+    print(f"{'paced: first token (ms)':24}{lp['first_token_ms']:12.1f}{rp['first_token_ms']:14.1f}{ratio['paced_first_token']:8.2f}")
+    print(f"{'paced: late/token (µs)':24}{lp['per_token_us']:12.1f}{rp['per_token_us']:14.1f}{ratio['paced_per_token']:8.2f}")
     print(f"{'cancel p50 (ms)':24}{lo['cancel']['p50_ms']:12.1f}{re['cancel']['p50_ms']:14.1f}{ratio['cancel_p50']:8.2f}")
     print(f"{'cancel p99 (ms)':24}{lo['cancel']['p99_ms']:12.1f}{re['cancel']['p99_ms']:14.1f}{ratio['cancel_p99']:8.2f}")
     print(f"REST round trip p50: {re['round_trip_ms']:.1f} ms")

@@ -42,6 +42,7 @@ from .agent_server_config import AgentServerTarget
 
 log = logging.getLogger(__name__)
 
+TERMINAL_TOOL = "terminal"
 # The environment variable that marks the processes of one conversation's terminal.
 MARKER_VAR = "TRIO_ACP_TERMINAL"
 # How often the run's REST health check polls the server while a run is under way.
@@ -192,6 +193,7 @@ class _Inbox:
             choices=[StreamingChoices(index=0, delta=Delta(content=event.content, reasoning_content=event.reasoning_content))],
         )
         self.seen: set[str] = set()
+        self.terminal_calls: set[str] = set()
         self.status: str | None = None
         # The run being waited for: armed before the run is triggered; `running` once the
         # server said so; `over` set (in Trio) by the first non-running snapshot after that.
@@ -215,7 +217,19 @@ class _Inbox:
             return
         self.seen.add(event.id)
         self.forwarded += 1
+        self._track_terminal(event)
         self._on_event(event)
+
+    def _track_terminal(self, event: Any) -> None:
+        # Terminal calls announced and not yet answered: what a cancel may have to stop.
+        call_id = getattr(event, "tool_call_id", None)
+        if call_id is None:
+            return
+        if type(event).__name__ == "ActionEvent":
+            if getattr(event, "tool_name", None) == TERMINAL_TOOL:
+                self.terminal_calls.add(call_id)
+        else:  # an observation, a rejection or an error answers it
+            self.terminal_calls.discard(call_id)
 
     def _state(self, event: Any) -> None:
         if event.key == "full_state" and isinstance(event.value, dict):
@@ -522,7 +536,9 @@ class RemoteConversationDriver:
         try:
             await self._call(conv.interrupt, limiter=self._interrupt_limiter)
         finally:
-            if not self._tools_stopped and self.marker:
+            # Only while a terminal call is under way: the stop is one more request (and a
+            # command on the server), which a cancel mid-stream need not wait for.
+            if not self._tools_stopped and self.marker and self._inbox.terminal_calls:
                 self._tools_stopped = True
                 await self.stop_terminal_processes()
 
