@@ -8,7 +8,6 @@ kills and restarts it, so it runs last.
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from pathlib import Path
 from typing import Any

@@ -128,7 +128,19 @@ def _describe(exc: BaseException) -> str:
     return text[:300]
 
 
-def tag_terminal(sdk: Any, agent: Any, marker: str) -> Any:
+def _is_transport_error(exc: BaseException) -> bool:
+    import httpx
+
+    for _ in range(5):  # the SDK wraps (ConversationRunError), at most a few deep
+        if exc is None:
+            return False
+        if isinstance(exc, httpx.TransportError):
+            return True
+        exc = getattr(exc, "original_exception", None) or exc.__cause__
+    return False
+
+
+def tag_terminal(agent: Any, marker: str) -> Any:
     """`agent` with its terminal tool's processes carrying `MARKER_VAR=marker`.
 
     The terminal tool takes extra environment variables as a parameter (`env`), which
@@ -136,7 +148,7 @@ def tag_terminal(sdk: Any, agent: Any, marker: str) -> Any:
     """
     tools = []
     for tool in agent.tools:
-        if tool.name == sdk.TerminalTool.name:
+        if tool.name == TERMINAL_TOOL:
             params = dict(tool.params or {})
             params["env"] = {**dict(params.get("env") or {}), MARKER_VAR: marker}
             tool = tool.model_copy(update={"params": params})
@@ -311,7 +323,7 @@ class RemoteConversationDriver:
         if conversation_id is not None and not create:
             await self._require_exists(conversation_id)
         marker = terminal_marker(agent) or secrets.token_hex(8)
-        agent = agent if terminal_marker(agent) else tag_terminal(sdk, agent, marker)
+        agent = agent if terminal_marker(agent) else tag_terminal(agent, marker)
         await self._call(lambda: self._connect(agent, conversation_id, max_iterations))
         self.marker = terminal_marker(self.conversation.agent) or marker
         if confirmation_policy is not None:
@@ -376,6 +388,10 @@ class RemoteConversationDriver:
         except RemoteError:
             raise
         except Exception as exc:
+            if _is_transport_error(exc):
+                # The connection is gone: the next call re-attaches rather than wait for the
+                # SDK's socket to come back on its own back-off (up to 30 s).
+                self._stale = self.conversation is not None
             raise RemoteError(_scrub(f"agent-server {self.target.url}: {_describe(exc)}", self.target.api_key)) from None
 
     async def send_message(self, message: Any) -> None:
