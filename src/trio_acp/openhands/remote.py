@@ -545,18 +545,28 @@ class RemoteConversationDriver:
     _unreachable_message = "lost the agent-server during the turn"
 
     async def interrupt(self) -> None:
-        """Stop the server's run now (LLM stream or tool), and the terminal's command."""
+        """Stop the server's run now (LLM stream or tool), and the terminal's command.
+
+        Both requests go out at once: the server answers the interrupt only once its run
+        task has ended (up to 5 s), and that can wait on the very command we stop.
+        """
         conv = self.conversation
         if conv is None:
             return
-        try:
-            await self._call(conv.interrupt, limiter=self._interrupt_limiter)
-        finally:
-            # Only while a terminal call is under way: the stop is one more request (and a
-            # command on the server), which a cancel mid-stream need not wait for.
-            if not self._tools_stopped and self.marker and self._inbox.terminal_calls:
+        stop = not self._tools_stopped and self.marker and self._inbox.terminal_calls
+        failed: RemoteError | None = None
+        async with trio.open_nursery() as nursery:
+            if stop:
+                # Only while a terminal call is under way: the stop is one more request (and
+                # a command on the server), which a cancel mid-stream need not wait for.
                 self._tools_stopped = True
-                await self.stop_terminal_processes()
+                nursery.start_soon(self.stop_terminal_processes)
+            try:
+                await self._call(conv.interrupt, limiter=self._interrupt_limiter)
+            except RemoteError as exc:  # raised once the stop is over too, not as a group
+                failed = exc
+        if failed is not None:
+            raise failed
 
     async def stop_terminal_processes(self) -> str:
         """Stop what the conversation's terminal runs, on the server (via its bash API)."""
@@ -565,11 +575,13 @@ class RemoteConversationDriver:
         command = _stop_marked_command(self.marker)
         try:
             result = await self._call(lambda: workspace.execute_command(command, timeout=10.0),
-                                      limiter=self._interrupt_limiter)
+                                      limiter=trio.CapacityLimiter(1))
         except RemoteError:
             log.warning("could not stop the terminal's processes on the agent-server", exc_info=True)
             return ""
-        return (result.stdout or "").strip()
+        stopped = (result.stdout or "").strip()
+        log.info("terminal processes stopped on the agent-server: %s", stopped or "none")
+        return stopped
 
     async def measure_round_trip(self) -> float:
         """Seconds for one small authenticated request to the server and back."""
