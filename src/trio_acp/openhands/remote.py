@@ -304,6 +304,8 @@ class RemoteConversationDriver:
         # The last run was cut short: the next message says so (INTERRUPTION_NOTE).
         self._interrupted = False
         self.round_trip: float | None = None
+        # Set by the health check when the server stopped answering during a run.
+        self._unreachable_message = f"lost the agent-server at {target.url} during the turn"
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -541,8 +543,6 @@ class RemoteConversationDriver:
                 self._inbox.deliver(event)
 
         await self._call(sync)
-
-    _unreachable_message = "lost the agent-server during the turn"
 
     async def interrupt(self) -> None:
         """Stop the server's run now (LLM stream or tool), and the terminal's command.
