@@ -16,7 +16,8 @@ Benchmarks print; they assert nothing.
 `python -m bench agent [...]` benchmarks the OpenHands agent itself instead (start-up,
 streaming, the thread bridge, cancel latency): see bench/agent_main.py and
 `python -m bench agent --help`. `python -m bench failures [...]`: how long a failing
-model keeps the editor waiting (bench/model_failures.py).
+model keeps the editor waiting (bench/model_failures.py). `python -m bench remote [...]`: a
+local conversation against the same one on an OpenHands agent-server (bench/remote.py).
 """
 
 from __future__ import annotations
@@ -134,6 +135,11 @@ def main() -> None:
         from .agent_main import main as agent_main
 
         agent_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["remote"]:
+        from .remote import main as remote_main
+
+        remote_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["failures"]:
         from .model_failures import main as failures_main

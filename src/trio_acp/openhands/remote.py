@@ -1,0 +1,669 @@
+"""A conversation on an OpenHands agent-server, driven from Trio (docs/agent-server.md).
+
+The engine is the SDK's own: `RemoteWorkspace` (HTTP, `X-Session-API-Key`) and
+`RemoteConversation` (REST for commands, a WebSocket for the event stream, with its own
+reconnect-and-replay). This module adds what a Trio session needs on top:
+
+- **Events without blocking.** The SDK calls our callback on its WebSocket thread; the
+  callback only hands the event on (`on_event` / `on_token`, which must not block: the
+  session's `ThreadBridge.post`). The server streams token deltas over the socket
+  (`StreamingDeltaEvent`, when the agent's LLM has `stream=True`); they are handed on as the
+  same `ModelResponseStream` chunks a local conversation's token callback gets.
+- **Exactly once.** Every event is handed on at most once (by id), across the SDK's own
+  replay after a socket reconnect and ours after re-attaching; an event the server recorded
+  while we were away is handed on when we re-attach.
+- **A run that ends.** `run()` triggers the server's run and waits, in Trio, for the server's
+  post-run state snapshot on the socket, with a REST poll as fallback and health check. A
+  server that stops answering ends the turn with `RemoteError` after `unreachable_grace`
+  seconds instead of the SDK's one-hour poll; the next call re-attaches.
+- **Cancel reaches the server.** `interrupt()` asks the server to interrupt the run, then
+  stops what the run's terminal started: the server's interrupt only sends SIGINT to the
+  terminal's process group, and an interactive shell runs each command in a group of its
+  own, so `sleep 30` would survive it (as locally, see tool_processes.py). Our terminal
+  carries a marker variable (`tag_terminal`); a command run through the server's bash API
+  stops the processes that carry it, leaving the shell itself alive.
+
+The session API key is given to the SDK and nowhere else: not logged, not in `repr`, not in
+an error message (`RemoteError` texts are scrubbed of it), not written to a file.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import trio
+
+from .agent_server_config import AgentServerTarget
+
+log = logging.getLogger(__name__)
+
+TERMINAL_TOOL = "terminal"
+# The environment variable that marks the processes of one conversation's terminal.
+MARKER_VAR = "TRIO_ACP_TERMINAL"
+# How often the run's REST health check polls the server while a run is under way.
+POLL_INTERVAL = 1.0
+# A REST status that says the run is over is believed after this many polls in a row
+# without the socket's post-run snapshot (the socket may have dropped it).
+TERMINAL_POLLS = 3
+# How long a server may stop answering during a run before the turn ends with an error.
+UNREACHABLE_GRACE = 5.0
+# Budget for asking the server to interrupt a run (the server itself waits up to 5 s for
+# the run task to end before it answers).
+INTERRUPT_TIMEOUT = 10.0
+# A cancelled turn leaves the server's conversation with the user's message and no answer,
+# and the SDK merges consecutive user messages: the model would take the cancelled request
+# and the next one for one message and answer both. Locally the session appends an
+# assistant note (sdk.interruption_event); the server accepts only user messages, so the
+# note opens the next one instead.
+INTERRUPTION_NOTE = (
+    "[The user interrupted the previous request before it was finished. "
+    "Answer only the message that follows.]"
+)
+# Per-request timeout of our own REST calls (health polls, list, delete).
+REQUEST_TIMEOUT = 10.0
+
+
+class _KeyRedactor(logging.Filter):
+    """Masks the session API keys in the records of the loggers that see them.
+
+    The SDK's WebSocket client authenticates with a first frame holding the key, and the
+    `websockets` library logs every frame at DEBUG: with debug logging on, the key would
+    be in the log.
+    """
+
+    LOGGERS = ("websockets.client", "websockets.protocol", "httpx", "httpcore")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.keys:
+            try:
+                message = record.getMessage()
+            except Exception:
+                return True
+            if any(key in message for key in self.keys):
+                for key in self.keys:
+                    message = message.replace(key, "***")
+                record.msg, record.args = message, None
+        return True
+
+
+_redactor = _KeyRedactor()
+for _name in _KeyRedactor.LOGGERS:
+    logging.getLogger(_name).addFilter(_redactor)
+
+
+class RemoteError(Exception):
+    """A request to the agent-server failed; the message says what, never the key."""
+
+
+def _scrub(text: str, key: str | None) -> str:
+    return text.replace(key, "***") if key else text
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason for an HTTP/WebSocket failure."""
+    import httpx
+
+    if isinstance(exc, httpx.HTTPStatusError):
+        response = exc.response
+        if response.status_code == 401:
+            return "the agent-server refused the session API key (HTTP 401)"
+        return f"HTTP {response.status_code} {response.reason_phrase} from {exc.request.method} {exc.request.url.path}"
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused or host unreachable"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer in time ({type(exc).__name__})"
+    cause = getattr(exc, "original_exception", None)
+    if cause is not None and cause is not exc:
+        return _describe(cause)
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:300]
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    import httpx
+
+    for _ in range(5):  # the SDK wraps (ConversationRunError), at most a few deep
+        if exc is None:
+            return False
+        if isinstance(exc, httpx.TransportError):
+            return True
+        exc = getattr(exc, "original_exception", None) or exc.__cause__
+    return False
+
+
+def tag_terminal(agent: Any, marker: str) -> Any:
+    """`agent` with its terminal tool's processes carrying `MARKER_VAR=marker`.
+
+    The terminal tool takes extra environment variables as a parameter (`env`), which
+    travels with the agent spec to the server.
+    """
+    tools = []
+    for tool in agent.tools:
+        if tool.name == TERMINAL_TOOL:
+            params = dict(tool.params or {})
+            params["env"] = {**dict(params.get("env") or {}), MARKER_VAR: marker}
+            tool = tool.model_copy(update={"params": params})
+        tools.append(tool)
+    return agent.model_copy(update={"tools": tools})
+
+
+def terminal_marker(agent: Any) -> str | None:
+    for tool in getattr(agent, "tools", None) or ():
+        env = (tool.params or {}).get("env") or {}
+        if MARKER_VAR in env:
+            return str(env[MARKER_VAR])
+    return None
+
+
+def _stop_marked_command(marker: str) -> str:
+    """A POSIX sh script that stops the marked processes whose parent is marked too.
+
+    The terminal's shell is the one marked process with an unmarked parent (the server):
+    it stays, so the conversation's terminal keeps working. TERM first, KILL what is left.
+    """
+    return (
+        f"m='{MARKER_VAR}={marker}'; "
+        "marked() { { tr '\\0' '\\n' < /proc/$1/environ; } 2>/dev/null | grep -qxF \"$m\"; }; "
+        "victims=''; "
+        "for d in /proc/[0-9]*; do p=${d#/proc/}; "
+        "marked $p || continue; "
+        "pp=$(sed 's/.*) //' $d/stat 2>/dev/null | cut -d' ' -f2); "
+        "[ -n \"$pp\" ] && marked $pp && victims=\"$victims $p\"; done; "
+        "[ -z \"$victims\" ] && exit 0; "
+        "kill -TERM $victims 2>/dev/null; sleep 0.5; kill -KILL $victims 2>/dev/null; "
+        "echo stopped:$victims"
+    )
+
+
+class _Inbox:
+    """What the SDK's WebSocket thread calls: dedupe, hand on, track the run's end.
+
+    Runs on the SDK's thread; never blocks (a set, a deque append via `on_event`, and
+    `run_sync_soon`).
+    """
+
+    def __init__(self, token: trio.lowlevel.TrioToken, on_event: Callable[[Any], None], on_token: Callable[[Any], None]):
+        from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
+        from openhands.sdk.event import ConversationStateUpdateEvent, StreamingDeltaEvent
+
+        self._token = token
+        self._on_event = on_event
+        self._on_token = on_token
+        self._state_update = ConversationStateUpdateEvent
+        self._delta = StreamingDeltaEvent
+        self._chunk = lambda event: ModelResponseStream(
+            id=event.id,
+            choices=[StreamingChoices(index=0, delta=Delta(content=event.content, reasoning_content=event.reasoning_content))],
+        )
+        self.seen: set[str] = set()
+        self.terminal_calls: set[str] = set()
+        self.status: str | None = None
+        # The run being waited for: armed before the run is triggered; `running` once the
+        # server said so; `over` set (in Trio) by the first non-running snapshot after that.
+        self.armed = False
+        self.running = False
+        self.over: trio.Event | None = None
+        self.over_status: str | None = None
+        self.forwarded = 0
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, self._delta):
+            self._on_token(self._chunk(event))
+            return
+        if isinstance(event, self._state_update):
+            self._state(event)
+            return
+        self.deliver(event)
+
+    def deliver(self, event: Any) -> None:
+        if event.id in self.seen:
+            return
+        self.seen.add(event.id)
+        self.forwarded += 1
+        self._track_terminal(event)
+        self._on_event(event)
+
+    def _track_terminal(self, event: Any) -> None:
+        # Terminal calls announced and not yet answered: what a cancel may have to stop.
+        call_id = getattr(event, "tool_call_id", None)
+        if call_id is None:
+            return
+        if type(event).__name__ == "ActionEvent":
+            if getattr(event, "tool_name", None) == TERMINAL_TOOL:
+                self.terminal_calls.add(call_id)
+        else:  # an observation, a rejection or an error answers it
+            self.terminal_calls.discard(call_id)
+
+    def _state(self, event: Any) -> None:
+        if event.key == "full_state" and isinstance(event.value, dict):
+            status = event.value.get("execution_status")
+            full = True
+        elif event.key == "execution_status":
+            status, full = event.value, False
+        else:
+            return
+        status = str(getattr(status, "value", status))
+        self.status = status
+        if not self.armed:
+            return
+        if status == "running":
+            self.running = True
+            return
+        # A per-field FINISHED is a hint (the server's stop hooks may still revert it); the
+        # post-run full snapshot is what says the run is over. ERROR/STUCK are final at once.
+        if (full and self.running) or status in ("error", "stuck"):
+            self.finish(status)
+
+    def finish(self, status: str) -> None:
+        over = self.over
+        if over is None or self.over_status is not None:
+            return
+        self.over_status = status
+        try:
+            self._token.run_sync_soon(over.set)
+        except trio.RunFinishedError:
+            pass
+
+
+class RemoteConversationDriver:
+    """One conversation on an agent-server.
+
+    Blocking SDK calls run in worker threads; nothing here blocks the Trio thread. Create
+    with `open()` (a new conversation, or an existing one by id).
+    """
+
+    def __init__(self, sdk: Any, target: AgentServerTarget, *, working_dir: str,
+                 on_event: Callable[[Any], None], on_token: Callable[[Any], None],
+                 unreachable_grace: float = UNREACHABLE_GRACE, poll_interval: float = POLL_INTERVAL) -> None:
+        self.sdk = sdk
+        self.target = target
+        if target.api_key:
+            _redactor.keys.add(target.api_key)
+        self.working_dir = working_dir
+        self.unreachable_grace = unreachable_grace
+        self.poll_interval = poll_interval
+        self._inbox = _Inbox(trio.lowlevel.current_trio_token(), on_event, on_token)
+        self._limiter = trio.CapacityLimiter(1)
+        # Cancelling must not queue behind a slow call on the main limiter.
+        self._interrupt_limiter = trio.CapacityLimiter(1)
+        self.conversation: Any = None
+        self.workspace: Any = None
+        self.id: uuid.UUID | None = None
+        self.marker: str | None = None
+        self._stale = False
+        self._tools_stopped = False
+        # The last run was cut short: the next message says so (INTERRUPTION_NOTE).
+        self._interrupted = False
+        self.round_trip: float | None = None
+        # Set by the health check when the server stopped answering during a run.
+        self._unreachable_message = f"lost the agent-server at {target.url} during the turn"
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, sdk: Any, target: AgentServerTarget, agent: Any, *, working_dir: str,
+                   on_event: Callable[[Any], None], on_token: Callable[[Any], None],
+                   conversation_id: uuid.UUID | None = None, create: bool = True,
+                   confirmation_policy: Any = None, security_analyzer: Any = None,
+                   max_iterations: int = 500, **kwargs: Any) -> RemoteConversationDriver:
+        """A new conversation with `agent`, or the server's conversation `conversation_id`.
+
+        With `create=False` the conversation must exist (session/load, resume): it keeps the
+        agent it was started with on the server. With `create=True` and an id, the
+        conversation is created under that id (session/new chooses the id).
+        """
+        self = cls(sdk, target, working_dir=working_dir, on_event=on_event, on_token=on_token, **kwargs)
+        if conversation_id is not None and not create:
+            await self._require_exists(conversation_id)
+        marker = terminal_marker(agent) or secrets.token_hex(8)
+        agent = agent if terminal_marker(agent) else tag_terminal(agent, marker)
+        await self._call(lambda: self._connect(agent, conversation_id, max_iterations))
+        self.marker = terminal_marker(self.conversation.agent) or marker
+        if confirmation_policy is not None:
+            await self.set_confirmation(confirmation_policy, security_analyzer)
+        return self
+
+    def _new_workspace(self) -> Any:
+        from openhands.sdk.workspace import RemoteWorkspace
+
+        return RemoteWorkspace(host=self.target.url, api_key=self.target.api_key,
+                               working_dir=self.working_dir, read_timeout=60.0)
+
+    def _connect(self, agent: Any, conversation_id: uuid.UUID | None, max_iterations: int) -> None:
+        from openhands.sdk import RemoteConversation
+
+        workspace = self._new_workspace()
+        try:
+            conversation = RemoteConversation(
+                agent=agent, workspace=workspace, conversation_id=conversation_id,
+                callbacks=[self._inbox], visualizer=None, max_iteration_per_run=max_iterations,
+                delete_on_close=False,
+            )
+        except BaseException:
+            workspace.client.close()
+            raise
+        # History is history: only what the server records from now on is handed on, plus
+        # (on re-attach) what it recorded while we were not listening.
+        for event in conversation.state.events:
+            if event.id not in self._inbox.seen:
+                if self.conversation is None:
+                    self._inbox.seen.add(event.id)
+                else:
+                    self._inbox.deliver(event)
+        self.conversation, self.workspace, self.id = conversation, workspace, conversation.id
+
+    async def _require_exists(self, conversation_id: uuid.UUID) -> None:
+        info = await self.get_info(conversation_id)
+        if info is None:
+            raise RemoteError(f"conversation {conversation_id} does not exist on the agent-server at {self.target.url}")
+
+    async def _reattach(self) -> None:
+        """After the server or the socket went away: a fresh connection, missed events once."""
+        old = self.conversation
+        assert self.id is not None
+        await self._require_exists(self.id)
+        await self._call(lambda: self._close_sync(old, self.workspace))
+        # `self.conversation` stays set: `_connect` then hands on the events we missed.
+        await self._call(lambda: self._connect(old.agent, self.id, old.max_iteration_per_run))
+        self._stale = False
+
+    async def _ready(self) -> Any:
+        if self._stale:
+            await self._reattach()
+        return self.conversation
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[[], Any], *, limiter: trio.CapacityLimiter | None = None) -> Any:
+        """`fn()` in a worker thread; failures become one `RemoteError` without the key."""
+        try:
+            return await trio.to_thread.run_sync(fn, limiter=limiter or self._limiter, abandon_on_cancel=True)
+        except RemoteError:
+            raise
+        except Exception as exc:
+            if _is_transport_error(exc):
+                # The connection is gone: the next call re-attaches rather than wait for the
+                # SDK's socket to come back on its own back-off (up to 30 s).
+                self._stale = self.conversation is not None
+            raise RemoteError(_scrub(f"agent-server {self.target.url}: {_describe(exc)}", self.target.api_key)) from None
+
+    async def send_message(self, message: Any) -> None:
+        conv = await self._ready()
+        if self._interrupted:
+            message = message.model_copy(
+                update={"content": [self.sdk.TextContent(text=INTERRUPTION_NOTE), *message.content]}
+            )
+        await self._call(lambda: conv.send_message(message))
+        self._interrupted = False
+
+    async def set_confirmation(self, policy: Any, analyzer: Any = None) -> None:
+        conv = await self._ready()
+
+        def apply() -> None:
+            conv.set_confirmation_policy(policy)
+            conv.set_security_analyzer(analyzer)
+
+        await self._call(apply)
+
+    async def events(self) -> list[Any]:
+        conv = await self._ready()
+        return await self._call(lambda: list(conv.state.events))
+
+    async def pending_actions(self) -> list[Any]:
+        """Actions the server holds for approval (an approval is another `run()`)."""
+        events = await self.events()
+        return self.sdk.ConversationState.get_unmatched_actions(events)
+
+    async def reject_pending_actions(self, reason: str) -> None:
+        conv = await self._ready()
+        await self._call(lambda: conv.reject_pending_actions(reason))
+
+    @property
+    def execution_status(self) -> str | None:
+        """The last status the server reported (a string: "idle", "running", "finished", ...)."""
+        return self._inbox.status
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(self, cancel_event: trio.Event | None = None) -> str:
+        """Run until the server's run is over; returns its final execution status.
+
+        "waiting_for_confirmation" means actions wait for `run()` again (approve) or
+        `reject_pending_actions`. With `cancel_event` set, the server's run is interrupted
+        and "cancelled" returned. If this task is cancelled, the server's run is interrupted
+        too before the cancellation goes on. Raises `RemoteError` when the server fails or
+        stops answering.
+        """
+        conv = await self._ready()
+        inbox = self._inbox
+        inbox.over, inbox.over_status, inbox.running, inbox.armed = trio.Event(), None, False, True
+        self._tools_stopped = False
+        try:
+            await self._call(lambda: conv.run(blocking=False))
+            async with trio.open_nursery() as nursery:
+                if cancel_event is not None:
+                    nursery.start_soon(self._interrupt_when, cancel_event)
+                nursery.start_soon(self._watch, conv)
+                await inbox.over.wait()
+                nursery.cancel_scope.cancel()
+        except BaseException as exc:
+            if isinstance(exc, RemoteError):
+                raise
+            # Cancelled from outside (connection closing, $/cancel_request): the server's
+            # run must stop before we let go of it.
+            with trio.move_on_after(INTERRUPT_TIMEOUT, shield=True):
+                await self.interrupt()
+            raise
+        finally:
+            inbox.armed = False
+        if cancel_event is not None and cancel_event.is_set():
+            self._interrupted = self._inbox.status != "finished"
+            return "cancelled"
+        status = inbox.over_status or "finished"
+        if status == "unreachable":
+            self._stale = True
+            raise RemoteError(self._unreachable_message)
+        if status == "gone":
+            raise RemoteError(f"conversation {self.id} no longer exists on the agent-server at {self.target.url}")
+        return status
+
+    async def _interrupt_when(self, cancel_event: trio.Event) -> None:
+        await cancel_event.wait()
+        # Shielded: the run may report itself over (the interrupt's own state update) while
+        # the terminal's processes are still being stopped; that must finish first.
+        with trio.move_on_after(INTERRUPT_TIMEOUT, shield=True):
+            try:
+                await self.interrupt()
+            except RemoteError as exc:
+                # The user asked to stop: the turn ends cancelled either way.
+                log.warning("interrupting the remote run failed: %s", exc)
+        self._inbox.finish("paused")
+
+    async def _watch(self, conv: Any) -> None:
+        """REST fallback and health check while the socket carries the run."""
+        import httpx
+
+        terminal_polls = 0
+        down_since: float | None = None
+        path = f"/api/conversations/{conv.id}"
+        while True:
+            await trio.sleep(self.poll_interval)
+            try:
+                response = await trio.to_thread.run_sync(
+                    lambda: self.workspace.client.get(path, timeout=REQUEST_TIMEOUT), abandon_on_cancel=True
+                )
+            except httpx.HTTPError as exc:
+                now = time.monotonic()
+                down_since = down_since or now
+                if now - down_since >= self.unreachable_grace:
+                    self._unreachable_message = _scrub(
+                        f"lost the agent-server at {self.target.url} during the turn ({_describe(exc)} for "
+                        f"{now - down_since:.0f} s); the turn was ended. The conversation stays on the server; "
+                        "the next prompt reconnects to it.",
+                        self.target.api_key,
+                    )
+                    self._inbox.finish("unreachable")
+                    return
+                continue
+            down_since = None
+            if response.status_code == 404:
+                self._inbox.finish("gone")
+                return
+            if response.status_code != 200:
+                continue
+            status = response.json().get("execution_status")
+            if status == "running":
+                self._inbox.running = True
+                terminal_polls = 0
+            elif self._inbox.running or status in ("error", "stuck", "waiting_for_confirmation"):
+                terminal_polls += 1
+                if terminal_polls >= TERMINAL_POLLS or status in ("error", "stuck"):
+                    # The socket did not bring the post-run snapshot (dropped, reconnecting):
+                    # take the server's word, and hand on what the socket missed.
+                    try:
+                        await self._catch_up(conv)
+                    except RemoteError as exc:
+                        log.warning("catching up with the agent-server's events failed: %s", exc)
+                    self._inbox.finish(status)
+                    return
+
+    async def _catch_up(self, conv: Any) -> None:
+        def sync() -> None:
+            conv.state.events.reconcile()
+            for event in conv.state.events:
+                self._inbox.deliver(event)
+
+        await self._call(sync)
+
+    async def interrupt(self) -> None:
+        """Stop the server's run now (LLM stream or tool), and the terminal's command.
+
+        Both requests go out at once: the server answers the interrupt only once its run
+        task has ended (up to 5 s), and that can wait on the very command we stop.
+        """
+        conv = self.conversation
+        if conv is None:
+            return
+        stop = not self._tools_stopped and self.marker and self._inbox.terminal_calls
+        failed: RemoteError | None = None
+        async with trio.open_nursery() as nursery:
+            if stop:
+                # Only while a terminal call is under way: the stop is one more request (and
+                # a command on the server), which a cancel mid-stream need not wait for.
+                self._tools_stopped = True
+                nursery.start_soon(self.stop_terminal_processes)
+            try:
+                await self._call(conv.interrupt, limiter=self._interrupt_limiter)
+            except RemoteError as exc:  # raised once the stop is over too, not as a group
+                failed = exc
+        if failed is not None:
+            raise failed
+
+    async def stop_terminal_processes(self) -> str:
+        """Stop what the conversation's terminal runs, on the server (via its bash API)."""
+        assert self.marker is not None
+        workspace = self.workspace
+        command = _stop_marked_command(self.marker)
+        try:
+            result = await self._call(lambda: workspace.execute_command(command, timeout=10.0),
+                                      limiter=trio.CapacityLimiter(1))
+        except RemoteError:
+            log.warning("could not stop the terminal's processes on the agent-server", exc_info=True)
+            return ""
+        stopped = (result.stdout or "").strip()
+        log.info("terminal processes stopped on the agent-server: %s", stopped or "none")
+        return stopped
+
+    async def measure_round_trip(self) -> float:
+        """Seconds for one small authenticated request to the server and back."""
+        path = f"/api/conversations/{self.id}"
+        start = time.perf_counter()
+        await self._call(lambda: self.workspace.client.get(path, timeout=REQUEST_TIMEOUT).raise_for_status())
+        self.round_trip = time.perf_counter() - start
+        return self.round_trip
+
+    # -- catalogue -------------------------------------------------------------------------
+
+    async def get_info(self, conversation_id: uuid.UUID) -> dict[str, Any] | None:
+        return await get_conversation(self.target, conversation_id)
+
+    async def close(self) -> None:
+        """Stop listening; the conversation stays on the server."""
+        conv, self.conversation = self.conversation, None
+        workspace, self.workspace = self.workspace, None
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(lambda: self._close_sync(conv, workspace))
+
+    @staticmethod
+    def _close_sync(conv: Any, workspace: Any = None) -> None:
+        if conv is not None:
+            try:
+                conv.close()
+            except Exception:
+                log.debug("closing the remote conversation failed", exc_info=True)
+        if workspace is not None:
+            try:
+                workspace.client.close()
+            except Exception:
+                pass
+
+
+# -- the server's catalogue, without a conversation open ----------------------------------
+
+def _client(target: AgentServerTarget) -> Any:
+    import httpx
+
+    headers = {"X-Session-API-Key": target.api_key} if target.api_key else {}
+    return httpx.Client(base_url=target.url, headers=headers, timeout=REQUEST_TIMEOUT)
+
+
+async def _request(target: AgentServerTarget, method: str, path: str, ok: Iterable[int] = (200,), **kwargs: Any) -> Any:
+    def call() -> Any:
+        with _client(target) as client:
+            response = client.request(method, path, **kwargs)
+            if response.status_code not in ok:
+                response.raise_for_status()
+            return response
+
+    try:
+        return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+    except Exception as exc:
+        raise RemoteError(_scrub(f"agent-server {target.url}: {_describe(exc)}", target.api_key)) from None
+
+
+async def get_conversation(target: AgentServerTarget, conversation_id: uuid.UUID) -> dict[str, Any] | None:
+    response = await _request(target, "GET", f"/api/conversations/{conversation_id}", ok=(200, 404))
+    return None if response.status_code == 404 else response.json()
+
+
+async def list_conversations(target: AgentServerTarget, *, limit: int = 100) -> list[dict[str, Any]]:
+    """The server's conversations, newest first: id, title, status, created/updated times."""
+    items: list[dict[str, Any]] = []
+    page_id: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": limit}
+        if page_id:
+            params["page_id"] = page_id
+        page = (await _request(target, "GET", "/api/conversations/search", params=params)).json()
+        for item in page.get("items", []):
+            items.append({key: item.get(key) for key in
+                          ("id", "title", "execution_status", "created_at", "updated_at")}
+                         | {"working_dir": (item.get("workspace") or {}).get("working_dir")})
+        page_id = page.get("next_page_id")
+        if not page_id:
+            return items
+
+
+async def delete_conversation(target: AgentServerTarget, conversation_id: uuid.UUID) -> bool:
+    """Delete it on the server; False if it did not exist."""
+    response = await _request(target, "DELETE", f"/api/conversations/{conversation_id}", ok=(200, 404))
+    return response.status_code == 200
