@@ -16,7 +16,7 @@ size/binary guard of files that exist on disk, and the undo history (the editor'
 Capabilities: with both flags, reads and writes go to the editor; with only
 `writeTextFile`, writes go to the editor and reads to the disk; with only `readTextFile`,
 everything stays on the disk — reading a buffer and then writing the disk would overwrite
-the user's unsaved changes (docs/ARCHITECTURE.md has the rule).
+the user's unsaved changes (docs/editor-workspace.md).
 
 Line endings: a buffer with CRLF line endings is edited as LF (as the SDK does on disk,
 where Python's universal newlines translate them) and written back with CRLF, so an edit
