@@ -83,3 +83,31 @@ async def test_input_to_a_running_process_is_refused_with_a_reason(tmp_path):
     (obs,), client, _ = await run_commands(tmp_path, {"command": "C-c", "is_input": True})
     assert obs.is_error and "runs to completion" in obs.text
     assert client.calls == []
+
+
+async def test_the_sdks_interrupt_of_the_executor_stops_the_command(tmp_path):
+    """`executor.interrupt()` (the SDK calls it from its thread on an interrupt) alone is
+    enough: the wait ends, the terminal is killed and released; later commands run."""
+    client = EditorClient()
+    calls = ClientCalls()
+    async with editor_pair(client) as proxy, trio.open_nursery() as nursery:
+        await nursery.start(calls.run)
+        executor = make_executor(calls, proxy, SESSION, str(tmp_path))
+
+        async def interrupter():
+            with trio.fail_after(20):
+                while "terminal/wait_for_exit" not in client.methods():
+                    await trio.sleep(0.02)
+            await trio.to_thread.run_sync(executor.interrupt)
+
+        nursery.start_soon(interrupter)
+        with trio.fail_after(30):
+            obs = await trio.to_thread.run_sync(executor, TerminalAction(command="sleep 30"))
+            with trio.fail_after(10):
+                while "terminal/release" not in client.methods():
+                    await trio.sleep(0.02)
+            again = await trio.to_thread.run_sync(executor, TerminalAction(command="echo after"))
+        calls.close()
+    assert obs.is_error and "cancelled" in obs.text
+    assert client.methods()[:4] == ["terminal/create", "terminal/wait_for_exit", "terminal/kill", "terminal/release"]
+    assert "after" in again.text

@@ -207,6 +207,14 @@ class ClientCalls:
         turn's cancel) or from any thread."""
         with self._lock:
             self._accepting_turn = False
+        self.cancel_pending()
+
+    def cancel_pending(self) -> None:
+        """Fail every pending call at once and cancel its request, and nothing more: what
+        a tool executor's `interrupt()` does (the SDK calls it from its own thread when
+        the conversation is interrupted), so the wait never outlives an interrupt even
+        where the turn's cancel is not wired in."""
+        with self._lock:
             calls = list(self._pending)
         for call in calls:
             self._abort(call, ClientCallCancelled(call.what))

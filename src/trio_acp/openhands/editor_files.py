@@ -101,6 +101,9 @@ class EditorFiles:
         with self._lock:
             self._written.add(path)
 
+    def cancel_pending(self) -> None:
+        self._calls.cancel_pending()
+
     def wrote(self, path: str) -> bool:
         """Whether this session wrote `path` through the editor (it may not be on disk)."""
         with self._lock:
@@ -241,5 +244,10 @@ def make_executor(workspace_root: str | None, files: EditorFiles) -> Any:
             # Not the parent's __init__: it would build (and leave behind) a disk editor.
             self.editor = make_editor(workspace_root, files)
             self.allowed_edits_files = None
+
+        def interrupt(self) -> None:
+            # The SDK calls this from another thread when the conversation is
+            # interrupted: a read or write waiting on the editor fails at once.
+            files.cancel_pending()
 
     return ClientFileEditorExecutor()

@@ -144,6 +144,11 @@ def make_executor(
             self.cwd = working_dir
             self._lock = threading.Lock()
 
+        def interrupt(self) -> None:
+            # The SDK calls this from another thread when the conversation is
+            # interrupted: the command's wait ends, its terminal is killed and released.
+            calls.cancel_pending()
+
         def _observation(self, text: str, command: str, *, error: bool = False, exit_code: int | None = None, timeout: bool = False) -> Any:
             return TerminalObservation.from_text(
                 text=text,
