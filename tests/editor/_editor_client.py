@@ -53,6 +53,7 @@ class EditorClient:
         self.terminal = terminal
         self.terminals: dict[str, dict[str, Any]] = {}
         self.updates: list[Any] = []
+        self.create_delay = 0.0
         self._next = 0
 
     def capabilities(self) -> schema.ClientCapabilities:
@@ -101,6 +102,7 @@ class EditorClient:
 
     async def create_terminal(self, params):
         self.calls.append(("terminal/create", params))
+        await trio.sleep(self.create_delay)
         self._next += 1
         tid = f"term-{self._next}"
         env = {v.name: v.value for v in params.env or []}

@@ -14,9 +14,9 @@ pytest.importorskip("openhands.tools.terminal")
 from openhands.tools.terminal.definition import TerminalAction  # noqa: E402
 
 
-async def run_commands(tmp_path, *actions, cancel_when=None):
+async def run_commands(tmp_path, *actions, cancel_when=None, client=None):
     """Run terminal actions in a tool thread; (observations, client, announced ids)."""
-    client = EditorClient()
+    client = client or EditorClient()
     calls = ClientCalls()
     announced = []
     async with editor_pair(client) as proxy, trio.open_nursery() as nursery:
@@ -111,3 +111,14 @@ async def test_the_sdks_interrupt_of_the_executor_stops_the_command(tmp_path):
     assert obs.is_error and "cancelled" in obs.text
     assert client.methods()[:4] == ["terminal/create", "terminal/wait_for_exit", "terminal/kill", "terminal/release"]
     assert "after" in again.text
+
+
+async def test_a_cancel_while_the_terminal_is_being_created_still_releases_it(tmp_path):
+    slow = EditorClient()
+    slow.create_delay = 0.3
+    (obs,), client, _ = await run_commands(
+        tmp_path, {"command": "sleep 30"}, cancel_when=lambda c: "terminal/create" in c.methods(), client=slow
+    )
+    assert obs.is_error and "cancelled" in obs.text
+    assert client.methods() == ["terminal/create", "terminal/kill", "terminal/release"]
+    assert client.terminals == {}  # nothing left running in the editor

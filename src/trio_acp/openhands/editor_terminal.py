@@ -39,12 +39,14 @@ import attrs
 import trio
 
 from .. import schema
-from .client_calls import CLEANUP_BUDGET, ClientCallError, ClientCalls
+from .client_calls import CLEANUP_BUDGET, ClientCallError, ClientCalls, ClientCallTimeout
 
 log = logging.getLogger(__name__)
 
 #: Seconds a command may run when the model sets no timeout (then it is killed).
 DEFAULT_COMMAND_TIMEOUT = 600.0
+#: Seconds the editor may take to start a terminal.
+CREATE_TIMEOUT = 10.0
 #: The most output the editor keeps per command (its `outputByteLimit`), and the model sees.
 OUTPUT_BYTE_LIMIT = 256 * 1024
 
@@ -73,17 +75,25 @@ async def run_in_client_terminal(
     cleanup_budget: float = CLEANUP_BUDGET,
 ) -> CommandResult:
     """Run one command in a client terminal (see the module doc). Trio side."""
-    created = await client.create_terminal(
-        session_id=session_id,
-        command=command,
-        args=args or None,
-        cwd=cwd,
-        env=[schema.EnvVariable(name=k, value=v) for k, v in (env or {}).items()] or None,
-        output_byte_limit=output_byte_limit,
-    )
+    # Shielded (with its own deadline): a create cancelled in flight would leave the
+    # editor a running terminal whose id never reaches us, so nobody could release it.
+    # A cancel that lands meanwhile is delivered right after, and kills and releases it.
+    with trio.CancelScope(shield=True) as creating:
+        creating.deadline = trio.current_time() + CREATE_TIMEOUT
+        created = await client.create_terminal(
+            session_id=session_id,
+            command=command,
+            args=args or None,
+            cwd=cwd,
+            env=[schema.EnvVariable(name=k, value=v) for k, v in (env or {}).items()] or None,
+            output_byte_limit=output_byte_limit,
+        )
+    if creating.cancelled_caught:
+        raise ClientCallTimeout("terminal/create", CREATE_TIMEOUT)
     tid = created.terminal_id
     ids = {"session_id": session_id, "terminal_id": tid}
     try:
+        await trio.lowlevel.checkpoint()
         if on_created is not None:
             on_created(tid)
         timed_out = False
