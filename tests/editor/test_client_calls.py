@@ -16,7 +16,7 @@ from trio_acp.openhands.client_calls import (
     ClientCallTimeout,
 )
 
-from ._editor_client import SESSION, EditorClient, editor_pair
+from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 # A guard against a hang (a broken wait would block the test forever), not a timing check.
 GUARD = 10

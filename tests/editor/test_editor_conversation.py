@@ -12,7 +12,7 @@ from trio_acp import schema
 from trio_acp.openhands import editor_workspace
 from trio_acp.openhands.editor_workspace import EditorWorkspace
 
-from ._editor_client import SESSION, EditorClient, editor_pair
+from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 pytest.importorskip("openhands.sdk.testing")
 from openhands.sdk import Agent, Conversation, Message, TextContent, Tool  # noqa: E402

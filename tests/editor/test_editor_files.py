@@ -9,7 +9,7 @@ import trio
 from trio_acp.openhands.client_calls import ClientCalls
 from trio_acp.openhands.editor_files import EditorFiles, make_executor
 
-from ._editor_client import SESSION, EditorClient, editor_pair
+from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 pytest.importorskip("openhands.tools.file_editor")
 from openhands.tools.file_editor.definition import FileEditorAction  # noqa: E402

@@ -8,7 +8,7 @@ import trio
 from trio_acp.openhands.client_calls import ClientCalls
 from trio_acp.openhands.editor_terminal import make_executor
 
-from ._editor_client import SESSION, EditorClient, editor_pair
+from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 pytest.importorskip("openhands.tools.terminal")
 from openhands.tools.terminal.definition import TerminalAction  # noqa: E402

@@ -1,18 +1,24 @@
-"""An editor-shaped ACP client for the editor-workspace tests: its files are buffers (a
-dict that may differ from disk) and it runs terminals itself, and an agent that exposes
-its `ClientProxy` so a test can make client calls the way a session does."""
+"""An editor-shaped ACP client, in process: its files are buffers (a dict that may differ
+from the disk), it runs terminals itself (real processes), and it records every call —
+for tests and benchmarks of the agent's `fs/*` and `terminal/*` use
+(`trio_acp.openhands.editor_workspace`). `editor_pair` connects it to a bare agent and
+yields that agent's `ClientProxy`, for making client calls the way a session does.
+POSIX only (terminals are process groups)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
-from trio_acp import schema
-from trio_acp.rpc import RequestError
-from trio_acp.testing.pair import open_in_memory_pair
+from .. import schema
+from ..rpc import RequestError
+from .pair import open_in_memory_pair
 
 SESSION = "0f9e6a52-3a6e-4cf5-9f0c-5d2e8c3b9a11"
 
@@ -106,14 +112,12 @@ class EditorClient:
         self._next += 1
         tid = f"term-{self._next}"
         env = {v.name: v.value for v in params.env or []}
-        import os
-
         proc = await trio.lowlevel.open_process(
             [params.command, *(params.args or [])],
             cwd=params.cwd,
             env={**os.environ, **env},
-            stdout=__import__("subprocess").PIPE,
-            stderr=__import__("subprocess").STDOUT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         term = {"proc": proc, "out": b"", "limit": params.output_byte_limit, "done": trio.Event(), "truncated": False}
@@ -164,8 +168,6 @@ class EditorClient:
         self.calls.append(("terminal/kill", params.terminal_id))
         term = self.terminals[params.terminal_id]
         if term["proc"].returncode is None:
-            import os, signal
-
             os.killpg(term["proc"].pid, signal.SIGKILL)
         return schema.KillTerminalResponse()
 
@@ -173,8 +175,6 @@ class EditorClient:
         self.calls.append(("terminal/release", params.terminal_id))
         term = self.terminals.pop(params.terminal_id)
         if term["proc"].returncode is None:
-            import os, signal
-
             os.killpg(term["proc"].pid, signal.SIGKILL)
         return schema.ReleaseTerminalResponse()
 
