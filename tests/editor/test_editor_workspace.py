@@ -82,3 +82,17 @@ def test_tool_call_ids_are_bounded_and_match_copies():
     assert ids.lookup(actions[0]) is None  # forgotten
     assert ids.lookup(actions[2]) == "id2"
     assert ids.lookup(actions[1].model_copy()) == "id1"
+
+
+async def test_the_permission_preview_reads_the_buffer(tmp_path):
+    from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
+
+    client = EditorClient({"/w/a.py": "unsaved\n"})
+    async with editor_pair(client) as proxy:
+        workspace = EditorWorkspace(proxy, SESSION)
+        read = await workspace.preview_reader(["/w/a.py", "/w/missing.py"], fallback=lambda p: "disk")
+        assert read("/w/a.py") == "unsaved\n"
+        assert read("/w/missing.py") == "disk"  # the editor has no such buffer
+        no_fs = EditorWorkspace(SimpleNamespace(capabilities=schema.ClientCapabilities()), SESSION)
+        fallback = lambda p: "disk"  # noqa: E731
+        assert await no_fs.preview_reader(["/w/a.py"], fallback=fallback) is fallback

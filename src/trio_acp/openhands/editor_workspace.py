@@ -14,7 +14,8 @@ Session wiring (see the docstrings): `attach` before the conversation is built, 
 `calls.run` in the session's nursery, `note_event` from the SDK event callback,
 `calls.begin_turn()` / `await calls.cancel_turn_and_wait()` around each turn and its
 cancel, `detach` + `calls.close()` when the session closes; `terminal_content(tool_call_id)`
-for the translator's last update of a terminal tool call.
+for the translator's last update of a terminal tool call; `preview_reader` for the
+permission preview of an edit.
 """
 
 from __future__ import annotations
@@ -122,6 +123,32 @@ class EditorWorkspace:
         with self._lock:
             terminal_id = self._terminals.pop(tool_call_id, None)
         return None if terminal_id is None else [schema.Terminal(terminal_id=terminal_id)]
+
+    async def preview_reader(
+        self, paths: list[str], fallback: Callable[[str], str | None], *, timeout: float = 5.0
+    ) -> Callable[[str], str | None]:
+        """A reader for a permission preview (Trio side, before the request): the edit's
+        before-image from the editor's buffers when files go through the editor — so the
+        diff the user approves is against what they see — else `fallback` (the disk).
+        A buffer the editor cannot give in `timeout` seconds falls back too."""
+        if self.files is None or not self.files.reads_from_editor:
+            return fallback
+        import trio
+
+        buffers: dict[str, str] = {}
+        for path in paths:
+            with trio.move_on_after(timeout):
+                try:
+                    response = await self.client.read_text_file(session_id=self.session_id, path=path)
+                except Exception:  # noqa: BLE001 - a preview does without
+                    log.debug("no buffer of %s for the preview", path, exc_info=True)
+                    continue
+                buffers[path] = response.content
+
+        def read(path: str) -> str | None:
+            return buffers[path] if path in buffers else fallback(path)
+
+        return read
 
     # --- the tools ----------------------------------------------------------------------
 
