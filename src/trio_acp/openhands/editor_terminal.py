@@ -1,0 +1,254 @@
+"""The terminal tool running its commands in the editor's terminals (`terminal/*`).
+
+When the client advertises `terminal`, each command the model runs is one client
+terminal, so the user watches it live in the editor:
+
+    terminal/create (command, cwd, env, outputByteLimit)
+      → announce the terminal id (the tool call's content becomes
+        ``{"type": "terminal", "terminalId": …}``: the editor embeds it)
+      → terminal/wait_for_exit, raced against the command's timeout
+        (on timeout: terminal/kill)
+      → terminal/output: the model's result (output, truncation, exit status)
+      → terminal/release, always.
+
+On the turn's cancel the Trio task running this is cancelled: the pending request gets
+``$/cancel_request`` (rpc layer), then ``terminal/kill`` and ``terminal/release`` are sent,
+shielded, within `CLEANUP_BUDGET` (`client_calls.ClientCalls.cancel_turn_and_wait` lets
+the turn wait for them before it answers `cancelled`).
+
+A client terminal runs one command, where the SDK's terminal is a shell session that
+lives across commands. The working directory is carried over: the command runs in a
+small ``bash -c`` script that records the directory it ends in (a private file, read back
+after exit), so ``cd src`` still holds for the next command. Exported variables do not
+carry over; input to a running process (``is_input``) is refused with an explanation,
+and ``reset`` starts again from the session's directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from .. import schema
+from .client_calls import CLEANUP_BUDGET, ClientCallError, ClientCalls, ClientCallTimeout
+
+log = logging.getLogger(__name__)
+
+#: Seconds a command may run when the model sets no timeout (then it is killed).
+DEFAULT_COMMAND_TIMEOUT = 600.0
+#: Seconds the editor may take to start a terminal.
+CREATE_TIMEOUT = 10.0
+#: The most output the editor keeps per command (its `outputByteLimit`), and the model sees.
+OUTPUT_BYTE_LIMIT = 256 * 1024
+
+
+@attrs.frozen
+class CommandResult:
+    terminal_id: str
+    output: str
+    truncated: bool
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
+
+
+async def run_in_client_terminal(
+    client: Any,
+    session_id: str,
+    *,
+    command: str,
+    args: list[str] | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    output_byte_limit: int | None = OUTPUT_BYTE_LIMIT,
+    timeout: float = DEFAULT_COMMAND_TIMEOUT,
+    on_created: Callable[[str], Any] | None = None,
+    cleanup_budget: float = CLEANUP_BUDGET,
+) -> CommandResult:
+    """Run one command in a client terminal (see the module doc). Trio side."""
+    # Shielded (with its own deadline): a create cancelled in flight would leave the
+    # editor a running terminal whose id never reaches us, so nobody could release it.
+    # A cancel that lands meanwhile is delivered right after, and kills and releases it.
+    with trio.CancelScope(shield=True) as creating:
+        creating.deadline = trio.current_time() + CREATE_TIMEOUT
+        created = await client.create_terminal(
+            session_id=session_id,
+            command=command,
+            args=args or None,
+            cwd=cwd,
+            env=[schema.EnvVariable(name=k, value=v) for k, v in (env or {}).items()] or None,
+            output_byte_limit=output_byte_limit,
+        )
+    if creating.cancelled_caught:
+        raise ClientCallTimeout("terminal/create", CREATE_TIMEOUT)
+    tid = created.terminal_id
+    ids = {"session_id": session_id, "terminal_id": tid}
+    try:
+        await trio.lowlevel.checkpoint()
+        if on_created is not None:
+            on_created(tid)
+        timed_out = False
+        with trio.move_on_after(timeout) as waited:
+            await client.wait_for_terminal_exit(**ids)
+        if waited.cancelled_caught:
+            timed_out = True
+            await client.kill_terminal(**ids)
+        out = await client.terminal_output(**ids)
+        status = out.exit_status
+        return CommandResult(
+            terminal_id=tid,
+            output=out.output,
+            truncated=out.truncated,
+            exit_code=status.exit_code if status is not None else None,
+            signal=status.signal if status is not None else None,
+            timed_out=timed_out,
+        )
+    except BaseException:
+        # Cancelled (the turn, the session) or failed: the command must not go on.
+        with trio.move_on_after(cleanup_budget, shield=True):
+            await _quietly(client.kill_terminal(**ids))
+        raise
+    finally:
+        with trio.move_on_after(cleanup_budget, shield=True):
+            await _quietly(client.release_terminal(**ids))
+
+
+async def _quietly(request: Any) -> None:
+    try:
+        await request
+    except Exception:  # noqa: BLE001 - cleanup of a terminal that may be gone already
+        log.debug("terminal cleanup request failed", exc_info=True)
+
+
+def make_executor(
+    calls: ClientCalls,
+    client: Any,
+    session_id: str,
+    working_dir: str,
+    *,
+    announce: Callable[[Any, str], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> Any:
+    """A terminal `ToolExecutor` running commands in the client's terminals.
+
+    ``announce(action, terminal_id)`` is called on the Trio thread once the terminal
+    exists, for the session to put ``{"type":"terminal","terminalId"}`` into the tool
+    call whose action this is. ``env``: variables every command gets.
+    """
+    from openhands.sdk.tool import ToolExecutor
+    from openhands.tools.terminal.definition import TerminalObservation
+    from openhands.tools.terminal.metadata import CmdOutputMetadata
+
+    class ClientTerminalExecutor(ToolExecutor):
+        def __init__(self) -> None:
+            self.root = working_dir
+            self.cwd = working_dir
+            self._lock = threading.Lock()
+
+        def interrupt(self) -> None:
+            # The SDK calls this from another thread when the conversation is
+            # interrupted: the command's wait ends, its terminal is killed and released.
+            calls.cancel_pending()
+
+        def _observation(self, text: str, command: str, *, error: bool = False, exit_code: int | None = None, timeout: bool = False) -> Any:
+            return TerminalObservation.from_text(
+                text=text,
+                command=command,
+                is_error=error,
+                exit_code=exit_code,
+                timeout=timeout,
+                metadata=CmdOutputMetadata(exit_code=-1 if exit_code is None else exit_code, working_dir=self.cwd),
+            )
+
+        def __call__(self, action: Any, conversation: Any = None) -> Any:
+            command = action.command
+            if action.reset:
+                with self._lock:
+                    self.cwd = self.root
+                return self._observation("The terminal was reset; commands run in " + self.root, command, exit_code=0)
+            if action.is_input:
+                return self._observation(
+                    "Input cannot be sent to a running process: each command runs to completion in "
+                    "its own terminal of the editor. Run the command non-interactively instead.",
+                    command,
+                    error=True,
+                )
+            if not command.strip():
+                return self._observation("No command is running: each command runs to completion.", command, error=True)
+            timeout = action.timeout if action.timeout else DEFAULT_COMMAND_TIMEOUT
+            with self._lock:
+                cwd = self.cwd
+            fd, cwd_file = tempfile.mkstemp(prefix="trio-acp-cwd-")
+            os.close(fd)
+            script = (
+                f"{command}\n__trio_acp_status=$?\n"
+                f"pwd -P > {shlex.quote(cwd_file)} 2>/dev/null\nexit $__trio_acp_status"
+            )
+
+            def on_created(tid: str) -> None:
+                if announce is not None:
+                    try:
+                        announce(action, tid)
+                    except Exception:  # noqa: BLE001 - showing it is not worth failing the command
+                        log.warning("could not announce terminal %s", tid, exc_info=True)
+
+            try:
+                result = calls.call(
+                    lambda: run_in_client_terminal(
+                        client,
+                        session_id,
+                        command="bash",
+                        args=["-c", script],
+                        cwd=cwd,
+                        env=env,
+                        timeout=timeout,
+                        on_created=on_created,
+                    ),
+                    what=f"running `{_short(command)}` in the editor's terminal",
+                    timeout=timeout + 4 * CLEANUP_BUDGET + 30,
+                )
+            except ClientCallError as exc:
+                return self._observation(str(exc), command, error=True)
+            finally:
+                new_cwd = _read_cwd(cwd_file)
+            if new_cwd:
+                with self._lock:
+                    self.cwd = new_cwd
+            text = result.output
+            if result.truncated:
+                text = f"[output truncated to its last {OUTPUT_BYTE_LIMIT} bytes]\n{text}"
+            if result.timed_out:
+                text += f"\n[The command did not finish within {timeout:g} s and was killed.]"
+                return self._observation(text, command, error=True, timeout=True, exit_code=-1)
+            if result.signal:
+                text += f"\n[The command was terminated by {result.signal}.]"
+            return self._observation(text, command, exit_code=result.exit_code)
+
+    return ClientTerminalExecutor()
+
+
+def _read_cwd(path: str) -> str | None:
+    try:
+        text = Path(path).read_text().strip()
+    except OSError:
+        text = ""
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return text if text and os.path.isabs(text) and os.path.isdir(text) else None
+
+
+def _short(command: str) -> str:
+    line = " ".join(command.split())
+    return line if len(line) <= 80 else line[:79] + "…"
