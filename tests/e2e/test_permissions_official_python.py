@@ -37,7 +37,7 @@ from _oh_harness import (  # noqa: E402
     new_session,
     trio_acp_agent,
 )
-from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Turn, scenario_prompt  # noqa: E402
+from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Reply, scenario_prompt  # noqa: E402
 from trio_acp.testing.scenarios import finish  # noqa: E402
 
 
@@ -245,7 +245,7 @@ def test_permission_requests_stand_on_their_own():
     view = Scenario(
         "view",
         lambda ctx: [
-            Turn(tool_calls=[ToolCall("file_editor", {"command": "view", "path": ctx.tag("path"),
+            Reply(tool_calls=[ToolCall("file_editor", {"command": "view", "path": ctx.tag("path"),
                                                       "view_range": [2, 3], "summary": "Read it",
                                                       "security_risk": "LOW"})]),
             finish("Read it."),

@@ -25,7 +25,7 @@ import sys
 
 import trio
 
-from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Turn, scenario_prompt
+from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Reply, scenario_prompt
 
 TIMEOUT = 120
 MARKER = "TRIO_ACP_CANARY_MARKER"  # an ordinary variable: tools must still see those
@@ -35,9 +35,9 @@ def _terminal(command: str) -> ToolCall:
     return ToolCall("terminal", {"command": command, "summary": "probe", "security_risk": "LOW"})
 
 
-def _steps(commands: list[str], done: str) -> list[Turn]:
-    return [Turn(tool_calls=[_terminal(c)]) for c in commands] + [
-        Turn(tool_calls=[ToolCall("finish", {"message": done})])
+def _steps(commands: list[str], done: str) -> list[Reply]:
+    return [Reply(tool_calls=[_terminal(c)]) for c in commands] + [
+        Reply(tool_calls=[ToolCall("finish", {"message": done})])
     ]
 
 
@@ -134,16 +134,16 @@ async def test_the_agents_credentials_reach_no_tool_client_log_or_file(tmp_path)
             "echo-key",
             [
                 # Small chunks: the key arrives split across many stream chunks.
-                Turn(reasoning=f"I know {key}.", text=said, chunk_size=5,
+                Reply(reasoning=f"I know {key}.", text=said, chunk_size=5,
                      tool_calls=[_terminal(f"echo {key}")]),
-                Turn(tool_calls=[ToolCall("finish", {"message": f"Done with {key}."})], chunk_size=5),
+                Reply(tool_calls=[ToolCall("finish", {"message": f"Done with {key}."})], chunk_size=5),
             ],
             "the model repeats the key",
         ),
         # Ends like the key begins: held back while it might be the key, then delivered.
-        Scenario("almost", [Turn(text=f"Almost: {key[:20]}", chunk_size=3)], "a prefix of the key"),
-        Scenario("auth-401", [Turn(fault="http401", fault_message=f"Incorrect API key provided: {key}")], "401"),
-        Scenario("quote-500", [Turn(fault="http500", fault_message=f"upstream rejected key {key}")], "500"),
+        Scenario("almost", [Reply(text=f"Almost: {key[:20]}", chunk_size=3)], "a prefix of the key"),
+        Scenario("auth-401", [Reply(fault="http401", fault_message=f"Incorrect API key provided: {key}")], "401"),
+        Scenario("quote-500", [Reply(fault="http500", fault_message=f"upstream rejected key {key}")], "500"),
     ]
     with ScriptedLLM(scenarios=scenarios) as llm:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "TRIO_ACP_"))}

@@ -22,7 +22,7 @@ from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.settings import load_settings
 from trio_acp.rpc import RequestError
-from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Turn, scenario_prompt, scripted_env
+from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Reply, scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
 
 _LOADER: SdkLoader | None = None
@@ -43,14 +43,14 @@ def llm():
         names = [t["function"]["name"] for t in ctx.body.get("tools", [])]
         name = next((n for n in names if "shout" in n), "shout")
         return [
-            Turn(tool_calls=[ToolCall(name, {"text": "hello mcp"})]),
-            Turn(text="Shouted."),
+            Reply(tool_calls=[ToolCall(name, {"text": "hello mcp"})]),
+            Reply(text="Shouted."),
         ]
 
     extra = [
         Scenario("mcp-shout", shout_steps, "call the shout MCP tool"),
-        Scenario("cutoff", [Turn(text="This reply is cut", finish_reason="length")], "max tokens"),
-        Scenario("refuse", [Turn(text="I can't help with that.", finish_reason="content_filter")], "refusal"),
+        Scenario("cutoff", [Reply(text="This reply is cut", finish_reason="length")], "max tokens"),
+        Scenario("refuse", [Reply(text="I can't help with that.", finish_reason="content_filter")], "refusal"),
     ]
     with ScriptedLLM(scenarios=extra) as server:
         yield server

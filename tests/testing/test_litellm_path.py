@@ -8,11 +8,11 @@ import litellm
 from litellm.exceptions import MidStreamFallbackError
 import pytest
 
-from trio_acp.testing import ScriptedLLM, ToolCall, Turn, scenario_prompt
+from trio_acp.testing import ScriptedLLM, ToolCall, Reply, scenario_prompt
 
 litellm.suppress_debug_info = True  # the OpenHands SDK sets this too (else it prints to stdout)
 
-TWO_CALLS = Turn(
+TWO_CALLS = Reply(
     reasoning="Two tools at once.",
     text="Running two things.",
     tool_calls=[

@@ -14,6 +14,7 @@ import trio
 
 from trio_acp.testing import (
     FINISHED_TEXT,
+    Reply,
     RequestContext,
     Scenario,
     ScriptedLLM,
@@ -133,29 +134,29 @@ def test_step_is_assistant_messages_after_last_user():
 
 
 def test_rules_tag_default_and_past_end():
-    two = Scenario("two", [Turn(text="one"), Turn(text="two")])
+    two = Scenario("two", [Reply(text="one"), Reply(text="two")])
     server = ScriptedLLM(
         [
             ("needle", two),
             (re.compile(r"^re\d+$"), "plan"),
-            (lambda p: p.endswith("!"), [Turn(text="bang")]),
+            (lambda p: p.endswith("!"), [Reply(text="bang")]),
         ],
-        scenarios=[Scenario("custom", [Turn(text="custom!")])],
+        scenarios=[Scenario("custom", [Reply(text="custom!")])],
     )
 
-    def turn(*msgs):
-        return server.turn_for(body(*msgs))
+    def reply(*msgs):
+        return server.reply_for(body(*msgs))
 
-    assert turn("a needle here").text == "one"
-    assert turn("needle", {"role": "assistant", "content": "one"}).text == "two"
-    assert turn("needle", {"role": "assistant"}, {"role": "assistant"}).text == FINISHED_TEXT
-    assert turn("re42").tool_calls[0].name == "task_tracker"
-    assert turn("hey!").text == "bang"
+    assert reply("a needle here").text == "one"
+    assert reply("needle", {"role": "assistant", "content": "one"}).text == "two"
+    assert reply("needle", {"role": "assistant"}, {"role": "assistant"}).text == FINISHED_TEXT
+    assert reply("re42").tool_calls[0].name == "task_tracker"
+    assert reply("hey!").text == "bang"
     # the explicit tag wins over rules; unknown tags fall through to rules/default
-    assert turn("[scenario:custom] needle").text == "custom!"
-    assert turn("[scenario:nope] needle").text == "one"
-    assert turn("just talk").text == "Echo: just talk"
-    assert turn().text == "Echo: "  # no user message at all
+    assert reply("[scenario:custom] needle").text == "custom!"
+    assert reply("[scenario:nope] needle").text == "one"
+    assert reply("just talk").text == "Echo: just talk"
+    assert reply().text == "Echo: "  # no user message at all
     with pytest.raises(KeyError):
         ScriptedLLM([("x", "no-such-scenario")])
 
@@ -163,35 +164,35 @@ def test_rules_tag_default_and_past_end():
 def test_builtin_scenarios_shapes():
     server = ScriptedLLM()
 
-    def turns(prompt, n=6):
+    def replies(prompt, n=6):
         out = []
         for step in range(n):
-            t = server.turn_for(body(prompt, *[{"role": "assistant"}] * step))
+            t = server.reply_for(body(prompt, *[{"role": "assistant"}] * step))
             out.append(t)
             if t.text == FINISHED_TEXT:
                 break
         return out
 
-    term = turns("[scenario:terminal]")
+    term = replies("[scenario:terminal]")
     assert term[0].tool_calls[0].name == "terminal"
     assert term[0].tool_calls[0].arguments["command"] == "echo hello from terminal"
     assert term[0].effective_finish_reason == "tool_calls"
     assert term[1].tool_calls[0].name == "finish"
     assert term[2].text == FINISHED_TEXT
-    assert turns("[scenario:terminal] [command:ls /]")[0].tool_calls[0].arguments["command"] == "ls /"
-    assert turns("[scenario:sleep] [seconds:3]")[0].tool_calls[0].arguments["command"] == "sleep 3"
-    edit = turns("[scenario:edit] [path:/tmp/x.txt]")
+    assert replies("[scenario:terminal] [command:ls /]")[0].tool_calls[0].arguments["command"] == "ls /"
+    assert replies("[scenario:sleep] [seconds:3]")[0].tool_calls[0].arguments["command"] == "sleep 3"
+    edit = replies("[scenario:edit] [path:/tmp/x.txt]")
     assert [t.tool_calls[0].arguments.get("command") for t in edit[:2]] == ["create", "str_replace"]
     assert edit[2].tool_calls[0].name == "finish"
-    assert "needs an absolute path" in turns("[scenario:edit]")[0].text
-    plan = turns("[scenario:plan]")
+    assert "needs an absolute path" in replies("[scenario:edit]")[0].text
+    plan = replies("[scenario:plan]")
     assert len(plan[0].tool_calls[0].arguments["task_list"]) == 3
-    demo = turns("[scenario:demo]")
+    demo = replies("[scenario:demo]")
     assert demo[0].reasoning and demo[0].text
     assert [t.tool_calls[0].name for t in demo[:4]] == ["terminal", "file_editor", "task_tracker", "finish"]
     assert demo[1].tool_calls[0].arguments["path"] == DEMO_DEFAULT_PATH
     # the demo writes into the working directory reported by the terminal result
-    cwd_demo = server.turn_for(
+    cwd_demo = server.reply_for(
         body(
             "[scenario:demo]",
             {"role": "assistant"},
@@ -203,28 +204,29 @@ def test_builtin_scenarios_shapes():
         for tc in t.tool_calls:
             if tc.name != "finish":
                 assert tc.arguments["security_risk"] == "LOW" and tc.arguments["summary"]
-    assert len(turns("[scenario:long] [tokens:100]")[0].text) == 400
-    assert turns("[scenario:error500]")[0].http_status == 500
-    assert turns("[scenario:stall]")[0].fault == "stall"
-    assert turns("[scenario:truncate]")[0].fault == "truncate"
+    assert len(replies("[scenario:long] [tokens:100]")[0].text) == 400
+    assert replies("[scenario:error500]")[0].http_status == 500
+    assert replies("[scenario:stall]")[0].fault == "stall"
+    assert replies("[scenario:truncate]")[0].fault == "truncate"
     # remember: the word comes from an EARLIER user message
-    remember = server.turn_for(
+    remember = server.reply_for(
         body("my word is [word:pineapple]", {"role": "assistant", "content": "ok"}, "[scenario:remember]")
     )
     assert remember.text == "You said earlier: pineapple"
-    assert server.turn_for(body("I like kiwis", "[scenario:remember]")).text == "You said earlier: kiwis"
-    assert "don't remember" in server.turn_for(body("[scenario:remember]")).text
+    assert server.reply_for(body("I like kiwis", "[scenario:remember]")).text == "You said earlier: kiwis"
+    assert "don't remember" in server.reply_for(body("[scenario:remember]")).text
 
 
-def test_turn_validation():
+def test_reply_validation():
+    assert Turn is Reply  # the former name still works
     with pytest.raises(ValueError):
-        Turn(fault="explode")
+        Reply(fault="explode")
     with pytest.raises(ValueError):
-        Turn(finish_reason="whatever")
-    assert Turn(fault="http429").http_status == 429
-    assert Turn(fault="context_length").http_status == 400
-    assert Turn(fault="reset").http_status is None and Turn(fault="badjson").http_status is None
-    assert Turn(text="x", finish_reason="length").effective_finish_reason == "length"
+        Reply(finish_reason="whatever")
+    assert Reply(fault="http429").http_status == 429
+    assert Reply(fault="context_length").http_status == 400
+    assert Reply(fault="reset").http_status is None and Reply(fault="badjson").http_status is None
+    assert Reply(text="x", finish_reason="length").effective_finish_reason == "length"
     assert ToolCall("t", '{"raw": 1}').arguments_json() == '{"raw": 1}'
 
 
@@ -286,7 +288,7 @@ def test_long_is_one_token_per_chunk(llm):
     assert done and len(content) == 3000
     assert all(len(c["choices"][0]["delta"]["content"]) == 4 for c in content)
     assert chunks[-1]["usage"]["completion_tokens"] == 3000
-    assert long_scenario(10, chunk_size=8).turn_for(RequestContext.from_body(body("x"))).text.count(" ") == 10
+    assert long_scenario(10, chunk_size=8).reply_for(RequestContext.from_body(body("x"))).text.count(" ") == 10
 
 
 def test_chunk_delay_paces_the_stream(llm):
@@ -326,7 +328,7 @@ def test_faults_over_http(llm):
     assert any('"content"' in line for line in got)
     recs = llm.wait_for_requests(1, predicate=lambda rs: rs[-1].finished is not None, timeout=5)
     assert recs[-1].outcome == "stall" and recs[-1].chunks_sent == 4
-    custom = ScriptedLLM([("x", [Turn(text="abcdefgh", chunk_size=1, fault="truncate", fault_after=3)])])
+    custom = ScriptedLLM([("x", [Reply(text="abcdefgh", chunk_size=1, fault="truncate", fault_after=3)])])
     with custom:
         with pytest.raises(httpx.RemoteProtocolError):
             with HTTP.stream("POST", custom.base_url + "/chat/completions", json=body("x"), timeout=5) as resp:
@@ -473,13 +475,13 @@ def test_script_file(tmp_path):
     script = load_script_file(f)
     assert set(script.scenarios) == {"greet", "boom"} and script.default == "greet"
     server = ScriptedLLM.from_file(f)
-    t0 = server.turn_for(body("[name:Ann] hi"))
+    t0 = server.reply_for(body("[name:Ann] hi"))
     assert t0.text == "Hello Ann, you said: [name:Ann] hi" and t0.chunk_size == 3
-    t1 = server.turn_for(body("[name:Ann] hi", {"role": "assistant"}))
+    t1 = server.reply_for(body("[name:Ann] hi", {"role": "assistant"}))
     assert t1.tool_calls[0].arguments == {"message": "bye Ann"}
-    assert server.turn_for(body("please explode")).http_status == 503
-    assert server.turn_for(body("plan it")).tool_calls[0].name == "task_tracker"
-    assert server.turn_for(body("[scenario:echo] x")).text == "Echo: [scenario:echo] x"
+    assert server.reply_for(body("please explode")).http_status == 503
+    assert server.reply_for(body("plan it")).tool_calls[0].name == "task_tracker"
+    assert server.reply_for(body("[scenario:echo] x")).text == "Echo: [scenario:echo] x"
 
 
 async def test_trio_usage():
