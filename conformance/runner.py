@@ -1,4 +1,4 @@
-"""Running the suite: ``python -m conformance [options] -- AGENT COMMAND...``.
+"""Running the suite: ``python -m trio_acp_conformance [options] -- AGENT COMMAND...``.
 
 Exit status: 0 when no mandatory check (nor capability check, where the capability is
 advertised) failed; 1 otherwise; 2 for a usage error.
@@ -133,7 +133,7 @@ async def run_suite(config: RunConfig, *, progress: Any = None, verbose: bool = 
     )
 
 
-def build_parser(prog: str = "python -m conformance") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m trio_acp_conformance") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Run the ACP v1 conformance suite against an agent command (launched over stdio).",
@@ -169,7 +169,7 @@ def list_checks(out: Any) -> None:
         print(f"{c.id:20} {level:45} {c.title}", file=out)
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m conformance") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m trio_acp_conformance") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.list:

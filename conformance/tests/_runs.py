@@ -6,9 +6,9 @@ from pathlib import Path
 
 import trio
 
-from conformance.context import RunConfig
-from conformance.report import Report
-from conformance.runner import run_suite
+from trio_acp_conformance.context import RunConfig
+from trio_acp_conformance.report import Report
+from trio_acp_conformance.runner import run_suite
 
 
 async def run(command: list[str], scratch: Path, *, only: list[str] | None = None) -> Report:

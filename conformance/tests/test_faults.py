@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.model import REGISTRY, Level, Status
+from trio_acp_conformance.model import REGISTRY, Level, Status
 
 from ._runs import run_many
 from .agents.faulty_agent import FAULTS

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from conformance.model import REGISTRY
+from trio_acp_conformance.model import REGISTRY
 
 from .conftest import faulty_command
 
-RUNNER = [sys.executable, "-m", "conformance"]
+RUNNER = [sys.executable, "-m", "trio_acp_conformance"]
 
 
 def run_cli(*args: str, prefix: list[str] = RUNNER) -> subprocess.CompletedProcess[str]:

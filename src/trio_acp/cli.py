@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["conformance"]:
         # The suite has options of its own and takes the agent command after `--`.
-        from conformance.runner import main as conformance_main
+        from trio_acp_conformance.runner import main as conformance_main
 
         return conformance_main(argv[1:], prog="trio-acp conformance")
     args = build_parser().parse_args(argv)
