@@ -94,7 +94,7 @@ async def nothing_after(ctx: Context) -> str:
 @check(
     "ACP-CANCEL-003",
     "the session works after a cancel",
-    rule="A cancelled turn leaves the session usable (LESSONS #1: wedged sessions after cancel "
+    rule="A cancelled turn leaves the session usable (wedged sessions after cancel "
     "in hermes-agent, opencode, nano-rlm).",
     level=Level.ADVISORY,
     area=AREA,
@@ -112,7 +112,7 @@ async def usable_after_cancel(ctx: Context) -> str:
     "ACP-CANCEL-004",
     "a cancel is answered within 2 s",
     rule="Agents SHOULD stop LLM requests and tool invocations as soon as possible after "
-    "session/cancel (prompt-turn.mdx); LESSONS target: bounded latency under 2 s.",
+    "session/cancel (prompt-turn.mdx); the target here: bounded latency under 2 s.",
     level=Level.ADVISORY,
     area=AREA,
 )
@@ -131,7 +131,7 @@ async def cancel_latency(ctx: Context) -> str:
     "ACP-CANCEL-005",
     "a cancel during a running tool call is answered within 5 s",
     rule="On session/cancel the agent SHOULD stop tool invocations as soon as possible and then "
-    "answer cancelled (prompt-turn.mdx §Cancellation; LESSONS: a soft pause that waits for the "
+    "answer cancelled (prompt-turn.mdx §Cancellation; a soft pause that waits for the "
     "tool is the common failure). The tool runs `sleep 20`.",
     level=Level.ADVISORY,
     area=AREA,
@@ -211,8 +211,8 @@ async def cancel_behind_prompt(ctx: Context) -> str:
     "a prompt sent right after session/cancel runs",
     rule="A cancel ends the turns sent before it, not the ones after: clients send session/cancel "
     "and the next session/prompt in the same breath, and that prompt must run once the cancelled "
-    "turn has answered — not be refused as busy (LESSONS #1; the cancel and the next prompt are "
-    "written together here, while a slow turn streams).",
+    "turn has answered — not be refused as busy (hermes-agent#79196; the cancel and the next "
+    "prompt are written together here, while a slow turn streams).",
     level=Level.ADVISORY,
     area=AREA,
 )

@@ -34,8 +34,9 @@ async def _probe_id(agent: AgentProcess, sent_id: object) -> str:
     "ACP-JSONRPC-001",
     "integer request ids are echoed exactly",
     rule='JSON-RPC 2.0: the response "MUST be the same as the value of the id member in the '
-    'Request Object"; ids may be integers (PROTOCOL §2; acp-tck ACP-JSONRPC-001). Checked on '
-    "initialize (id 1) and two more requests, in a process of its own.",
+    'Request Object"; ids may be integers (jsonrpc.org/specification §5; acp-tck '
+    "ACP-JSONRPC-001). Checked on initialize (id 1) and two more requests, in a process of its "
+    "own.",
     level=Level.MANDATORY,
     area=AREA,
 )
@@ -107,7 +108,7 @@ async def unknown_method(ctx: Context) -> str:
     "ACP-JSONRPC-004",
     "invalid params are answered with -32602",
     rule='JSON-RPC 2.0: -32602 "Invalid params"; ACP clients (acpx, acpcomply) require it for '
-    "schema-violating params such as a prompt that is not an array (PROTOCOL §6.9).",
+    "schema-violating params such as a prompt that is not an array (JSON-RPC 2.0 §5.1).",
     level=Level.MANDATORY,
     area=AREA,
 )
@@ -136,7 +137,7 @@ async def invalid_params(ctx: Context) -> str:
     "ACP-JSONRPC-005",
     "the agent keeps working after error responses",
     rule="An error answers one request; the connection stays usable (JSON-RPC 2.0; "
-    "LESSONS #5: parse and dispatch failures must not break the channel).",
+    "codex-acp#177: a parse failure broke the channel).",
     level=Level.MANDATORY,
     area=AREA,
 )
@@ -154,7 +155,7 @@ async def usable_after_errors(ctx: Context) -> str:
     "ACP-JSONRPC-006",
     "a line that is not JSON does not break the connection",
     rule="JSON-RPC 2.0 answers invalid JSON with a Parse error instead of failing; ACP agents "
-    "must survive malformed frames (LESSONS #5: codex-acp#177, python-sdk#62).",
+    "must survive malformed frames (codex-acp#177, python-sdk#62).",
     level=Level.MANDATORY,
     area=AREA,
 )

@@ -112,7 +112,7 @@ async def load_replays(ctx: Context) -> str:
     "ACP-LOAD-002",
     "the replay includes the user's messages",
     rule="The replay covers the whole conversation: user_message_chunk for the user's turns, "
-    "agent_message_chunk for the agent's (session-setup.mdx; LESSONS #3).",
+    "agent_message_chunk for the agent's (session-setup.mdx; codex-acp#206, kimi-cli#1956).",
     level=Level.CAPABILITY,
     capability="loadSession",
     area=AREA,

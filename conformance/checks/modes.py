@@ -114,7 +114,7 @@ async def config_current(ctx: Context) -> str:
     "ACP-CONFIG-002",
     "session/set_config_option returns the complete option list",
     rule="The response to session/set_config_option MUST contain the complete list of config "
-    "options (session-config-options.mdx; LESSONS #12).",
+    "options (session-config-options.mdx).",
     level=Level.CAPABILITY,
     capability="configOptions in session/new",
     area=AREA,
@@ -149,7 +149,8 @@ async def config_full_list(ctx: Context) -> str:
     "ACP-CONFIG-003",
     "no boolean config options unless the client supports them",
     rule='Do not include type "boolean" options unless the client advertised '
-    "clientCapabilities.session.configOptions.boolean (PROTOCOL §6.2; acp-tck ACP-CONFIG-003).",
+    "clientCapabilities.session.configOptions.boolean (session-config-options.mdx; acp-tck "
+    "ACP-CONFIG-003).",
     level=Level.CAPABILITY,
     capability="configOptions in session/new",
     area=AREA,

@@ -75,7 +75,7 @@ async def allow_runs(ctx: Context) -> str:
     "ACP-PERM-003",
     "a rejected tool call does not run",
     rule="A reject option means the tool MUST NOT run; the turn goes on or ends, with a result "
-    "(tool-calls.mdx; LESSONS #6: fail closed).",
+    "(tool-calls.mdx: fail closed).",
     level=Level.MANDATORY,
     area=AREA,
 )

@@ -18,7 +18,7 @@ LARGE = 1 << 20  # 1 MiB: far past the 64 KiB line limits that bit python-sdk#62
     "ACP-TRANSPORT-003",
     "a 1 MiB frame is accepted",
     rule="Messages are newline-delimited JSON-RPC of any size; readers with a 64 KiB line limit "
-    "kill the connection (LESSONS #5: python-sdk#62, kimi-cli#831). Sent: a session/prompt whose "
+    "kill the connection (python-sdk#62, kimi-cli#831). Sent: a session/prompt whose "
     "_meta carries 1 MiB.",
     level=Level.MANDATORY,
     area=AREA,

@@ -49,7 +49,8 @@ async def notifications_unanswered(ctx: Context) -> str:
     "ACP-PROMPT-009",
     "no turn update follows the turn's response",
     rule="All updates of a turn come before its session/prompt response (prompt-turn.mdx: the "
-    "response ends the turn; LESSONS #2: clients truncate or flag late updates). Judged over "
+    "response ends the turn; clients truncate or flag late updates: claude-agent-acp#824, "
+    "opencode#17505). Judged over "
     "every turn of the run; session-level updates (commands, mode, config, info, usage) excepted.",
     level=Level.ADVISORY,
     area="prompt",
@@ -67,7 +68,7 @@ async def no_late_updates(ctx: Context) -> str:
     "ACP-SESSION-003",
     "no session/update for a session before session/new returned it",
     rule="Session-level updates (e.g. available_commands_update) go after the session/new "
-    "response: before it the client cannot know the session (PROTOCOL §6.3; DESIGN §5).",
+    "response: before it the client cannot know the session (session-setup.mdx).",
     level=Level.ADVISORY,
     area="sessions",
 )

@@ -51,7 +51,8 @@ async def serve_stream(
     collects the credential values to mask, shared with the log formatter.
     """
     # The SDK import (~8-10 s) starts now, in a thread, so that `initialize` never waits
-    # for it and `session/new` usually doesn't either (DESIGN §3). Under serve_stdio this
+    # for it and `session/new` usually doesn't either
+    # (docs/ARCHITECTURE.md#d3-an-instant-initialize). Under serve_stdio this
     # runs after fd 1 points at stderr, so nothing the import prints can reach the wire.
     loader = sdk_loader or SdkLoader()
     secrets = secrets if secrets is not None else SecretValues()

@@ -461,7 +461,7 @@ async def test_load_resume_list_delete_across_agent_restarts(env, tmp_path, llm)
 
 
 async def test_stdio_mcp_servers_from_session_new_become_tools(env, tmp_path, llm):
-    # LESSONS 11: MCP servers the client passes must not be silently ignored.
+    # MCP servers the client passes must not be silently ignored (agy-acp#136, zcode-acp#42).
     server = os.path.join(os.path.dirname(__file__), "mcp", "shout_server.py")
     mcp = schema.McpServerStdio(
         name="shouter",
@@ -487,7 +487,7 @@ async def test_stdio_mcp_servers_from_session_new_become_tools(env, tmp_path, ll
         if isinstance(c, schema.ContentToolCallContent)
     ]
     assert any("HELLO MCP!!" in text for text in outputs), outputs
-    # Closing the agent closed the session, and the MCP server with it (LESSONS 16).
+    # Closing the agent closed the session, and the MCP server with it (zed#56747).
     with trio.fail_after(10):
         while [p for p in psutil.process_iter(["cmdline"]) if server in (p.info["cmdline"] or [])]:
             await trio.sleep(0.1)

@@ -417,7 +417,10 @@ class Peer:
                 logger.exception("after-response callback of %r failed", request.method)
 
     async def _call_handler(self, request: Request) -> bytes:
-        """The per-request error boundary (DESIGN decision 8)."""
+        """The per-request error boundary.
+
+        See docs/ARCHITECTURE.md#d8-one-error-boundary-per-request.
+        """
         try:
             result = await self._handler.handle_request(request.method, request.params)
         except RequestError as exc:
