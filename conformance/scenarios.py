@@ -25,10 +25,17 @@ tags from the prompt text.
 
 from __future__ import annotations
 
-from trio_acp.testing.scripted_llm import Reply, RequestContext, Scenario, ScriptedLLM
 from trio_acp.testing.scenarios import scenario_prompt
+from trio_acp.testing.scripted_llm import Reply, RequestContext, Scenario, ScriptedLLM
 
-__all__ = ["SUITE_SCENARIOS", "edit_prompt", "echo_prompt", "shell_prompt", "slow_prompt", "start_llm"]
+__all__ = [
+    "SUITE_SCENARIOS",
+    "edit_prompt",
+    "echo_prompt",
+    "shell_prompt",
+    "slow_prompt",
+    "start_llm",
+]
 
 
 def _slow(ctx: RequestContext) -> Reply:

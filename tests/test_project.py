@@ -27,8 +27,15 @@ _OUTSIDE_NOTES = re.compile(
     r"DESIGN §|DESIGN\.md|DESIGN decision|SDK-NOTES|PROTOCOL §|LESSONS|\.\./shared"
 )
 _TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".json", ".ts", ".js", ".mjs", ".sh", ".yml", ""}
-_SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".pytest_cache", ".mypy_cache",
-              ".ruff_cache"}
+_SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "node_modules",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+}
 
 
 def _repo_files():

@@ -44,7 +44,8 @@ async def _cancelled_turn(ctx: Context) -> Cancelled:
 
     def started() -> bool:
         return handle.done or any(
-            f.method == "session/update" and f.session_id == sid
+            f.method == "session/update"
+            and f.session_id == sid
             and f.update_kind in ("agent_message_chunk", "agent_thought_chunk", "tool_call")
             for f in agent.since(mark)
         )
@@ -168,8 +169,12 @@ async def cancel_mid_tool(ctx: Context) -> str:
 
 
 def _prompt_msg(agent, sid: str, text: str) -> dict:
-    return {"jsonrpc": "2.0", "id": agent.new_id(), "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}}
+    return {
+        "jsonrpc": "2.0",
+        "id": agent.new_id(),
+        "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+    }
 
 
 def _cancel_msg(sid: str) -> dict:
@@ -196,7 +201,9 @@ def _stop_reason(reply, what: str) -> str:
 async def cancel_behind_prompt(ctx: Context) -> str:
     agent = await ctx.main()
     sid, _ = await ctx.new_session()
-    prompt, _ = await agent.send_together([_prompt_msg(agent, sid, slow_prompt()), _cancel_msg(sid)])
+    prompt, _ = await agent.send_together(
+        [_prompt_msg(agent, sid, slow_prompt()), _cancel_msg(sid)]
+    )
     assert prompt is not None
     reply = await prompt.wait(30)
     reason = _stop_reason(reply, "the prompt")
@@ -220,11 +227,18 @@ async def prompt_after_cancel(ctx: Context) -> str:
     agent = await ctx.main()
     sid, _ = await ctx.new_session()
     mark, running = await ctx.start_turn(agent, sid, slow_prompt())
-    await agent.wait_for(lambda: running.done or any(
-        f.session_id == sid and f.method == "session/update" for f in agent.since(mark)), timeout=5.0)
+    await agent.wait_for(
+        lambda: (
+            running.done
+            or any(f.session_id == sid and f.method == "session/update" for f in agent.since(mark))
+        ),
+        timeout=5.0,
+    )
     if running.done:
         raise NotTested("the turn ended before a cancel could be sent")
-    _, following = await agent.send_together([_cancel_msg(sid), _prompt_msg(agent, sid, echo_prompt("after"))])
+    _, following = await agent.send_together(
+        [_cancel_msg(sid), _prompt_msg(agent, sid, echo_prompt("after"))]
+    )
     assert following is not None
     first = _stop_reason(await running.wait(30), "the cancelled prompt")
     if first != "cancelled":

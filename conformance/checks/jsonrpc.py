@@ -70,15 +70,20 @@ async def string_ids(ctx: Context) -> str:
     sent = f"acp-conformance-new-{uuid.uuid4().hex[:6]}"
     mark = agent.mark()
     try:
-        reply = await agent.request("session/new", ctx.new_session_params(), id=sent,
-                                    timeout=ctx.config.session_timeout)
+        reply = await agent.request(
+            "session/new", ctx.new_session_params(), id=sent, timeout=ctx.config.session_timeout
+        )
     except RequestTimeout:
         if responses_with_loose_id(agent, sent, mark):
             raise Failed(f"session/new id {sent!r} came back changed") from None
         raise Failed(f"no response to session/new with id {sent!r}") from None
     if not exact_id(reply.frame, sent):
         raise Failed(f"session/new id {sent!r} came back as {reply.msg.get('id')!r}")
-    if reply.ok and isinstance(reply.result, dict) and isinstance(reply.result.get("sessionId"), str):
+    if (
+        reply.ok
+        and isinstance(reply.result, dict)
+        and isinstance(reply.result.get("sessionId"), str)
+    ):
         ctx.sessions[reply.result["sessionId"]] = reply.result
     return "echoed " + ", ".join(done) + " and a session/new id"
 
@@ -146,7 +151,9 @@ async def usable_after_errors(ctx: Context) -> str:
     sid = await ctx.shared_session()
     await agent.request(UNKNOWN_METHOD, {}, timeout=10)
     await agent.request("session/prompt", {"sessionId": sid, "prompt": "not an array"}, timeout=30)
-    await agent.request("session/prompt", {"sessionId": str(uuid.uuid4()), "prompt": []}, timeout=30)
+    await agent.request(
+        "session/prompt", {"sessionId": str(uuid.uuid4()), "prompt": []}, timeout=30
+    )
     turn = await ctx.turn(sid, echo_prompt("after errors"))
     return f"a prompt after three errors ended with {require_stop_reason(turn)}"
 
@@ -194,7 +201,11 @@ async def parse_error_reply(ctx: Context) -> str:
     if not replies:
         return "no reply (allowed)"
     frame = replies[0]
-    code = (frame.msg.get("error") or {}).get("code") if isinstance(frame.msg.get("error"), dict) else None
+    code = (
+        (frame.msg.get("error") or {}).get("code")
+        if isinstance(frame.msg.get("error"), dict)
+        else None
+    )
     if code != -32700:
         raise Failed(f"answered with {frame.short()}")
     return "-32700, id null"

@@ -28,8 +28,12 @@ async def large_frame(ctx: Context) -> str:
     sid = await ctx.shared_session()
     padding = "x" * LARGE
     try:
-        turn = await ctx.turn(sid, echo_prompt("after a large frame"),
-                              extra={"_meta": {"acp-conformance/padding": padding}}, timeout=30)
+        turn = await ctx.turn(
+            sid,
+            echo_prompt("after a large frame"),
+            extra={"_meta": {"acp-conformance/padding": padding}},
+            timeout=30,
+        )
     except (RequestTimeout, AgentExited) as exc:
         ctx.retire_main("it did not survive a 1 MiB frame")
         logged = agent.stderr_error()

@@ -78,10 +78,18 @@ async def no_update_before_new(ctx: Context) -> str:
     for agent in ctx.agents:
         first_update: dict[Any, Frame] = {}
         for f in agent.frames:
-            if f.direction == "in" and f.method == "session/update" and f.session_id not in first_update:
+            if (
+                f.direction == "in"
+                and f.method == "session/update"
+                and f.session_id not in first_update
+            ):
                 first_update[f.session_id] = f
         for f in agent.frames:
-            if f.direction != "in" or not f.is_response or not isinstance(f.msg.get("result"), dict):
+            if (
+                f.direction != "in"
+                or not f.is_response
+                or not isinstance(f.msg.get("result"), dict)
+            ):
                 continue
             sid = f.msg["result"].get("sessionId")
             if sid is None or not isinstance(sid, str):
@@ -108,7 +116,9 @@ async def stdout_lines(ctx: Context) -> str:
     bad = [(a, f) for a, f in frames if f.problem]
     if bad:
         agent, frame = bad[0]
-        raise Failed(f"{len(bad)} bad line(s); first ({agent.name}, {frame.problem}): {frame.short(100)!r}")
+        raise Failed(
+            f"{len(bad)} bad line(s); first ({agent.name}, {frame.problem}): {frame.short(100)!r}"
+        )
     return f"{len(frames)} line(s)"
 
 

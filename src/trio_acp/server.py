@@ -26,7 +26,9 @@ class MaskingStream(trio.abc.Stream):
         self._secrets = secrets
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self._inner.send_all(self._secrets.mask_bytes(bytes(data)) if self._secrets.values else data)
+        await self._inner.send_all(
+            self._secrets.mask_bytes(bytes(data)) if self._secrets.values else data
+        )
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._inner.wait_send_all_might_not_block()

@@ -66,7 +66,14 @@ def sse(url, payload, timeout=10.0):
 
 def assemble(chunks):
     """Reassemble streamed chunks the way an OpenAI client does."""
-    out = {"reasoning": "", "text": "", "tool_calls": {}, "finish": None, "usage": None, "order": []}
+    out = {
+        "reasoning": "",
+        "text": "",
+        "tool_calls": {},
+        "finish": None,
+        "usage": None,
+        "order": [],
+    }
     for c in chunks:
         if c.get("usage"):
             out["usage"] = c["usage"]
@@ -79,7 +86,9 @@ def assemble(chunks):
                 out["text"] += d["content"]
                 out["order"].append("text")
             for tc in d.get("tool_calls") or []:
-                slot = out["tool_calls"].setdefault(tc["index"], {"id": None, "name": "", "args": ""})
+                slot = out["tool_calls"].setdefault(
+                    tc["index"], {"id": None, "name": "", "args": ""}
+                )
                 if "id" in tc:
                     slot["id"] = tc["id"]
                     slot["name"] = tc["function"]["name"]
@@ -107,7 +116,10 @@ def test_tags_and_message_text():
     }
     assert parse_tags("[scenario:slow]\n[scenario:echo] after") == {"scenario": "echo"}
     assert message_text({"role": "user", "content": "hi"}) == "hi"
-    assert message_text({"content": [{"type": "text", "text": "a"}, {"type": "image_url"}, "b"]}) == "a\nb"
+    assert (
+        message_text({"content": [{"type": "text", "text": "a"}, {"type": "image_url"}, "b"]})
+        == "a\nb"
+    )
     assert message_text({"content": None}) == ""
     assert scenario_prompt("edit", "go", path="/p") == "[scenario:edit] [path:/p] go"
 
@@ -130,7 +142,12 @@ def test_step_is_assistant_messages_after_last_user():
     assert ctx.earlier_prompts == ("first [word:alpha]",)
     assert ctx.tags == {"x": "1"}
     assert ctx.int_tag("x", 5) == 1 and ctx.int_tag("y", 5) == 5
-    assert [m["role"] for m in ctx.messages_since_prompt] == ["assistant", "tool", "assistant", "tool"]
+    assert [m["role"] for m in ctx.messages_since_prompt] == [
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
 
 
 def test_rules_tag_default_and_past_end():
@@ -179,8 +196,13 @@ def test_builtin_scenarios_shapes():
     assert term[0].effective_finish_reason == "tool_calls"
     assert term[1].tool_calls[0].name == "finish"
     assert term[2].text == FINISHED_TEXT
-    assert replies("[scenario:terminal] [command:ls /]")[0].tool_calls[0].arguments["command"] == "ls /"
-    assert replies("[scenario:sleep] [seconds:3]")[0].tool_calls[0].arguments["command"] == "sleep 3"
+    assert (
+        replies("[scenario:terminal] [command:ls /]")[0].tool_calls[0].arguments["command"]
+        == "ls /"
+    )
+    assert (
+        replies("[scenario:sleep] [seconds:3]")[0].tool_calls[0].arguments["command"] == "sleep 3"
+    )
     edit = replies("[scenario:edit] [path:/tmp/x.txt]")
     assert [t.tool_calls[0].arguments.get("command") for t in edit[:2]] == ["create", "str_replace"]
     assert edit[2].tool_calls[0].name == "finish"
@@ -189,14 +211,23 @@ def test_builtin_scenarios_shapes():
     assert len(plan[0].tool_calls[0].arguments["task_list"]) == 3
     demo = replies("[scenario:demo]")
     assert demo[0].reasoning and demo[0].text
-    assert [t.tool_calls[0].name for t in demo[:4]] == ["terminal", "file_editor", "task_tracker", "finish"]
+    assert [t.tool_calls[0].name for t in demo[:4]] == [
+        "terminal",
+        "file_editor",
+        "task_tracker",
+        "finish",
+    ]
     assert demo[1].tool_calls[0].arguments["path"] == DEMO_DEFAULT_PATH
     # the demo writes into the working directory reported by the terminal result
     cwd_demo = server.reply_for(
         body(
             "[scenario:demo]",
             {"role": "assistant"},
-            {"role": "tool", "content": "hi\n[Current working directory: /w/s]", "tool_call_id": "c"},
+            {
+                "role": "tool",
+                "content": "hi\n[Current working directory: /w/s]",
+                "tool_call_id": "c",
+            },
         )
     )
     assert cwd_demo.tool_calls[0].arguments["path"] == "/w/s/trio-acp-demo.txt"
@@ -210,10 +241,17 @@ def test_builtin_scenarios_shapes():
     assert replies("[scenario:truncate]")[0].fault == "truncate"
     # remember: the word comes from an EARLIER user message
     remember = server.reply_for(
-        body("my word is [word:pineapple]", {"role": "assistant", "content": "ok"}, "[scenario:remember]")
+        body(
+            "my word is [word:pineapple]",
+            {"role": "assistant", "content": "ok"},
+            "[scenario:remember]",
+        )
     )
     assert remember.text == "You said earlier: pineapple"
-    assert server.reply_for(body("I like kiwis", "[scenario:remember]")).text == "You said earlier: kiwis"
+    assert (
+        server.reply_for(body("I like kiwis", "[scenario:remember]")).text
+        == "You said earlier: kiwis"
+    )
     assert "don't remember" in server.reply_for(body("[scenario:remember]")).text
 
 
@@ -255,7 +293,11 @@ def test_stream_order_fragments_and_usage(llm):
     assert out["finish"] == "tool_calls"
     # first chunk carries the role; tool-call continuation fragments carry no id/name
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
-    frags = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks if c["choices"] and "tool_calls" in c["choices"][0]["delta"]]
+    frags = [
+        c["choices"][0]["delta"]["tool_calls"][0]
+        for c in chunks
+        if c["choices"] and "tool_calls" in c["choices"][0]["delta"]
+    ]
     assert frags[0]["function"]["arguments"] == "" and "id" in frags[0]
     assert all("id" not in f and "name" not in f["function"] for f in frags[1:])
     # usage chunk last, with empty choices
@@ -269,12 +311,16 @@ def test_stream_order_fragments_and_usage(llm):
 
 
 def test_non_streaming(llm):
-    r = HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:demo]", stream=False), timeout=5)
+    r = HTTP.post(
+        llm.base_url + "/chat/completions", json=body("[scenario:demo]", stream=False), timeout=5
+    )
     assert r.status_code == 200
     data = r.json()
     msg = data["choices"][0]["message"]
     assert data["object"] == "chat.completion"
-    assert msg["reasoning_content"].startswith("The user wants") and msg["content"].startswith("Let me")
+    assert msg["reasoning_content"].startswith("The user wants") and msg["content"].startswith(
+        "Let me"
+    )
     assert msg["tool_calls"][0]["function"]["name"] == "terminal"
     assert data["choices"][0]["finish_reason"] == "tool_calls"
     assert data["usage"]["completion_tokens"] > 0
@@ -288,14 +334,22 @@ def test_long_is_one_token_per_chunk(llm):
     assert done and len(content) == 3000
     assert all(len(c["choices"][0]["delta"]["content"]) == 4 for c in content)
     assert chunks[-1]["usage"]["completion_tokens"] == 3000
-    assert long_scenario(10, chunk_size=8).reply_for(RequestContext.from_body(body("x"))).text.count(" ") == 10
+    assert (
+        long_scenario(10, chunk_size=8)
+        .reply_for(RequestContext.from_body(body("x")))
+        .text.count(" ")
+        == 10
+    )
 
 
 def test_chunk_delay_paces_the_stream(llm):
     t0 = time.monotonic()
     arrivals = []
     with HTTP.stream(
-        "POST", llm.base_url + "/chat/completions", json=body(scenario_prompt("slow", chunks=10, delay_ms=40)), timeout=10
+        "POST",
+        llm.base_url + "/chat/completions",
+        json=body(scenario_prompt("slow", chunks=10, delay_ms=40)),
+        timeout=10,
     ) as r:
         for line in r.iter_lines():
             if '"content"' in line:
@@ -310,28 +364,40 @@ def test_faults_over_http(llm):
     # truncate: some chunks, then the connection closes mid-body (incomplete chunked read)
     got = []
     with pytest.raises(httpx.RemoteProtocolError):
-        with HTTP.stream("POST", llm.base_url + "/chat/completions", json=body("[scenario:truncate]"), timeout=5) as resp:
+        with HTTP.stream(
+            "POST", llm.base_url + "/chat/completions", json=body("[scenario:truncate]"), timeout=5
+        ) as resp:
             for line in resp.iter_lines():
                 got.append(line)
     assert any('"content"' in line for line in got) and "data: [DONE]" not in got
     # truncate without streaming: half a JSON body
     with pytest.raises(httpx.RemoteProtocolError):
-        HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:truncate]", stream=False), timeout=5)
+        HTTP.post(
+            llm.base_url + "/chat/completions",
+            json=body("[scenario:truncate]", stream=False),
+            timeout=5,
+        )
     # stall: some chunks then silence; the client's read timeout fires
     got = []
     t0 = time.monotonic()
     with pytest.raises(httpx.ReadTimeout):
-        with HTTP.stream("POST", llm.base_url + "/chat/completions", json=body("[scenario:stall]"), timeout=0.5) as resp:
+        with HTTP.stream(
+            "POST", llm.base_url + "/chat/completions", json=body("[scenario:stall]"), timeout=0.5
+        ) as resp:
             for line in resp.iter_lines():
                 got.append(line)
     assert time.monotonic() - t0 < 3
     assert any('"content"' in line for line in got)
     recs = llm.wait_for_requests(1, predicate=lambda rs: rs[-1].finished is not None, timeout=5)
     assert recs[-1].outcome == "stall" and recs[-1].chunks_sent == 4
-    custom = ScriptedLLM([("x", [Reply(text="abcdefgh", chunk_size=1, fault="truncate", fault_after=3)])])
+    custom = ScriptedLLM(
+        [("x", [Reply(text="abcdefgh", chunk_size=1, fault="truncate", fault_after=3)])]
+    )
     with custom:
         with pytest.raises(httpx.RemoteProtocolError):
-            with HTTP.stream("POST", custom.base_url + "/chat/completions", json=body("x"), timeout=5) as resp:
+            with HTTP.stream(
+                "POST", custom.base_url + "/chat/completions", json=body("x"), timeout=5
+            ) as resp:
                 list(resp.iter_lines())
         assert custom.requests[0].chunks_sent == 3 and custom.requests[0].outcome == "truncate"
 
@@ -360,9 +426,14 @@ def test_openai_shaped_errors_and_retry_after(llm):
     assert limited.json()["error"]["code"] == "rate_limit_exceeded"
     assert post("[scenario:error429]").headers["retry-after"] == "1"
     # a condenser's summary call (no tools) fits; the agent's (with tools) does not
-    with_tools = body("[scenario:context_too_long]", tools=[{"type": "function", "function": {"name": "t"}}])
+    with_tools = body(
+        "[scenario:context_too_long]", tools=[{"type": "function", "function": {"name": "t"}}]
+    )
     overflow = HTTP.post(llm.base_url + "/chat/completions", json=with_tools, timeout=5)
-    assert overflow.status_code == 400 and overflow.json()["error"]["code"] == "context_length_exceeded"
+    assert (
+        overflow.status_code == 400
+        and overflow.json()["error"]["code"] == "context_length_exceeded"
+    )
     assert "maximum context length" in overflow.json()["error"]["message"]
     chunks, done = sse(llm.base_url, body("[scenario:context_too_long]"))
     assert done and "Summary" in assemble(chunks)["text"]
@@ -370,7 +441,9 @@ def test_openai_shaped_errors_and_retry_after(llm):
 
 def test_badjson_and_reset_over_http(llm):
     lines = []
-    with HTTP.stream("POST", llm.base_url + "/chat/completions", json=body("[scenario:badjson]"), timeout=5) as r:
+    with HTTP.stream(
+        "POST", llm.base_url + "/chat/completions", json=body("[scenario:badjson]"), timeout=5
+    ) as r:
         lines = [line for line in r.iter_lines() if line]
     broken = [line for line in lines if line.startswith("data: {") and not _is_json(line[6:])]
     assert len(broken) == 1 and lines[-1] == "data: [DONE]"
@@ -378,15 +451,25 @@ def test_badjson_and_reset_over_http(llm):
     # reset: no response at all, the connection is reset (RST)
     with pytest.raises(httpx.TransportError):
         HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:reset]"), timeout=5)
-    assert llm.wait_for_requests(1, predicate=lambda rs: rs[-1].outcome == "reset")[-1].chunks_sent == 0
+    assert (
+        llm.wait_for_requests(1, predicate=lambda rs: rs[-1].outcome == "reset")[-1].chunks_sent
+        == 0
+    )
     # [after:N]: N chunks of the stream, then the reset
     got = []
     with pytest.raises(httpx.TransportError):
-        with HTTP.stream("POST", llm.base_url + "/chat/completions", json=body("[scenario:reset] [after:3]"), timeout=5) as r:
+        with HTTP.stream(
+            "POST",
+            llm.base_url + "/chat/completions",
+            json=body("[scenario:reset] [after:3]"),
+            timeout=5,
+        ) as r:
             got.extend(line for line in r.iter_lines() if line)
     assert len(got) == 3 and "data: [DONE]" not in got
     # non-streaming badjson: a body of the right length that is not JSON
-    r = HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:badjson]", stream=False), timeout=5)
+    r = HTTP.post(
+        llm.base_url + "/chat/completions", json=body("[scenario:badjson]", stream=False), timeout=5
+    )
     assert r.status_code == 200 and not _is_json(r.text)
 
 
@@ -404,7 +487,12 @@ def test_close_ends_a_stall():
 
     def client():
         try:
-            with HTTP.stream("POST", server.base_url + "/chat/completions", json=body("[scenario:stall]"), timeout=30) as r:
+            with HTTP.stream(
+                "POST",
+                server.base_url + "/chat/completions",
+                json=body("[scenario:stall]"),
+                timeout=30,
+            ) as r:
                 list(r.iter_lines())
         except httpx.HTTPError as e:
             errors.append(e)
@@ -464,11 +552,18 @@ def test_script_file(tmp_path):
                 "scenarios": {
                     "greet": [
                         {"text": "Hello ${name}, you said: ${prompt}", "chunk_size": 3},
-                        {"tool_calls": [{"name": "finish", "arguments": {"message": "bye ${name}"}}]},
+                        {
+                            "tool_calls": [
+                                {"name": "finish", "arguments": {"message": "bye ${name}"}}
+                            ]
+                        },
                     ],
                     "boom": [{"fault": "http503"}],
                 },
-                "rules": [{"match": "explode", "scenario": "boom"}, {"regex": "^plan", "scenario": "plan"}],
+                "rules": [
+                    {"match": "explode", "scenario": "boom"},
+                    {"regex": "^plan", "scenario": "plan"},
+                ],
             }
         )
     )
@@ -489,7 +584,9 @@ async def test_trio_usage():
 
         def call():
             return HTTP.post(
-                server.base_url + "/chat/completions", json=body("from trio", stream=False), timeout=5
+                server.base_url + "/chat/completions",
+                json=body("from trio", stream=False),
+                timeout=5,
             ).json()
 
         async with trio.open_nursery() as nursery:
@@ -504,7 +601,9 @@ async def test_trio_usage():
 def test_client_going_away_is_recorded(llm):
     llm.clear_requests()
     with HTTP.stream(
-        "POST", llm.base_url + "/chat/completions", json=body(scenario_prompt("slow", chunks=200, delay_ms=20))
+        "POST",
+        llm.base_url + "/chat/completions",
+        json=body(scenario_prompt("slow", chunks=200, delay_ms=20)),
     ) as r:
         for line in r.iter_lines():
             if '"content"' in line:

@@ -21,7 +21,9 @@ ENV_MODEL = "TRIO_ACP_LLM_MODEL"
 ENV_API_KEY = "TRIO_ACP_LLM_API_KEY"
 
 
-def scripted_env(base_url: str, model: str = DEFAULT_MODEL, api_key: str = "scripted") -> dict[str, str]:
+def scripted_env(
+    base_url: str, model: str = DEFAULT_MODEL, api_key: str = "scripted"
+) -> dict[str, str]:
     """Environment for a subprocess agent using the scripted server at ``base_url``."""
     return {
         ENV_BASE_URL: base_url,
@@ -57,5 +59,3 @@ def fast_llm_kwargs(base_url: str, **overrides: Any) -> dict[str, Any]:
     }
     kwargs.update(overrides)
     return kwargs
-
-

@@ -132,9 +132,9 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "ScriptedLLM/1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         if self.server.owner.verbose:
-            sys.stderr.write("scripted-llm: %s - %s\n" % (self.address_string(), format % args))
+            sys.stderr.write(f"scripted-llm: {self.address_string()} - {format % args}\n")
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -148,7 +148,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _error(self, status: int, message: str, type_: str = "invalid_request_error") -> None:
-        self._send_json(status, {"error": {"message": message, "type": type_, "param": None, "code": None}})
+        self._send_json(
+            status, {"error": {"message": message, "type": type_, "param": None, "code": None}}
+        )
 
     def _fault_status(self, body: Mapping[str, Any], record: RequestRecord, reply: Reply) -> bool:
         """Answer an ``httpNNN``/``context_length`` fault; False if the reply has none."""
@@ -158,7 +160,9 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         owner._end(record, f"http{status}")
         payload = openai_error_body(
-            status, str(body.get("model", owner.model_name)), context_length=reply.fault == "context_length"
+            status,
+            str(body.get("model", owner.model_name)),
+            context_length=reply.fault == "context_length",
         )
         if reply.fault_message:  # some providers quote the request (a key, even) back
             payload["error"]["message"] = reply.fault_message
@@ -214,7 +218,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- endpoints ----------------------------------------------------------------------------
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
         if path in ("/v1/models", "/models"):
             model = self.server.owner.model_name
@@ -222,7 +226,9 @@ class _Handler(BaseHTTPRequestHandler):
                 200,
                 {
                     "object": "list",
-                    "data": [{"id": model, "object": "model", "created": 0, "owned_by": "trio-acp"}],
+                    "data": [
+                        {"id": model, "object": "model", "created": 0, "owned_by": "trio-acp"}
+                    ],
                 },
             )
         elif path in ("/v1/model/info", "/model/info"):
@@ -232,7 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, f"no route {self.path}")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -372,7 +378,9 @@ class _Handler(BaseHTTPRequestHandler):
             owner._end(record, "reset")
             self._reset()
             return
-        owner._end(record, "badjson" if reply.fault == "badjson" else "complete")  # before the last write: see _complete
+        owner._end(
+            record, "badjson" if reply.fault == "badjson" else "complete"
+        )  # before the last write: see _complete
         self._write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(DONE_EVENT), DONE_EVENT))
 
 
@@ -436,7 +444,9 @@ class ScriptedLLM:
             try:
                 return self.scenarios[ref]
             except KeyError:
-                raise KeyError(f"unknown scenario {ref!r}; known: {sorted(self.scenarios)}") from None
+                raise KeyError(
+                    f"unknown scenario {ref!r}; known: {sorted(self.scenarios)}"
+                ) from None
         return Scenario("(anonymous)", ref)
 
     def add_rule(self, pattern: Pattern, scenario: ScenarioRef) -> None:
@@ -470,7 +480,11 @@ class ScriptedLLM:
     # -- request log --------------------------------------------------------------------------
 
     def _begin(
-        self, body: dict[str, Any], api_key: str | None = None, *, headers: dict[str, str] | None = None
+        self,
+        body: dict[str, Any],
+        api_key: str | None = None,
+        *,
+        headers: dict[str, str] | None = None,
     ) -> RequestRecord:
         scenario, ctx = self.select(body)
         with self._lock:
@@ -546,9 +560,7 @@ class ScriptedLLM:
         with trio.fail_after(timeout):
             while True:
                 with self._lock:
-                    if len(self._records) >= n and (
-                        predicate is None or predicate(self._records)
-                    ):
+                    if len(self._records) >= n and (predicate is None or predicate(self._records)):
                         return [attrs.evolve(r) for r in self._records]
                 await trio.sleep(0.01)
 

@@ -87,7 +87,9 @@ _CONTEXT_LENGTH_MESSAGE = (
 )
 
 
-def openai_error_body(status: int, model: str = "scripted", *, context_length: bool = False) -> dict[str, Any]:
+def openai_error_body(
+    status: int, model: str = "scripted", *, context_length: bool = False
+) -> dict[str, Any]:
     """The JSON error body OpenAI sends for ``status`` (``context_length``: the 400 for a too-long prompt)."""
     if context_length:
         return {
@@ -99,9 +101,21 @@ def openai_error_body(status: int, model: str = "scripted", *, context_length: b
             }
         }
     type_, code, message = _OPENAI_ERRORS.get(
-        status, ("server_error" if status >= 500 else "invalid_request_error", None, f"scripted HTTP {status} fault")
+        status,
+        (
+            "server_error" if status >= 500 else "invalid_request_error",
+            None,
+            f"scripted HTTP {status} fault",
+        ),
     )
-    return {"error": {"message": message.format(model=model), "type": type_, "param": None, "code": code}}
+    return {
+        "error": {
+            "message": message.format(model=model),
+            "type": type_,
+            "param": None,
+            "code": code,
+        }
+    }
 
 
 def split(text: str, size: int) -> list[str]:

@@ -153,9 +153,7 @@ SLEEP = Scenario(
     [
         lambda ctx: Reply(
             text="Sleeping for a while.",
-            tool_calls=[
-                _tool("terminal", "Sleep", command=f"sleep {ctx.int_tag('seconds', 30)}")
-            ],
+            tool_calls=[_tool("terminal", "Sleep", command=f"sleep {ctx.int_tag('seconds', 30)}")],
         ),
         finish("Done sleeping."),
     ],
@@ -213,7 +211,9 @@ PLAN = Scenario(
     [
         Reply(
             text="Here is my plan.",
-            tool_calls=[_tool("task_tracker", "Plan the work", command="plan", task_list=PLAN_TASKS)],
+            tool_calls=[
+                _tool("task_tracker", "Plan the work", command="plan", task_list=PLAN_TASKS)
+            ],
         ),
         finish("Planned 3 tasks."),
     ],
@@ -276,7 +276,9 @@ def _demo_steps(ctx: RequestContext) -> list[Reply]:
     ]
 
 
-DEMO = Scenario("demo", _demo_steps, "reasoning + text + terminal + file_editor + task_tracker + finish")
+DEMO = Scenario(
+    "demo", _demo_steps, "reasoning + text + terminal + file_editor + task_tracker + finish"
+)
 
 # -- long ---------------------------------------------------------------------------------------
 
@@ -313,18 +315,35 @@ ERROR500 = Scenario("error500", [Reply(fault="http500")], "HTTP 500 on every cal
 
 STALL = Scenario(
     "stall",
-    [Reply(text="I am going to stop talking in the middle of this sentence.", chunk_size=8, fault="stall")],
+    [
+        Reply(
+            text="I am going to stop talking in the middle of this sentence.",
+            chunk_size=8,
+            fault="stall",
+        )
+    ],
     "half a reply, then silence with the connection open",
 )
 
 TRUNCATE = Scenario(
     "truncate",
-    [Reply(text="This reply is cut off in the middle of the stream.", chunk_size=8, fault="truncate")],
+    [
+        Reply(
+            text="This reply is cut off in the middle of the stream.",
+            chunk_size=8,
+            fault="truncate",
+        )
+    ],
     "half a reply, then the connection closes without [DONE]",
 )
 
+
 def _http_error(status: int) -> Scenario:
-    return Scenario(f"error{status}", [Reply(fault=f"http{status}")], f"HTTP {status} on every call (OpenAI's body)")
+    return Scenario(
+        f"error{status}",
+        [Reply(fault=f"http{status}")],
+        f"HTTP {status} on every call (OpenAI's body)",
+    )
 
 
 ERROR400, ERROR401, ERROR403, ERROR404, ERROR502, ERROR503 = (
@@ -337,12 +356,17 @@ ERROR429 = Scenario(
     "HTTP 429 rate_limit_exceeded with Retry-After: [retry_after:1]",
 )
 
+
 def _context_too_long(ctx: RequestContext) -> list[Reply]:
     # The agent's calls (they offer tools) overflow; a summarizing condenser's call (no
     # tools, a short prompt) fits, as it would with a real model: the agent then condenses,
     # overflows again, and has nothing left to condense.
     if not ctx.body.get("tools"):
-        return [Reply(text="Summary: the user asked for something too long. [scenario:context_too_long]")]
+        return [
+            Reply(
+                text="Summary: the user asked for something too long. [scenario:context_too_long]"
+            )
+        ]
     return [Reply(fault="context_length")]
 
 
@@ -354,7 +378,13 @@ CONTEXT_TOO_LONG = Scenario(
 
 BADJSON = Scenario(
     "badjson",
-    [Reply(text="One of the chunks of this reply is not valid JSON at all.", chunk_size=8, fault="badjson")],
+    [
+        Reply(
+            text="One of the chunks of this reply is not valid JSON at all.",
+            chunk_size=8,
+            fault="badjson",
+        )
+    ],
     "half a reply, one event that is not JSON, then the rest",
 )
 

@@ -257,7 +257,9 @@ class RequestContext:
             for m in messages[: last_user if last_user is not None else 0]
             if isinstance(m, Mapping) and m.get("role") == "user"
         )
-        return cls(body=body, step=step, prompt=prompt, earlier_prompts=earlier, tags=parse_tags(prompt))
+        return cls(
+            body=body, step=step, prompt=prompt, earlier_prompts=earlier, tags=parse_tags(prompt)
+        )
 
 
 #: The former name of :class:`Reply` (kept so existing scripts keep working).

@@ -11,7 +11,15 @@ from typing import Any
 
 import attrs
 
-from trio_acp.testing.script import Pattern, Reply, RequestContext, Scenario, ScenarioRef, Step, ToolCall
+from trio_acp.testing.script import (
+    Pattern,
+    Reply,
+    RequestContext,
+    Scenario,
+    ScenarioRef,
+    Step,
+    ToolCall,
+)
 
 __all__ = ["ScriptFile", "load_script_file"]
 

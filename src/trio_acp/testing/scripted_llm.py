@@ -120,7 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "model_name": args.model_name,
         "verbose": args.verbose,
     }
-    llm = ScriptedLLM.from_file(args.scenarios, **kwargs) if args.scenarios else ScriptedLLM(**kwargs)
+    llm = (
+        ScriptedLLM.from_file(args.scenarios, **kwargs) if args.scenarios else ScriptedLLM(**kwargs)
+    )
     if args.default:
         llm.default = llm._resolve(args.default)
     if args.list:
