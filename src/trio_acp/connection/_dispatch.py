@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from .. import schema
-from ..rpc import RequestError
+from ..rpc._errors import RequestError
 
 log = logging.getLogger(__name__)
 
