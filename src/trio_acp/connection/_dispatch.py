@@ -137,7 +137,7 @@ class TypedHandler:
         await fn(decoded)
 
 
-def build_params(cls: type, params: Any, kwargs: dict[str, Any]) -> Any:
+def build_params(cls: Any, params: Any, kwargs: dict[str, Any]) -> Any:
     """Accept either a ready request object or its fields as keyword arguments."""
     if params is not None:
         if kwargs:

@@ -35,12 +35,13 @@ flags).
 from __future__ import annotations
 
 import argparse
+import io
 import signal
 import sys
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from trio_acp.testing.llm_env import (
     DEFAULT_MODEL,
@@ -142,8 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.exit_on_stdin_close:
 
             def watch_stdin() -> None:
+                stdin = cast(io.BufferedReader, sys.stdin.buffer)
                 try:
-                    while sys.stdin.buffer.read1(65536):
+                    while stdin.read1(65536):
                         pass
                 except (OSError, ValueError):
                     pass
