@@ -721,7 +721,8 @@ class KillTerminalRequest:
 
 @attrs.define(kw_only=True)
 class EnumOption:
-    """A titled enum option with a const value, human-readable title, and optional description."""
+    """A titled enum option with a const value, human-readable title, and optional description.
+    """
 
     #: The constant value for this option.
     const: str
