@@ -54,8 +54,13 @@ def _configs(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     return configs
 
 
-def _run_driver(module_and_args: list[str], args: argparse.Namespace, *, profile_dir: Path | None = None,
-                label: str = "") -> dict[str, Any]:
+def _run_driver(
+    module_and_args: list[str],
+    args: argparse.Namespace,
+    *,
+    profile_dir: Path | None = None,
+    label: str = "",
+) -> dict[str, Any]:
     module, *rest = module_and_args
     # --agent takes the rest of the command line: the common options go first.
     common = ["--n", str(args.n), "--runs", str(args.runs), "--pings", str(args.pings)]
@@ -63,14 +68,31 @@ def _run_driver(module_and_args: list[str], args: argparse.Namespace, *, profile
         slug = "".join(c if c.isalnum() else "_" for c in label)
         if "--agent" in rest:
             i = rest.index("--agent")
-            agent_cmd = rest[i + 1:]
-            rest = rest[: i + 1] + [agent_cmd[0], "-m", "cProfile", "-o",
-                                    str(profile_dir / f"{slug}.agent.prof"), *agent_cmd[1:]]
-        command = [PY, "-m", "cProfile", "-o", str(profile_dir / f"{slug}.client.prof"),
-                   "-m", module, *common, *rest]
+            agent_cmd = rest[i + 1 :]
+            rest = rest[: i + 1] + [
+                agent_cmd[0],
+                "-m",
+                "cProfile",
+                "-o",
+                str(profile_dir / f"{slug}.agent.prof"),
+                *agent_cmd[1:],
+            ]
+        command = [
+            PY,
+            "-m",
+            "cProfile",
+            "-o",
+            str(profile_dir / f"{slug}.client.prof"),
+            "-m",
+            module,
+            *common,
+            *rest,
+        ]
     else:
         command = [PY, "-m", module, *common, *rest]
-    proc = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=args.timeout)
+    proc = subprocess.run(
+        command, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=args.timeout
+    )
     if proc.returncode != 0:
         return {"error": f"exit status {proc.returncode}"}
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -85,12 +107,16 @@ def _fmt(value: float | None, spec: str = ",.0f") -> str:
 
 def _print_table(results: list[tuple[str, dict[str, Any]]], args: argparse.Namespace) -> None:
     print()
-    print(f"flood: one `flood {args.n:,}` turn = {args.n:,} agent_message_chunk notifications, "
-          f"prompt sent → response; median (best) of {args.runs} runs after a warm-up")
+    print(
+        f"flood: one `flood {args.n:,}` turn = {args.n:,} agent_message_chunk notifications, "
+        f"prompt sent → response; median (best) of {args.runs} runs after a warm-up"
+    )
     print(f"ping:  {args.pings:,} sequential `_echo/ping` extension requests (after 200 warm-up)")
     print()
-    header = (f"{'configuration':<30} {'notif/s median':>15} {'(best)':>9} {'CPU µs/notif client+agent':>26}"
-              f" {'ping p50 µs':>12} {'p99 µs':>8} {'CPU µs/ping':>12}")
+    header = (
+        f"{'configuration':<30} {'notif/s median':>15} {'(best)':>9} {'CPU µs/notif client+agent':>26}"
+        f" {'ping p50 µs':>12} {'p99 µs':>8} {'CPU µs/ping':>12}"
+    )
     print(header)
     print("-" * len(header))
     for label, r in results:
@@ -99,25 +125,39 @@ def _print_table(results: list[tuple[str, dict[str, Any]]], args: argparse.Names
             continue
         f, p = r["flood"], r["ping"]
         client, agent = f["client_cpu_us"], f["agent_cpu_us"]
-        cpu = f"{client:.1f}+{agent:.1f}={client + agent:.1f}" if agent is not None else f"{client:.1f} (one process)"
+        cpu = (
+            f"{client:.1f}+{agent:.1f}={client + agent:.1f}"
+            if agent is not None
+            else f"{client:.1f} (one process)"
+        )
         ping_cpu = p["client_cpu_us"] + (p["agent_cpu_us"] or 0.0)
-        flag = "" if f["counts_ok"] else "  (COUNT MISMATCH: " + ", ".join(map(str, f["counts"])) + ")"
-        print(f"{label:<30} {f['median_per_s']:>15,.0f} {f['best_per_s']:>9,.0f} {cpu:>26}"
-              f" {p['p50_us']:>12,.0f} {p['p99_us']:>8,.0f} {ping_cpu:>12,.0f}{flag}")
+        flag = (
+            "" if f["counts_ok"] else "  (COUNT MISMATCH: " + ", ".join(map(str, f["counts"])) + ")"
+        )
+        print(
+            f"{label:<30} {f['median_per_s']:>15,.0f} {f['best_per_s']:>9,.0f} {cpu:>26}"
+            f" {p['p50_us']:>12,.0f} {p['p99_us']:>8,.0f} {ping_cpu:>12,.0f}{flag}"
+        )
     by_label = dict(results)
     ours, official = by_label.get("ours"), by_label.get("official")
     if ours and official and "error" not in ours and "error" not in official:
         of, ff = ours["flood"], official["flood"]
         print()
-        print(f"ours / official, notifications per second: median {of['median_per_s'] / ff['median_per_s']:.2f}×, "
-              f"best {of['best_per_s'] / ff['best_per_s']:.2f}×")
+        print(
+            f"ours / official, notifications per second: median {of['median_per_s'] / ff['median_per_s']:.2f}×, "
+            f"best {of['best_per_s'] / ff['best_per_s']:.2f}×"
+        )
         if of["agent_cpu_us"] is not None and ff["agent_cpu_us"] is not None:
             ours_cpu = of["client_cpu_us"] + of["agent_cpu_us"]
             official_cpu = ff["client_cpu_us"] + ff["agent_cpu_us"]
-            print(f"ours / official, CPU per notification (both processes): "
-                  f"{official_cpu / ours_cpu:.2f}× less CPU ({ours_cpu:.1f} vs {official_cpu:.1f} µs)")
-        print(f"ping p50: ours {ours['ping']['p50_us']:,.0f} µs, official {official['ping']['p50_us']:,.0f} µs "
-              f"(official / ours = {official['ping']['p50_us'] / ours['ping']['p50_us']:.2f}×)")
+            print(
+                f"ours / official, CPU per notification (both processes): "
+                f"{official_cpu / ours_cpu:.2f}× less CPU ({ours_cpu:.1f} vs {official_cpu:.1f} µs)"
+            )
+        print(
+            f"ping p50: ours {ours['ping']['p50_us']:,.0f} µs, official {official['ping']['p50_us']:,.0f} µs "
+            f"(official / ours = {official['ping']['p50_us'] / ours['ping']['p50_us']:.2f}×)"
+        )
 
 
 def _print_profiles(profile_dir: Path, top: int) -> None:
@@ -146,18 +186,32 @@ def main() -> None:
 
         failures_main(sys.argv[2:])
         return
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=20_000, help="notifications per flood turn (default 20,000)")
-    parser.add_argument("--runs", type=int, default=5, help="timed flood turns per configuration (default 5)")
-    parser.add_argument("--pings", type=int, default=2_000, help="sequential ping requests (default 2,000)")
-    parser.add_argument("--no-cross", action="store_true", help="skip the mixed official/ours configurations")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--n", type=int, default=20_000, help="notifications per flood turn (default 20,000)"
+    )
+    parser.add_argument(
+        "--runs", type=int, default=5, help="timed flood turns per configuration (default 5)"
+    )
+    parser.add_argument(
+        "--pings", type=int, default=2_000, help="sequential ping requests (default 2,000)"
+    )
+    parser.add_argument(
+        "--no-cross", action="store_true", help="skip the mixed official/ours configurations"
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the in-memory configuration")
     parser.add_argument("--only", choices=["ours", "official"], help="run one configuration only")
     parser.add_argument("--json", metavar="FILE", help="also write the raw results to FILE")
-    parser.add_argument("--profile", metavar="DIR",
-                        help="run `ours` and `official` once more under cProfile (client and agent "
-                             "processes), write the .prof files to DIR and print the hot spots")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run `ours` and `official` once more under cProfile (client and agent "
+        "processes), write the .prof files to DIR and print the hot spots",
+    )
     parser.add_argument("--profile-top", type=int, default=20, help="rows per profile (default 20)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per configuration")
     args = parser.parse_args()
@@ -165,8 +219,10 @@ def main() -> None:
     configs = _configs(args)
     if args.only:
         configs = [c for c in configs if c[0] == args.only]
-    print(f"python {platform.python_version()} on {platform.system()} {platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"python {platform.python_version()} on {platform.system()} {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     started = time.perf_counter()
     results: list[tuple[str, dict[str, Any]]] = []
     for label, driver in configs:
@@ -176,15 +232,19 @@ def main() -> None:
         print(f" {time.perf_counter() - t0:.1f} s", flush=True)
         results.append((label, result))
     _print_table(results, args)
-    print(f"\ntotal {time.perf_counter() - started:.0f} s; load average now "
-          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"\ntotal {time.perf_counter() - started:.0f} s; load average now "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(dict(results), indent=2) + "\n", encoding="utf-8")
 
     if args.profile:
         profile_dir = Path(args.profile).resolve()
         profile_dir.mkdir(parents=True, exist_ok=True)
-        profile_args = argparse.Namespace(**{**vars(args), "runs": 1, "pings": min(args.pings, 500)})
+        profile_args = argparse.Namespace(
+            **{**vars(args), "runs": 1, "pings": min(args.pings, 500)}
+        )
         for label, driver in _configs(args)[:2]:
             print(f"\nprofiling {label} …", flush=True)
             _run_driver(driver, profile_args, profile_dir=profile_dir, label=label)

@@ -21,7 +21,9 @@ def driver_arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--n", type=int, default=20_000, help="notifications per flood turn")
     parser.add_argument("--runs", type=int, default=5, help="timed flood turns (after one warm-up)")
     parser.add_argument("--pings", type=int, default=2_000, help="sequential _echo/ping requests")
-    parser.add_argument("--agent", nargs=argparse.REMAINDER, help="agent command (default: the echo agent)")
+    parser.add_argument(
+        "--agent", nargs=argparse.REMAINDER, help="agent command (default: the echo agent)"
+    )
     return parser
 
 
@@ -50,7 +52,9 @@ class CpuMeter:
         return time.process_time(), agent
 
 
-def cpu_delta(before: tuple[float, float | None], after: tuple[float, float | None]) -> tuple[float, float | None]:
+def cpu_delta(
+    before: tuple[float, float | None], after: tuple[float, float | None]
+) -> tuple[float, float | None]:
     client = after[0] - before[0]
     agent = None if before[1] is None or after[1] is None else after[1] - before[1]
     return client, agent

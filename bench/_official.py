@@ -37,8 +37,12 @@ class CountingClient:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.count += 1
 
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any):
-        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id="yes"))
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ):
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id="yes")
+        )
 
 
 async def main() -> None:
@@ -79,13 +83,15 @@ async def main() -> None:
             latencies.append(time.perf_counter() - start)
         ping_cpu = cpu_delta(cpu_before, meter.read())
 
-    emit({
-        "agent": init.agent_info.name if init.agent_info else None,
-        "client": "acp (official)",
-        "transport": "stdio",
-        "flood": flood_summary(args.n, seconds, counts, cpu),
-        "ping": ping_summary(latencies, ping_cpu),
-    })
+    emit(
+        {
+            "agent": init.agent_info.name if init.agent_info else None,
+            "client": "acp (official)",
+            "transport": "stdio",
+            "flood": flood_summary(args.n, seconds, counts, cpu),
+            "ping": ping_summary(latencies, ping_cpu),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,15 @@ from trio_acp import schema
 from trio_acp.process import spawn_agent
 from trio_acp.testing.pair import open_in_memory_pair
 
-from ._common import OUR_ECHO_AGENT, CpuMeter, cpu_delta, driver_arguments, emit, flood_summary, ping_summary
+from ._common import (
+    OUR_ECHO_AGENT,
+    CpuMeter,
+    cpu_delta,
+    driver_arguments,
+    emit,
+    flood_summary,
+    ping_summary,
+)
 
 
 class CountingClient:
@@ -32,7 +40,9 @@ class CountingClient:
         self.count += 1
 
     async def request_permission(self, params: schema.RequestPermissionRequest):
-        return schema.RequestPermissionResponse(outcome=schema.SelectedPermissionOutcome(option_id="yes"))
+        return schema.RequestPermissionResponse(
+            outcome=schema.SelectedPermissionOutcome(option_id="yes")
+        )
 
 
 def _load_echo_agent_class():

@@ -89,14 +89,25 @@ def thread_schedstats(pid: int) -> dict[int, tuple[int, int, int]]:
     return out
 
 
-def schedstat_delta(pid: int, before: dict[int, tuple[int, int, int]],
-                    after: dict[int, tuple[int, int, int]], seconds: float) -> dict[str, Any]:
+def schedstat_delta(
+    pid: int,
+    before: dict[int, tuple[int, int, int]],
+    after: dict[int, tuple[int, int, int]],
+    seconds: float,
+) -> dict[str, Any]:
     """Where a process's threads spent `seconds` of wall time (threads alive at the end)."""
     threads = []
     for tid, (cpu, wait, slices) in after.items():
         c0, w0, s0 = before.get(tid, (0, 0, 0))
-        threads.append({"tid": tid, "main": tid == pid, "cpu_s": (cpu - c0) / 1e9,
-                        "runqueue_wait_s": (wait - w0) / 1e9, "slices": slices - s0})
+        threads.append(
+            {
+                "tid": tid,
+                "main": tid == pid,
+                "cpu_s": (cpu - c0) / 1e9,
+                "runqueue_wait_s": (wait - w0) / 1e9,
+                "slices": slices - s0,
+            }
+        )
     threads.sort(key=lambda t: -t["cpu_s"])
     return {
         "seconds": seconds,

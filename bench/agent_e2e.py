@@ -96,9 +96,13 @@ class RecordingClient:
                 self.tool_running.set()
         self.first_update.set()
 
-    async def request_permission(self, params: schema.RequestPermissionRequest) -> schema.RequestPermissionResponse:
+    async def request_permission(
+        self, params: schema.RequestPermissionRequest
+    ) -> schema.RequestPermissionResponse:
         option = next((o for o in params.options if o.kind == "allow_once"), params.options[0])
-        return schema.RequestPermissionResponse(outcome=schema.SelectedPermissionOutcome(option_id=option.option_id))
+        return schema.RequestPermissionResponse(
+            outcome=schema.SelectedPermissionOutcome(option_id=option.option_id)
+        )
 
 
 def live_children(pid: int, name: str | None = None) -> list[psutil.Process]:
@@ -127,8 +131,9 @@ async def prompt_text(agent: Any, session_id: str, text: str) -> schema.PromptRe
 # --- phases -------------------------------------------------------------------------------
 
 
-async def stream_turn(agent: Any, client: RecordingClient, agent_pid: int, session_id: str,
-                      tokens: int) -> dict[str, Any]:
+async def stream_turn(
+    agent: Any, client: RecordingClient, agent_pid: int, session_id: str, tokens: int
+) -> dict[str, Any]:
     """One `long` turn of `tokens` tokens, timed; every character checked.
 
     Timestamps are time.monotonic() (CLOCK_MONOTONIC, shared by every process on Linux), so
@@ -168,7 +173,9 @@ async def stream_turn(agent: Any, client: RecordingClient, agent_pid: int, sessi
     }
 
 
-async def stream_phase(agent: Any, client: RecordingClient, agent_pid: int, cwd: str, args) -> dict[str, Any]:
+async def stream_phase(
+    agent: Any, client: RecordingClient, agent_pid: int, cwd: str, args
+) -> dict[str, Any]:
     session_id = (await agent.new_session(cwd=cwd, mcp_servers=[])).session_id
     # Warm-up, in the same session: a prompt sent right after session/new waits for the
     # session's tools to start (the terminal's shell), and, if it is the process's first,
@@ -185,14 +192,17 @@ async def stream_phase(agent: Any, client: RecordingClient, agent_pid: int, cwd:
     return {"warmup": warmup, "first_prompt": first_prompt, "runs": runs}
 
 
-async def first_token_phase(agent: Any, client: RecordingClient, first_session: str, cwd: str,
-                            args) -> dict[str, Any]:
+async def first_token_phase(
+    agent: Any, client: RecordingClient, first_session: str, cwd: str, args
+) -> dict[str, Any]:
     """Prompt → first token of a session's first and second prompt (`echo`: an instant model).
 
     The process's first session is `first_session` (made by the cold session/new)."""
-    plan = [("the process's first session", first_session, args.first_pause),
-            ("a second session", None, args.first_pause),
-            ("a third session, prompted at once", None, 0.0)]
+    plan = [
+        ("the process's first session", first_session, args.first_pause),
+        ("a second session", None, args.first_pause),
+        ("a third session, prompted at once", None, 0.0),
+    ]
     sessions = []
     for label, session_id, pause in plan:
         if session_id is None:
@@ -202,13 +212,19 @@ async def first_token_phase(agent: Any, client: RecordingClient, first_session: 
         for i in range(2):
             client.reset()
             t0 = time.monotonic()
-            response = await prompt_text(agent, session_id, scenario_prompt("echo", f"prompt {i + 1}"))
-            prompts.append({
-                "t_prompt": t0,
-                "first_chunk_s": None if client.first_chunk is None else client.first_chunk - t0,
-                "wall_s": time.monotonic() - t0,
-                "stop_reason": response.stop_reason,
-            })
+            response = await prompt_text(
+                agent, session_id, scenario_prompt("echo", f"prompt {i + 1}")
+            )
+            prompts.append(
+                {
+                    "t_prompt": t0,
+                    "first_chunk_s": None
+                    if client.first_chunk is None
+                    else client.first_chunk - t0,
+                    "wall_s": time.monotonic() - t0,
+                    "stop_reason": response.stop_reason,
+                }
+            )
         sessions.append({"label": label, "pause_s": pause, "prompts": prompts})
     return {"pause_s": args.first_pause, "sessions": sessions}
 
@@ -216,13 +232,15 @@ async def first_token_phase(agent: Any, client: RecordingClient, first_session: 
 def _first_mismatch(text: str, expected: str) -> int | None:
     if text == expected:
         return None
-    for i, (a, b) in enumerate(zip(text, expected)):
+    for i, (a, b) in enumerate(zip(text, expected, strict=False)):
         if a != b:
             return i
     return min(len(text), len(expected))
 
 
-async def cancel_phase(agent: Any, client: RecordingClient, agent_pid: int, cwd: str, args) -> dict[str, Any]:
+async def cancel_phase(
+    agent: Any, client: RecordingClient, agent_pid: int, cwd: str, args
+) -> dict[str, Any]:
     session_id = (await agent.new_session(cwd=cwd, mcp_servers=[])).session_id
     samples: list[dict[str, Any]] = []
     errors: list[str] = []
@@ -274,20 +292,24 @@ async def cancel_phase(agent: Any, client: RecordingClient, agent_pid: int, cwd:
             await trio.sleep(1.0)
             survived_1s = [p.pid for p in live_children(agent_pid, "sleep")]
         await trio.sleep(0.02)  # room for a (wrong) late update to arrive
-        samples.append({
-            "kind": kind,
-            "latency_s": latency,
-            "stop_reason": result.get("stop_reason"),
-            "trigger_s": t_trigger - t_prompt,
-            "updates_before_cancel": updates_before_cancel,
-            "sleep_survivors": len(survivors),
-            "sleep_survivors_after_1s": len(survived_1s),
-            "late_updates": client.late_updates,
-        })
+        samples.append(
+            {
+                "kind": kind,
+                "latency_s": latency,
+                "stop_reason": result.get("stop_reason"),
+                "trigger_s": t_trigger - t_prompt,
+                "updates_before_cancel": updates_before_cancel,
+                "sleep_survivors": len(survivors),
+                "sleep_survivors_after_1s": len(survived_1s),
+                "late_updates": client.late_updates,
+            }
+        )
         if result.get("stop_reason") != "cancelled":
             errors.append(f"cancel {i} ({kind}): stop reason {result.get('stop_reason')!r}")
     stream_dumps = 1 if "stream" in args.phases.split(",") else 0
-    await profile_phase_stop(args.profile_pid, args.profile, stream_dumps + 1, f"{args.profile}.cancel")
+    await profile_phase_stop(
+        args.profile_pid, args.profile, stream_dumps + 1, f"{args.profile}.cancel"
+    )
     for p in live_children(agent_pid, "sleep"):
         errors.append(f"a sleep process survived the cancels: pid {p.pid}")
 
@@ -296,10 +318,16 @@ async def cancel_phase(agent: Any, client: RecordingClient, agent_pid: int, cwd:
     t0 = time.perf_counter()
     follow_up: dict[str, Any]
     try:
-        response = await prompt_text(agent, session_id, scenario_prompt("echo", "are you still there?"))
+        response = await prompt_text(
+            agent, session_id, scenario_prompt("echo", "are you still there?")
+        )
         reply = "".join(client.parts)
-        follow_up = {"stop_reason": response.stop_reason, "seconds": time.perf_counter() - t0,
-                     "reply": reply[:120], "ok": response.stop_reason == "end_turn" and reply.startswith("Echo:")}
+        follow_up = {
+            "stop_reason": response.stop_reason,
+            "seconds": time.perf_counter() - t0,
+            "reply": reply[:120],
+            "ok": response.stop_reason == "end_turn" and reply.startswith("Echo:"),
+        }
     except Exception as exc:
         follow_up = {"error": f"{type(exc).__name__}: {exc}", "ok": False}
 
@@ -345,8 +373,13 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         with open(log_path, "wb") as log:
             t_spawn = time.perf_counter()
             try:
-                async with spawn_agent(agent_command(profiled), client, cwd=cwd, stderr=log,
-                                       env=profiled_env(env, args.profile) if profiled else env) as proc:
+                async with spawn_agent(
+                    agent_command(profiled),
+                    client,
+                    cwd=cwd,
+                    stderr=log,
+                    env=profiled_env(env, args.profile) if profiled else env,
+                ) as proc:
                     agent = proc.agent
                     args.profile_pid = proc.process.pid if profiled else None
                     with trio.fail_after(60):
@@ -358,7 +391,9 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                         result["cold_new_session_s"] = time.perf_counter() - t_spawn
                         if "first" in phases:
                             # Before anything else warms the process: what an editor's user sees.
-                            result["first_token"] = await first_token_phase(agent, client, cold.session_id, cwd, args)
+                            result["first_token"] = await first_token_phase(
+                                agent, client, cold.session_id, cwd, args
+                            )
                         warm = []
                         for _ in range(args.warm if "startup" in phases else 0):
                             t0 = time.perf_counter()
@@ -366,9 +401,13 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                             warm.append(time.perf_counter() - t0)
                         result["warm_new_session_s"] = warm
                         if "stream" in phases:
-                            result["stream"] = await stream_phase(agent, client, proc.process.pid, cwd, args)
+                            result["stream"] = await stream_phase(
+                                agent, client, proc.process.pid, cwd, args
+                            )
                         if "cancel" in phases:
-                            result["cancel"] = await cancel_phase(agent, client, proc.process.pid, cwd, args)
+                            result["cancel"] = await cancel_phase(
+                                agent, client, proc.process.pid, cwd, args
+                            )
                     t_close = time.perf_counter()
                 exit_s.append(time.perf_counter() - t_close)
             except BaseException:
@@ -380,7 +419,9 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--llm", required=True, help="base URL of the scripted model")
     parser.add_argument("--phases", default="startup,stream,cancel")
     parser.add_argument("--spawns", type=int, default=7)
@@ -389,11 +430,18 @@ def main() -> None:
     parser.add_argument("--warmup-tokens", type=int, default=500)
     parser.add_argument("--stream-runs", type=int, default=3)
     parser.add_argument("--cancels", type=int, default=50)
-    parser.add_argument("--first-pause", type=float, default=3.0,
-                        help="seconds between session/new and the first prompt in the first phase (3)")
-    parser.add_argument("--profile", metavar="PREFIX",
-                        help="run the last agent under cProfile (bench/agent_profiled.py), profiling the "
-                             "timed streaming turns into PREFIX.stream and the cancels into PREFIX.cancel")
+    parser.add_argument(
+        "--first-pause",
+        type=float,
+        default=3.0,
+        help="seconds between session/new and the first prompt in the first phase (3)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="PREFIX",
+        help="run the last agent under cProfile (bench/agent_profiled.py), profiling the "
+        "timed streaming turns into PREFIX.stream and the cancels into PREFIX.cancel",
+    )
     args = parser.parse_args()
     result = trio.run(drive, args)
     emit(_finite(result))

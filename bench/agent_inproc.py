@@ -158,7 +158,9 @@ def _fake_chunks(text: str, size: int) -> list[Any]:
     chunks = []
     for i in range(0, len(text), size):
         delta = SimpleNamespace(content=text[i : i + size], reasoning_content=None, tool_calls=None)
-        chunks.append(SimpleNamespace(id="chatcmpl-bench", choices=[SimpleNamespace(index=0, delta=delta)]))
+        chunks.append(
+            SimpleNamespace(id="chatcmpl-bench", choices=[SimpleNamespace(index=0, delta=delta)])
+        )
     return chunks
 
 
@@ -221,7 +223,9 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--items", type=int, default=200_000)
     parser.add_argument("--paced", type=int, default=2_000)
     parser.add_argument("--gap-us", type=float, default=500.0)

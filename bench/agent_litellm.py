@@ -69,8 +69,15 @@ async def _sdk_once(base_url: str, tokens: int) -> dict[str, Any]:
     from trio_acp.testing import scenario_prompt
     from trio_acp.testing.scenarios import long_text
 
-    llm = LLM(model="openai/scripted", base_url=base_url, api_key="scripted", stream=True,
-              usage_id="agent", num_retries=1, timeout=60)
+    llm = LLM(
+        model="openai/scripted",
+        base_url=base_url,
+        api_key="scripted",
+        stream=True,
+        usage_id="agent",
+        num_retries=1,
+        timeout=60,
+    )
     parts: list[str] = []
     chunks = 0
     t_last = 0.0
@@ -109,12 +116,16 @@ def _result(tokens: int, chunks: int, wall: float, cpu: float, ok: bool) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--llm", required=True, help="base URL of the scripted model")
     parser.add_argument("--tokens", type=int, default=20_000)
     parser.add_argument("--warmup-tokens", type=int, default=500)
     parser.add_argument("--skip-sdk", action="store_true", help="litellm only")
-    parser.add_argument("--profile", metavar="FILE", help="profile the timed litellm call (cProfile) into FILE")
+    parser.add_argument(
+        "--profile", metavar="FILE", help="profile the timed litellm call (cProfile) into FILE"
+    )
     args = parser.parse_args()
 
     import warnings

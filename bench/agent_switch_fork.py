@@ -52,30 +52,50 @@ async def _timed(fn, n):
 
 def _line(name, samples):
     ms = sorted(s * 1000 for s in samples)
-    print(f"{name:<34} median {statistics.median(ms):8.1f} ms   max {ms[-1]:8.1f} ms   (n={len(ms)})")
+    print(
+        f"{name:<34} median {statistics.median(ms):8.1f} ms   max {ms[-1]:8.1f} ms   (n={len(ms)})"
+    )
 
 
 async def _main(url, home, ws, switches, forks):
     env = dict(os.environ, **scripted_env(url))
-    env.update(OPENHANDS_PERSISTENCE_DIR=home, TRIO_ACP_MODELS="openai/a,openai/b",
-               TRIO_ACP_DEFAULT_MODE="always-approve")
+    env.update(
+        OPENHANDS_PERSISTENCE_DIR=home,
+        TRIO_ACP_MODELS="openai/a,openai/b",
+        TRIO_ACP_DEFAULT_MODE="always-approve",
+    )
     async with open_openhands_agent(env=env, sdk_loader=SdkLoader()) as agent:
         async with open_in_memory_pair(agent, _Client()) as (_, conn):
             api = conn.agent
             await api.initialize(protocol_version=1)
             sid = (await api.new_session(cwd=ws, mcp_servers=[])).session_id
-            await api.prompt(session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("echo", "hi"))])
+            await api.prompt(
+                session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("echo", "hi"))]
+            )
             _line("new", await _timed(lambda i: api.new_session(cwd=ws, mcp_servers=[]), forks))
-            _line("switch", await _timed(
-                lambda i: api.set_session_config_option(session_id=sid, config_id="model", value=("openai/a", "openai/b")[i % 2]),
-                switches,
-            ))
+            _line(
+                "switch",
+                await _timed(
+                    lambda i: api.set_session_config_option(
+                        session_id=sid, config_id="model", value=("openai/a", "openai/b")[i % 2]
+                    ),
+                    switches,
+                ),
+            )
             session = agent._sessions[sid]
             _line("copy", await _timed(lambda i: session.fork_conversation(uuid.uuid4()), forks))
-            await api.set_session_config_option(session_id=sid, config_id="model", value="openai/scripted")
-            _line("fork (parent on the default model)", await _timed(lambda i: api.fork_session(session_id=sid, cwd=ws), forks))
+            await api.set_session_config_option(
+                session_id=sid, config_id="model", value="openai/scripted"
+            )
+            _line(
+                "fork (parent on the default model)",
+                await _timed(lambda i: api.fork_session(session_id=sid, cwd=ws), forks),
+            )
             await api.set_session_config_option(session_id=sid, config_id="model", value="openai/a")
-            _line("fork (parent on another model)", await _timed(lambda i: api.fork_session(session_id=sid, cwd=ws), forks))
+            _line(
+                "fork (parent on another model)",
+                await _timed(lambda i: api.fork_session(session_id=sid, cwd=ws), forks),
+            )
 
 
 def main() -> None:
@@ -83,7 +103,11 @@ def main() -> None:
     parser.add_argument("--switches", type=int, default=20)
     parser.add_argument("--forks", type=int, default=5)
     args = parser.parse_args()
-    with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as ws:
+    with (
+        ScriptedLLM() as llm,
+        tempfile.TemporaryDirectory() as home,
+        tempfile.TemporaryDirectory() as ws,
+    ):
         trio.run(_main, llm.base_url, home, os.path.realpath(ws), args.switches, args.forks)
 
 

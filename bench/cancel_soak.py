@@ -95,7 +95,13 @@ class Agent:
         for _, f in self.frames[start:]:
             if f.get("method") == "session/request_permission" and f["id"] not in self._answered:
                 self._answered.add(f["id"])
-                await self.write({"jsonrpc": "2.0", "id": f["id"], "result": {"outcome": {"outcome": "cancelled"}}})
+                await self.write(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": f["id"],
+                        "result": {"outcome": {"outcome": "cancelled"}},
+                    }
+                )
 
     def response(self, request_id: int, start: int = 0) -> tuple[float, dict[str, Any]] | None:
         for t, f in self.frames[start:]:
@@ -108,11 +114,18 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     results: dict[str, Any] = {"failures": []}
     fail = results["failures"].append
-    with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as ws:
+    with (
+        ScriptedLLM() as llm,
+        tempfile.TemporaryDirectory() as home,
+        tempfile.TemporaryDirectory() as ws,
+    ):
         env = agent_env(llm.base_url, home)
         process = await trio.lowlevel.open_process(
-            AGENT_COMMAND, stdin=-1, stdout=-1, stderr=open(args.stderr or os.path.join(home, "stderr.log"), "wb"),
-            env=env
+            AGENT_COMMAND,
+            stdin=-1,
+            stdout=-1,
+            stderr=open(args.stderr or os.path.join(home, "stderr.log"), "wb"),
+            env=env,
         )
         agent = Agent(process)
         async with trio.open_nursery() as nursery:
@@ -134,8 +147,13 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                 sessions[name] = sid
             # Warm-up: one finished turn per session, then the thread count to come back to.
             for sid in sessions.values():
-                await request("session/prompt", {"sessionId": sid, "prompt": [
-                    {"type": "text", "text": scenario_prompt("echo", "warm")}]})
+                await request(
+                    "session/prompt",
+                    {
+                        "sessionId": sid,
+                        "prompt": [{"type": "text", "text": scenario_prompt("echo", "warm")}],
+                    },
+                )
             agent_ps = psutil.Process(process.pid)
             threads_before = agent_ps.num_threads()
 
@@ -151,9 +169,17 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                     "permission": scenario_prompt("terminal", command=f"touch {ws}/never-{n}"),
                 }[kind]
                 rid = agent.new_id()
-                prompt = {"jsonrpc": "2.0", "id": rid, "method": "session/prompt",
-                          "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}}
-                cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+                prompt = {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "method": "session/prompt",
+                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+                }
+                cancel = {
+                    "jsonrpc": "2.0",
+                    "method": "session/cancel",
+                    "params": {"sessionId": sid},
+                }
                 mark = len(agent.frames)
                 if how == "same-write":
                     cancelled_at = await agent.write(prompt, cancel)
@@ -165,11 +191,17 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                         await agent.write(cancel)
                 await agent.refuse_permissions(mark)
                 try:
-                    t, frame = await agent.wait_for(lambda: agent.response(rid, mark), TURN_DEADLINE)
+                    t, frame = await agent.wait_for(
+                        lambda: agent.response(rid, mark), TURN_DEADLINE
+                    )
                 except trio.TooSlowError:
                     fail(f"prompt {n} ({kind}, {how}): no response within {TURN_DEADLINE:g} s")
                     break
-                reason = frame.get("result", {}).get("stopReason") if "result" in frame else f"error {frame['error']}"
+                reason = (
+                    frame.get("result", {}).get("stopReason")
+                    if "result" in frame
+                    else f"error {frame['error']}"
+                )
                 outcomes[f"{kind}:{reason}"] += 1
                 if reason not in ("cancelled", "end_turn"):
                     fail(f"prompt {n} ({kind}, {how}): {reason}")
@@ -179,25 +211,43 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                 # Nothing of this session after the response, until our next prompt.
                 await trio.sleep(0.02)
                 index = next(i for i, (_, f) in enumerate(agent.frames) if f is frame)
-                late = [f for _, f in agent.frames[index + 1:] if f.get("method") == "session/update"
-                        and f["params"]["sessionId"] == sid
-                        and f["params"]["update"]["sessionUpdate"] not in SESSION_LEVEL]
+                late = [
+                    f
+                    for _, f in agent.frames[index + 1 :]
+                    if f.get("method") == "session/update"
+                    and f["params"]["sessionId"] == sid
+                    and f["params"]["update"]["sessionUpdate"] not in SESSION_LEVEL
+                ]
                 if late:
                     fail(f"prompt {n} ({kind}, {how}): {len(late)} update(s) after the response")
-                answers = [f for _, f in agent.frames[mark:] if f.get("id") == rid and "method" not in f]
+                answers = [
+                    f for _, f in agent.frames[mark:] if f.get("id") == rid and "method" not in f
+                ]
                 if len(answers) != 1:
                     fail(f"prompt {n}: answered {len(answers)} times")
                 if n % 25 == 24:  # the session still works
-                    echo = await request("session/prompt", {"sessionId": sid, "prompt": [
-                        {"type": "text", "text": scenario_prompt("echo", f"alive {n}")}]})
+                    echo = await request(
+                        "session/prompt",
+                        {
+                            "sessionId": sid,
+                            "prompt": [
+                                {"type": "text", "text": scenario_prompt("echo", f"alive {n}")}
+                            ],
+                        },
+                    )
                     if echo.get("stopReason") != "end_turn":
                         fail(f"follow-up after prompt {n}: {echo}")
                 if args.progress and n % 50 == 49:
                     print(f"  {n + 1} prompts, {time.monotonic() - started:.0f} s", file=sys.stderr)
             results["seconds"] = time.monotonic() - started
             for sid in sessions.values():
-                echo = await request("session/prompt", {"sessionId": sid, "prompt": [
-                    {"type": "text", "text": scenario_prompt("echo", "final")}]})
+                echo = await request(
+                    "session/prompt",
+                    {
+                        "sessionId": sid,
+                        "prompt": [{"type": "text", "text": scenario_prompt("echo", "final")}],
+                    },
+                )
                 if echo.get("stopReason") != "end_turn":
                     fail(f"final follow-up: {echo}")
             # Let interrupted tool threads wind down, and Trio's idle worker threads (kept
@@ -213,9 +263,12 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             if never:
                 fail(f"{len(never)} command(s) ran without permission")
             results.update(
-                prompts=args.prompts, seed=args.seed, outcomes=dict(outcomes),
+                prompts=args.prompts,
+                seed=args.seed,
+                outcomes=dict(outcomes),
                 latency={k: latency_summary(v) for k, v in latencies.items()},
-                threads_before=threads_before, threads_after=threads_after,
+                threads_before=threads_before,
+                threads_after=threads_after,
                 sleep_left=len(sleeping),
             )
             await process.stdin.aclose()
@@ -225,8 +278,13 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-SESSION_LEVEL = {"available_commands_update", "current_mode_update", "config_option_update",
-                 "session_info_update", "usage_update"}
+SESSION_LEVEL = {
+    "available_commands_update",
+    "current_mode_update",
+    "config_option_update",
+    "session_info_update",
+    "usage_update",
+}
 
 
 def main() -> None:
@@ -240,10 +298,13 @@ def main() -> None:
     results = trio.run(soak, args)
     print(json.dumps(results, indent=2))
     lat = results.get("latency", {}).get("all", {})
-    print(f"cancel soak: {results.get('prompts')} prompts in {results.get('seconds', 0):.0f} s, "
-          f"outcomes {results.get('outcomes')}, cancel latency p50 {lat.get('p50_ms', 0):.1f} ms "
-          f"p99 {lat.get('p99_ms', 0):.1f} ms max {lat.get('max_ms', 0):.1f} ms, "
-          f"failures: {len(results['failures'])}", file=sys.stderr)
+    print(
+        f"cancel soak: {results.get('prompts')} prompts in {results.get('seconds', 0):.0f} s, "
+        f"outcomes {results.get('outcomes')}, cancel latency p50 {lat.get('p50_ms', 0):.1f} ms "
+        f"p99 {lat.get('p99_ms', 0):.1f} ms max {lat.get('max_ms', 0):.1f} ms, "
+        f"failures: {len(results['failures'])}",
+        file=sys.stderr,
+    )
     sys.exit(1 if results["failures"] else 0)
 
 

@@ -23,7 +23,9 @@ OTHERS = ["AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"]
 
 def _chunks(text: str, size: int) -> list[schema.AgentMessageChunk]:
     return [
-        schema.AgentMessageChunk(content=schema.TextContent(text=text[i : i + size]), message_id="m")
+        schema.AgentMessageChunk(
+            content=schema.TextContent(text=text[i : i + size]), message_id="m"
+        )
         for i in range(0, len(text), size)
     ]
 
@@ -49,12 +51,23 @@ def main() -> None:
     ordinary = _chunks(long_text(20_000), 4)
     hostile = _chunks("ok sk-pr" * 20_000, 8)  # every chunk ends in the key's first 5 characters
     small = json.dumps(
-        {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s" * 36, "update": {
-            "sessionUpdate": "agent_message_chunk", "messageId": "m" * 36,
-            "content": {"type": "text", "text": "042 "}}}}
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "sessionId": "s" * 36,
+                "update": {
+                    "sessionUpdate": "agent_message_chunk",
+                    "messageId": "m" * 36,
+                    "content": {"type": "text", "text": "042 "},
+                },
+            },
+        }
     ).encode()
     big = json.dumps({"text": long_text(16_000)}).encode()  # a 64 KiB tool output
-    print("secrets      | µs/chunk ordinary | µs/chunk hostile | µs/frame 0.2 KiB | µs/frame 64 KiB")
+    print(
+        "secrets      | µs/chunk ordinary | µs/chunk hostile | µs/frame 0.2 KiB | µs/frame 64 KiB"
+    )
     for label, values in [("none", []), ("API key", [KEY]), ("3 secrets", [KEY, *OTHERS])]:
         print(
             f"{label:<12} | {per_chunk(values, ordinary):17.2f} | {per_chunk(values, hostile):16.2f}"

@@ -58,7 +58,11 @@ class Client:
 def agent_env(base_url: str, home: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_")}
     env.update(scripted_env(base_url))
-    env.update(OPENHANDS_PERSISTENCE_DIR=home, LLM_MAX_INPUT_TOKENS="128000", TRIO_ACP_DEFAULT_MODE="always-approve")
+    env.update(
+        OPENHANDS_PERSISTENCE_DIR=home,
+        LLM_MAX_INPUT_TOKENS="128000",
+        TRIO_ACP_DEFAULT_MODE="always-approve",
+    )
     return env
 
 
@@ -74,12 +78,18 @@ async def _prompt(agent: Any, sid: str, text: str) -> tuple[float, str, dict[str
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as cwd:
+    with (
+        ScriptedLLM() as llm,
+        tempfile.TemporaryDirectory() as home,
+        tempfile.TemporaryDirectory() as cwd,
+    ):
         client = Client()
         log_path = Path(home) / "agent.log"
         with open(log_path, "wb") as log:
             try:
-                async with spawn_agent(AGENT_COMMAND, client, cwd=cwd, stderr=log, env=agent_env(llm.base_url, home)) as proc:
+                async with spawn_agent(
+                    AGENT_COMMAND, client, cwd=cwd, stderr=log, env=agent_env(llm.base_url, home)
+                ) as proc:
                     agent = proc.agent
                     with trio.fail_after(60):
                         await agent.initialize(protocol_version=1)
@@ -91,8 +101,16 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     runs = []
                     for _ in range(args.runs):
                         before = len(llm.requests)
-                        seconds, message, data = await _prompt(agent, sid, scenario_prompt("error401"))
-                        runs.append({"seconds": seconds, "requests": len(llm.requests) - before, "message": message})
+                        seconds, message, data = await _prompt(
+                            agent, sid, scenario_prompt("error401")
+                        )
+                        runs.append(
+                            {
+                                "seconds": seconds,
+                                "requests": len(llm.requests) - before,
+                                "message": message,
+                            }
+                        )
                         await _prompt(agent, sid, scenario_prompt("echo", "next"))
                     out["http401"] = runs
 
@@ -114,7 +132,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                         result: dict[str, Any] = {}
 
                         async def run_turn() -> None:
-                            _, result["stop"], _ = await _prompt(agent, sid, scenario_prompt("error500"))
+                            _, result["stop"], _ = await _prompt(
+                                agent, sid, scenario_prompt("error500")
+                            )
                             result["t"] = time.perf_counter()
 
                         async with trio.open_nursery() as nursery:
@@ -143,7 +163,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                             "message": message,
                             "notes": list(client.notes),
                         }
-                    seconds, stop, _ = await _prompt(agent, sid, scenario_prompt("echo", "still works"))
+                    seconds, stop, _ = await _prompt(
+                        agent, sid, scenario_prompt("echo", "still works")
+                    )
                     out["follow_up"] = stop
             except BaseException:
                 sys.stderr.write(f"the agent failed; its log ends with:\n{tail(log_path)}\n")
@@ -153,14 +175,20 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def report(r: dict[str, Any]) -> None:
     print("model failures: `python -m trio_acp` with its default failure settings, scripted model")
-    print(f"  warm-up echo turn:                         {r['warm_up']['seconds'] * 1000:8,.0f} ms ({r['warm_up']['stop_reason']})")
+    print(
+        f"  warm-up echo turn:                         {r['warm_up']['seconds'] * 1000:8,.0f} ms ({r['warm_up']['stop_reason']})"
+    )
     t401 = sorted(run["seconds"] for run in r["http401"])
     calls = {run["requests"] for run in r["http401"]}
-    print(f"  401 → error response, median of {len(t401)}:        {percentile(t401, 50) * 1000:8,.0f} ms "
-          f"(min {t401[0] * 1000:,.0f}, max {t401[-1] * 1000:,.0f}); model calls per turn: {sorted(calls)}")
+    print(
+        f"  401 → error response, median of {len(t401)}:        {percentile(t401, 50) * 1000:8,.0f} ms "
+        f"(min {t401[0] * 1000:,.0f}, max {t401[-1] * 1000:,.0f}); model calls per turn: {sorted(calls)}"
+    )
     print(f"    message: {r['http401'][0]['message'][:160]}…")
     e500 = r["http500"]
-    print(f"  500 on every call → error response:        {e500['seconds']:8.2f} s; model calls: {e500['requests']}")
+    print(
+        f"  500 on every call → error response:        {e500['seconds']:8.2f} s; model calls: {e500['requests']}"
+    )
     for note in e500["notes"]:
         print(f"    note: {note}")
     print(f"    message: {e500['message'][:160]}…")
@@ -168,21 +196,31 @@ def report(r: dict[str, Any]) -> None:
     if lat:
         reasons = sorted({c["stop_reason"] for c in r["cancel_in_back_off"]})
         calls = sorted({c["requests"] for c in r["cancel_in_back_off"]})
-        print(f"  cancel in the back-off → `cancelled`, {len(lat)} turns: p50 {percentile(lat, 50) * 1000:,.1f} ms, "
-              f"p99 {percentile(lat, 99) * 1000:,.1f} ms, max {lat[-1] * 1000:,.1f} ms; "
-              f"stop reasons {reasons}; model calls per turn {calls}")
+        print(
+            f"  cancel in the back-off → `cancelled`, {len(lat)} turns: p50 {percentile(lat, 50) * 1000:,.1f} ms, "
+            f"p99 {percentile(lat, 99) * 1000:,.1f} ms, max {lat[-1] * 1000:,.1f} ms; "
+            f"stop reasons {reasons}; model calls per turn {calls}"
+        )
     if "stall" in r:
         s = r["stall"]
-        print(f"  stall mid-stream → error response:         {s['seconds']:8.2f} s; model calls: {s['requests']}")
+        print(
+            f"  stall mid-stream → error response:         {s['seconds']:8.2f} s; model calls: {s['requests']}"
+        )
         print(f"    message: {s['message'][:160]}…")
     print(f"  follow-up prompt:                          {r['follow_up']}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench failures", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench failures", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--runs", type=int, default=5, help="401 turns (default 5)")
-    parser.add_argument("--cancels", type=int, default=10, help="cancels during a back-off (default 10)")
-    parser.add_argument("--stall", action="store_true", help="also a stalled stream (about 2 minutes)")
+    parser.add_argument(
+        "--cancels", type=int, default=10, help="cancels during a back-off (default 10)"
+    )
+    parser.add_argument(
+        "--stall", action="store_true", help="also a stalled stream (about 2 minutes)"
+    )
     parser.add_argument("--json", help="also write the JSON result to this file")
     args = parser.parse_args(argv)
     result = trio.run(measure, args)

@@ -27,15 +27,21 @@ class OfficialEchoAgent:
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
 
-    async def initialize(self, protocol_version: int, client_capabilities=None, client_info=None, **kwargs: Any):
+    async def initialize(
+        self, protocol_version: int, client_capabilities=None, client_info=None, **kwargs: Any
+    ):
         return acp.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(prompt_capabilities=PromptCapabilities(embedded_context=True)),
+            agent_capabilities=AgentCapabilities(
+                prompt_capabilities=PromptCapabilities(embedded_context=True)
+            ),
             auth_methods=[],
             agent_info=Implementation(name="official-echo", version="0.1.0"),
         )
 
-    async def new_session(self, cwd: str, additional_directories=None, mcp_servers=None, **kwargs: Any):
+    async def new_session(
+        self, cwd: str, additional_directories=None, mcp_servers=None, **kwargs: Any
+    ):
         session_id = str(uuid.uuid4())
         self._sessions.add(session_id)
         return acp.NewSessionResponse(session_id=session_id)
@@ -52,7 +58,8 @@ class OfficialEchoAgent:
                 )
         else:
             await self._conn.session_update(
-                session_id=session_id, update=acp.update_agent_message_text(text or "(empty prompt)")
+                session_id=session_id,
+                update=acp.update_agent_message_text(text or "(empty prompt)"),
             )
         return acp.PromptResponse(stop_reason="end_turn")
 

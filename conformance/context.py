@@ -38,12 +38,20 @@ from .schema_source import SchemaValidator
 CLIENT_INFO = {"name": "acp-conformance", "title": "ACP conformance suite", "version": __version__}
 
 #: What the suite's client advertises: nothing (every capability false).
-NO_CAPABILITIES: dict[str, Any] = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+NO_CAPABILITIES: dict[str, Any] = {
+    "fs": {"readTextFile": False, "writeTextFile": False},
+    "terminal": False,
+}
 
 #: Updates that belong to a session rather than to a turn: allowed outside a turn.
 SESSION_LEVEL_UPDATES = frozenset(
-    {"available_commands_update", "session_info_update", "usage_update", "config_option_update",
-     "current_mode_update"}
+    {
+        "available_commands_update",
+        "session_info_update",
+        "usage_update",
+        "config_option_update",
+        "current_mode_update",
+    }
 )
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
@@ -187,14 +195,20 @@ class Context:
         """Stop the main process (e.g. it stopped answering); the next check gets a new one."""
         if self._main is not None and not self._main.retire.is_set():
             self._main.retire.set()
-            self.notes.append(f"the main agent process was replaced after {self.current_check}: {why}")
+            self.notes.append(
+                f"the main agent process was replaced after {self.current_check}: {why}"
+            )
             self._shared_session = None
 
     async def initialize(
         self, agent: AgentProcess, params: dict[str, Any] | None = None, *, timeout: float = 30.0
     ) -> Reply:
         if params is None:
-            params = {"protocolVersion": 1, "clientCapabilities": NO_CAPABILITIES, "clientInfo": CLIENT_INFO}
+            params = {
+                "protocolVersion": 1,
+                "clientCapabilities": NO_CAPABILITIES,
+                "clientInfo": CLIENT_INFO,
+            }
         reply = await agent.request("initialize", params, timeout=timeout)
         agent.initialize_params = params
         if reply.ok and isinstance(reply.result, dict):
@@ -208,7 +222,9 @@ class Context:
         if self._main_failure is not None:
             raise NotTested(f"the agent is not usable: {self._main_failure}")
         if self._main is not None and not self._main.retire.is_set():
-            self.notes.append(f"the main agent process exited during {self.current_check}; restarted")
+            self.notes.append(
+                f"the main agent process exited during {self.current_check}; restarted"
+            )
         self._shared_session = None
         agent = await self.spawn_long("main")
         try:
@@ -257,7 +273,11 @@ class Context:
         return {"cwd": str(self.workdir), "mcpServers": [], **extra}
 
     async def new_session(
-        self, agent: AgentProcess | None = None, *, id: Any = None, params: dict[str, Any] | None = None
+        self,
+        agent: AgentProcess | None = None,
+        *,
+        id: Any = None,
+        params: dict[str, Any] | None = None,
     ) -> tuple[str, dict[str, Any]]:
         """A new session on the main agent (or ``agent``); NotTested if that fails."""
         if self.session_failure is not None and agent is None:
@@ -265,7 +285,9 @@ class Context:
         agent = agent or await self.main()
         try:
             reply = await agent.request(
-                "session/new", params or self.new_session_params(), id=id,
+                "session/new",
+                params or self.new_session_params(),
+                id=id,
                 timeout=self.config.session_timeout,
             )
         except (AgentExited, RequestTimeout) as exc:
@@ -295,8 +317,13 @@ class Context:
         return [{"type": "text", "text": text}]
 
     async def start_turn(
-        self, agent: AgentProcess, session_id: str, prompt: str | list[dict[str, Any]],
-        *, extra: dict[str, Any] | None = None, id: Any = None,
+        self,
+        agent: AgentProcess,
+        session_id: str,
+        prompt: str | list[dict[str, Any]],
+        *,
+        extra: dict[str, Any] | None = None,
+        id: Any = None,
     ) -> tuple[int, PendingRequest]:
         blocks = self.text_blocks(prompt) if isinstance(prompt, str) else prompt
         mark = agent.mark()
@@ -306,8 +333,15 @@ class Context:
         return mark, handle
 
     async def finish_turn(
-        self, agent: AgentProcess, session_id: str, mark: int, handle: PendingRequest,
-        *, timeout: float | None = None, grace: float = 0.3, must_answer: bool = True,
+        self,
+        agent: AgentProcess,
+        session_id: str,
+        mark: int,
+        handle: PendingRequest,
+        *,
+        timeout: float | None = None,
+        grace: float = 0.3,
+        must_answer: bool = True,
     ) -> Turn:
         """Wait for the response, then ``grace`` seconds more to catch late updates."""
         try:
@@ -324,17 +358,35 @@ class Context:
             session_id=session_id,
             request=handle.frame,
             reply=reply,
-            updates=[f for f in frames if f.seq < end and f.method == "session/update" and f.session_id == session_id],
+            updates=[
+                f
+                for f in frames
+                if f.seq < end and f.method == "session/update" and f.session_id == session_id
+            ],
             requests=[f for f in frames if f.seq < end and f.is_request],
-            late=[f for f in frames if f.seq > end and f.method == "session/update" and f.session_id == session_id],
-            others=[f for f in frames if f.seq < end and f.method == "session/update" and f.session_id != session_id],
+            late=[
+                f
+                for f in frames
+                if f.seq > end and f.method == "session/update" and f.session_id == session_id
+            ],
+            others=[
+                f
+                for f in frames
+                if f.seq < end and f.method == "session/update" and f.session_id != session_id
+            ],
         )
         self.turns.append(turn)
         return turn
 
     async def turn(
-        self, session_id: str, prompt: str | list[dict[str, Any]], *, agent: AgentProcess | None = None,
-        extra: dict[str, Any] | None = None, timeout: float | None = None, grace: float = 0.3,
+        self,
+        session_id: str,
+        prompt: str | list[dict[str, Any]],
+        *,
+        agent: AgentProcess | None = None,
+        extra: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        grace: float = 0.3,
         id: Any = None,
     ) -> Turn:
         """Prompt and wait for the turn to end; raises RequestTimeout / AgentExited."""
@@ -387,11 +439,14 @@ class Context:
 
     async def _apply_approach(self, agent: AgentProcess, sid: str, approach: str) -> None:
         if approach.startswith("mode:"):
-            reply = await agent.request("session/set_mode", {"sessionId": sid, "modeId": approach[5:]})
+            reply = await agent.request(
+                "session/set_mode", {"sessionId": sid, "modeId": approach[5:]}
+            )
         elif approach.startswith("config:"):
             config_id, _, value = approach[7:].partition("=")
             reply = await agent.request(
-                "session/set_config_option", {"sessionId": sid, "configId": config_id, "value": value}
+                "session/set_config_option",
+                {"sessionId": sid, "configId": config_id, "value": value},
             )
         else:
             return
@@ -399,7 +454,11 @@ class Context:
             raise NotTested(f"could not switch to {approach}: {reply.describe()}")
 
     async def permission_turn(
-        self, policy: PermissionPolicy, *, timeout: float | None = None, grace: float = 0.5,
+        self,
+        policy: PermissionPolicy,
+        *,
+        timeout: float | None = None,
+        grace: float = 0.5,
         before: Callable[[AgentProcess, str], Any] | None = None,
     ) -> tuple[Turn, Path, str]:
         """A turn in which the agent asks permission for a shell command.
@@ -425,12 +484,16 @@ class Context:
             marker = self.marker()
             if before is not None:
                 await before(agent, sid)
-            turn = await self.turn(sid, shell_prompt(f"touch {marker}"), timeout=timeout, grace=grace)
+            turn = await self.turn(
+                sid, shell_prompt(f"touch {marker}"), timeout=timeout, grace=grace
+            )
             if turn.permission_requests():
                 self.permission_approach = approach
                 return turn, marker, sid
             if self.permission_approach is not None:  # it asked before, but not now
-                raise NotTested(f"the agent did not ask permission this time ({approach or 'default'})")
+                raise NotTested(
+                    f"the agent did not ask permission this time ({approach or 'default'})"
+                )
             ran = "the command ran" if marker.exists() else "no tool ran"
             self.permission_note = f"tried {', '.join(tried)}; {ran}, no session/request_permission"
         self.permission_approach = "-"
@@ -448,7 +511,9 @@ def _select_values(option: dict[str, Any]) -> list[str]:
         if isinstance(entry, dict) and "value" in entry:
             values.append(str(entry["value"]))
         elif isinstance(entry, dict) and "options" in entry:  # a group
-            values += [str(o.get("value")) for o in entry.get("options") or [] if isinstance(o, dict)]
+            values += [
+                str(o.get("value")) for o in entry.get("options") or [] if isinstance(o, dict)
+            ]
     return values
 
 

@@ -69,8 +69,10 @@ class Frame:
 
     @property
     def is_response(self) -> bool:
-        return isinstance(self.msg, dict) and "method" not in self.msg and (
-            "result" in self.msg or "error" in self.msg
+        return (
+            isinstance(self.msg, dict)
+            and "method" not in self.msg
+            and ("result" in self.msg or "error" in self.msg)
         )
 
     @property
@@ -115,7 +117,11 @@ class Reply:
     @property
     def error(self) -> dict[str, Any] | None:
         e = self.msg.get("error")
-        return e if isinstance(e, dict) else ({"code": None, "message": repr(e)} if "error" in self.msg else None)
+        return (
+            e
+            if isinstance(e, dict)
+            else ({"code": None, "message": repr(e)} if "error" in self.msg else None)
+        )
 
     @property
     def code(self) -> Any:
@@ -173,7 +179,9 @@ def choose(params: dict[str, Any], kinds: Sequence[str]) -> dict[str, Any]:
 class AgentProcess:
     """One agent subprocess.  Use `open_agent`; all I/O goes through here."""
 
-    def __init__(self, name: str, process: trio.Process, nursery: trio.Nursery, stderr_path: Path) -> None:
+    def __init__(
+        self, name: str, process: trio.Process, nursery: trio.Nursery, stderr_path: Path
+    ) -> None:
         self.name = name
         self.process = process
         self.stderr_path = stderr_path
@@ -343,7 +351,7 @@ class AgentProcess:
         handles: list[PendingRequest | None] = []
         keys = []
         async with self._send_lock:
-            for msg, line in zip(msgs, lines):
+            for msg, line in zip(msgs, lines, strict=False):
                 frame = self._record("out", line)
                 if "id" in msg and "method" in msg:
                     key = _id_key(msg["id"])
@@ -363,7 +371,9 @@ class AgentProcess:
                     self._pending.pop(key, None)
                 raise AgentExited(f"cannot write to the agent: {exc!r}") from None
             except trio.TooSlowError:
-                raise RequestTimeout(f"the agent has not read its stdin for {WRITE_TIMEOUT:g} s") from None
+                raise RequestTimeout(
+                    f"the agent has not read its stdin for {WRITE_TIMEOUT:g} s"
+                ) from None
         return handles
 
     async def close_stdin(self) -> None:
@@ -460,7 +470,9 @@ class AgentProcess:
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": frame.msg.get("id")}
         try:
             if method == "session/request_permission":
-                policy = self.permission_policies.get(params.get("sessionId"), self.default_permission)
+                policy = self.permission_policies.get(
+                    params.get("sessionId"), self.default_permission
+                )
                 reply["result"] = {"outcome": await policy(params, frame)}
             else:
                 reply["error"] = {
@@ -566,8 +578,12 @@ def _envelope_problem(msg: Any) -> str | None:
         return "a response without id"
     if has_error:
         e = msg["error"]
-        if not isinstance(e, dict) or not isinstance(e.get("code"), int) or isinstance(e.get("code"), bool) \
-                or not isinstance(e.get("message"), str):
+        if (
+            not isinstance(e, dict)
+            or not isinstance(e.get("code"), int)
+            or isinstance(e.get("code"), bool)
+            or not isinstance(e.get("message"), str)
+        ):
             return "error is not {code: integer, message: string}"
     return None
 
@@ -583,7 +599,7 @@ async def open_agent(
     on_close: Callable[[AgentProcess], Awaitable[None]] | None = None,
 ) -> AsyncIterator[AgentProcess]:
     """Start the agent in a process group of its own; stop it (and its group) on exit."""
-    stderr_file = open(stderr_path, "ab")  # noqa: SIM115 - closed below
+    stderr_file = open(stderr_path, "ab")
     try:
         process = await trio.lowlevel.open_process(
             list(command),

@@ -81,12 +81,20 @@ def openhands_cli(base_url: str, scratch: Path, extra: Mapping[str, str]) -> Pre
             "timeout": 30,
         }
     }
-    (settings_dir / "agent_settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    (settings_dir / "agent_settings.json").write_text(
+        json.dumps(settings, indent=2), encoding="utf-8"
+    )
     tmux_dir = scratch / "tmux"
     tmux_dir.mkdir(parents=True, exist_ok=True)
     env = _common_env(base_url, scratch, {})
     # It reads its settings (and keeps conversations) in OPENHANDS_PERSISTENCE_DIR when set.
-    env.update({"HOME": str(home), "TMUX_TMPDIR": str(tmux_dir), "OPENHANDS_PERSISTENCE_DIR": str(settings_dir)})
+    env.update(
+        {
+            "HOME": str(home),
+            "TMUX_TMPDIR": str(tmux_dir),
+            "OPENHANDS_PERSISTENCE_DIR": str(settings_dir),
+        }
+    )
     env.pop("TMUX", None)
     env.update(extra)
 
@@ -96,8 +104,12 @@ def openhands_cli(base_url: str, scratch: Path, extra: Mapping[str, str]) -> Pre
         if not tmux:
             return
         for socket in tmux_dir.glob("tmux-*/*"):
-            subprocess.run([tmux, "-S", str(socket), "kill-server"], capture_output=True,
-                           timeout=10, check=False)
+            subprocess.run(
+                [tmux, "-S", str(socket), "kill-server"],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
 
     return Prepared(env, cleanup, permission_modes=("always-ask",))
 

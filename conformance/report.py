@@ -72,7 +72,10 @@ def print_table(report: Report, console: Any) -> None:
         if r.check.level is Level.CAPABILITY:
             level = f"capability ({r.check.capability})"
         table.add_row(
-            r.check.id, escape(level), f"[{STYLE[r.status]}]{r.status.value}[/]", escape(r.check.title),
+            r.check.id,
+            escape(level),
+            f"[{STYLE[r.status]}]{r.status.value}[/]",
+            escape(r.check.title),
             escape(r.detail),
         )
     console.print(table)
@@ -102,7 +105,9 @@ def to_markdown(report: Report) -> str:
         if r.check.level is Level.CAPABILITY:
             level = f"capability ({r.check.capability})"
         result = f"**{r.status.value}**" if r.status is Status.FAILED else r.status.value
-        lines.append(f"| {r.check.id} | {_md(level)} | {result} | {_md(r.check.title)} | {_md(r.detail)} |")
+        lines.append(
+            f"| {r.check.id} | {_md(level)} | {result} | {_md(r.check.title)} | {_md(r.detail)} |"
+        )
     lines.append("")
     lines.append(
         f"{s['passed']} passed, {s['failed']} failed ({s['failed_required']} mandatory/capability), "

@@ -1,4 +1,4 @@
-"""Running the suite: ``python -m conformance [options] -- AGENT COMMAND...``.
+"""Running the suite: ``python -m trio_acp_conformance [options] -- AGENT COMMAND...``.
 
 Exit status: 0 when no mandatory check (nor capability check, where the capability is
 advertised) failed; 1 otherwise; 2 for a usage error.
@@ -64,7 +64,10 @@ async def run_check(ctx: Context, check: Check, *, verbose: bool = False) -> Res
             # It may be wedged: later checks get a fresh process.
             ctx.retire_main(str(exc))
         except Exception as exc:  # a bug in the check, or an agent reply it did not foresee
-            status, detail = Status.NOT_TESTED, f"the check itself failed: {type(exc).__name__}: {exc}"
+            status, detail = (
+                Status.NOT_TESTED,
+                f"the check itself failed: {type(exc).__name__}: {exc}",
+            )
             if verbose:
                 traceback.print_exc()
     if scope.cancelled_caught:
@@ -101,8 +104,14 @@ async def run_suite(config: RunConfig, *, progress: Any = None, verbose: bool = 
     try:
         async with trio.open_nursery() as nursery:
             ctx = Context(
-                config, llm=llm, prepared=prepared, scratch=scratch, nursery=nursery,
-                validator=validator, schema_problem=problem, schema_version=version,
+                config,
+                llm=llm,
+                prepared=prepared,
+                scratch=scratch,
+                nursery=nursery,
+                validator=validator,
+                schema_problem=problem,
+                schema_version=version,
             )
             for check in selected:
                 result = await run_check(ctx, check, verbose=verbose)
@@ -112,7 +121,10 @@ async def run_suite(config: RunConfig, *, progress: Any = None, verbose: bool = 
             agent = {}
             if ctx.main_init is not None:
                 r = ctx.init_result
-                agent = {k: r.get(k) for k in ("protocolVersion", "agentInfo", "agentCapabilities", "authMethods")}
+                agent = {
+                    k: r.get(k)
+                    for k in ("protocolVersion", "agentInfo", "agentCapabilities", "authMethods")
+                }
                 first = ctx.first_session_result() or {}
                 agent["session"] = {k: first[k] for k in ("modes", "configOptions") if k in first}
             notes = list(ctx.notes)
@@ -127,37 +139,73 @@ async def run_suite(config: RunConfig, *, progress: Any = None, verbose: bool = 
         if temporary:
             shutil.rmtree(scratch, ignore_errors=True)
     return Report(
-        command=list(config.command), profile=config.profile, results=results, agent=agent,
-        schema={"path": str(validator.path) if validator else None, "source": version, "problem": problem},
-        notes=notes, duration=time.monotonic() - started,
+        command=list(config.command),
+        profile=config.profile,
+        results=results,
+        agent=agent,
+        schema={
+            "path": str(validator.path) if validator else None,
+            "source": version,
+            "problem": problem,
+        },
+        notes=notes,
+        duration=time.monotonic() - started,
     )
 
 
-def build_parser(prog: str = "python -m conformance") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m trio_acp_conformance") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Run the ACP v1 conformance suite against an agent command (launched over stdio).",
         epilog=f"Example: {prog} --json -- trio-acp",
     )
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="generic",
-                        help="how to hand the scripted model to the agent (default: generic)")
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="generic",
+        help="how to hand the scripted model to the agent (default: generic)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    parser.add_argument("--markdown", metavar="FILE", help="also write the result table as Markdown")
-    parser.add_argument("--only", action="append", metavar="ID[,ID]",
-                        help="run only these checks (an id or an id prefix, e.g. ACP-CANCEL)")
+    parser.add_argument(
+        "--markdown", metavar="FILE", help="also write the result table as Markdown"
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="ID[,ID]",
+        help="run only these checks (an id or an id prefix, e.g. ACP-CANCEL)",
+    )
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
-    parser.add_argument("--schema", metavar="PATH", help="the official schema.json to validate against")
-    parser.add_argument("--no-download", action="store_true",
-                        help="never fetch the schema from the npm registry")
-    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra environment for the agent")
-    parser.add_argument("--permission-mode", metavar="MODE_ID",
-                        help="session mode that makes the agent ask permission (default: guessed)")
+    parser.add_argument(
+        "--schema", metavar="PATH", help="the official schema.json to validate against"
+    )
+    parser.add_argument(
+        "--no-download", action="store_true", help="never fetch the schema from the npm registry"
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for the agent",
+    )
+    parser.add_argument(
+        "--permission-mode",
+        metavar="MODE_ID",
+        help="session mode that makes the agent ask permission (default: guessed)",
+    )
     parser.add_argument("--scratch", metavar="DIR", help="working directory for the run (kept)")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the temporary working directory (agent stderr logs, sessions)")
-    parser.add_argument("--session-timeout", type=float, default=120.0,
-                        help="seconds to wait for session/new (default: 120)")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temporary working directory (agent stderr logs, sessions)",
+    )
+    parser.add_argument(
+        "--session-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait for session/new (default: 120)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="show check tracebacks")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the agent command, after --")
     return parser
@@ -169,7 +217,7 @@ def list_checks(out: Any) -> None:
         print(f"{c.id:20} {level:45} {c.title}", file=out)
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m conformance") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m trio_acp_conformance") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.list:
@@ -192,10 +240,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m conformance") -> 
         print(f"error: {command[0]!r} not found", file=sys.stderr)
         return 2
     config = RunConfig(
-        command=command, profile=args.profile, scratch=Path(args.scratch) if args.scratch else None,
-        schema_path=args.schema, extra_env=extra_env, only=args.only,
-        permission_mode=args.permission_mode, session_timeout=args.session_timeout,
-        allow_schema_download=not args.no_download, keep_scratch=args.keep,
+        command=command,
+        profile=args.profile,
+        scratch=Path(args.scratch) if args.scratch else None,
+        schema_path=args.schema,
+        extra_env=extra_env,
+        only=args.only,
+        permission_mode=args.permission_mode,
+        session_timeout=args.session_timeout,
+        allow_schema_download=not args.no_download,
+        keep_scratch=args.keep,
     )
     from rich.console import Console
     from rich.markup import escape
@@ -203,8 +257,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m conformance") -> 
     err = Console(stderr=True)
 
     def progress(r: Result) -> None:
-        err.print(f"[dim]{r.check.id:20}[/] {r.status.value:10} [dim]{r.duration:5.1f}s {escape(r.detail[:90])}[/]",
-                  highlight=False, markup=True, soft_wrap=True)
+        err.print(
+            f"[dim]{r.check.id:20}[/] {r.status.value:10} [dim]{r.duration:5.1f}s {escape(r.detail[:90])}[/]",
+            highlight=False,
+            markup=True,
+            soft_wrap=True,
+        )
 
     report = trio.run(lambda: run_suite(config, progress=progress, verbose=args.verbose))
     if args.json:

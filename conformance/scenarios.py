@@ -25,19 +25,26 @@ tags from the prompt text.
 
 from __future__ import annotations
 
-from trio_acp.testing.scripted_llm import RequestContext, Scenario, ScriptedLLM, Turn
 from trio_acp.testing.scenarios import scenario_prompt
+from trio_acp.testing.scripted_llm import Reply, RequestContext, Scenario, ScriptedLLM
 
-__all__ = ["SUITE_SCENARIOS", "edit_prompt", "echo_prompt", "shell_prompt", "slow_prompt", "start_llm"]
+__all__ = [
+    "SUITE_SCENARIOS",
+    "edit_prompt",
+    "echo_prompt",
+    "shell_prompt",
+    "slow_prompt",
+    "start_llm",
+]
 
 
-def _slow(ctx: RequestContext) -> Turn:
+def _slow(ctx: RequestContext) -> Reply:
     n = max(1, ctx.int_tag("chunks", 200))
     delay = ctx.float_tag("delay_ms", 50.0) / 1000
     text = "".join(f"w{i:04d} " for i in range(1, n + 1))
     # A non-streaming request gets nothing to show for n*delay seconds, then the reply.
     first = 0.0 if ctx.stream else n * delay
-    return Turn(text=text, chunk_size=6, chunk_delay=delay, first_chunk_delay=first)
+    return Reply(text=text, chunk_size=6, chunk_delay=delay, first_chunk_delay=first)
 
 
 SLOW = Scenario(

@@ -54,7 +54,10 @@ def _from_npm(target: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
             [npm, "pack", f"{NPM_PACKAGE}@{NPM_VERSION}", "--silent"],
-            cwd=tmp, capture_output=True, text=True, timeout=120,
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         if proc.returncode != 0:
             raise SchemaUnavailable(f"npm pack failed: {proc.stderr.strip()[:300]}")
@@ -86,7 +89,9 @@ def locate_schema(explicit: str | None = None, *, allow_download: bool = True) -
     if cached.is_file():
         return cached
     if not allow_download:
-        raise SchemaUnavailable("the official schema is not installed (run scripts/dev, or pass --schema)")
+        raise SchemaUnavailable(
+            "the official schema is not installed (run scripts/dev, or pass --schema)"
+        )
     return _from_npm(_cache_dir())
 
 

@@ -87,7 +87,9 @@ class EchoAgent:
     async def _ask(self, session_id: str) -> None:
         await self.client.session_update(
             session_id=session_id,
-            update=schema.ToolCallStart(tool_call_id="t1", title="echo tool", kind="other", status="pending"),
+            update=schema.ToolCallStart(
+                tool_call_id="t1", title="echo tool", kind="other", status="pending"
+            ),
         )
         response = await self.client.request_permission(
             session_id=session_id,

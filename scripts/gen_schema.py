@@ -663,7 +663,7 @@ class Generator:
         for node in self.ordered():
             if node.kind == "class" or prev_kind == "class":
                 body += ["", ""]
-            elif node.kind == "alias" and any(l.startswith("#:") for l in node.source):
+            elif node.kind == "alias" and any(line.startswith("#:") for line in node.source):
                 body.append("")
             body += node.source
             prev_kind = node.kind

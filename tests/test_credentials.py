@@ -31,13 +31,30 @@ KEY = "sk-test-0123456789abcdefghij"
 
 
 def test_which_variables_and_fields_are_the_agents_credentials():
-    assert all(is_agent_variable(n) for n in ["LLM_API_KEY", "LLM_MODEL", "LLM_AWS_SECRET_ACCESS_KEY"])
+    assert all(
+        is_agent_variable(n) for n in ["LLM_API_KEY", "LLM_MODEL", "LLM_AWS_SECRET_ACCESS_KEY"]
+    )
     assert not any(is_agent_variable(n) for n in ["PATH", "OPENAI_API_KEY", "TRIO_ACP_LOG_LEVEL"])
-    for name in ["api_key", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
-                 "Authorization", "x-api-key", "openrouter_token", "password"]:
+    for name in [
+        "api_key",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "Authorization",
+        "x-api-key",
+        "openrouter_token",
+        "password",
+    ]:
         assert is_secret_field(name), name
-    for name in ["model", "base_url", "max_input_tokens", "max_output_tokens", "auth_type",
-                 "custom_tokenizer", "num_retries"]:
+    for name in [
+        "model",
+        "base_url",
+        "max_input_tokens",
+        "max_output_tokens",
+        "auth_type",
+        "custom_tokenizer",
+        "num_retries",
+    ]:
         assert not is_secret_field(name), name
 
 
@@ -46,12 +63,17 @@ def test_secret_values_come_from_secret_fields_and_auth_headers():
         "model": "openai/some-long-model-name",
         "api_key": KEY,
         "aws_secret_access_key": "aws-secret-0123456789",
-        "extra_headers": json.dumps({"Authorization": "Bearer tok-0123456789abcdef", "X-Trace": "not-a-secret-value"}),
+        "extra_headers": json.dumps(
+            {"Authorization": "Bearer tok-0123456789abcdef", "X-Trace": "not-a-secret-value"}
+        ),
         "max_input_tokens": "128000000000000",
         "seed": "short",
     }
     assert secret_values(fields) == {
-        KEY, "aws-secret-0123456789", "Bearer tok-0123456789abcdef", "tok-0123456789abcdef"
+        KEY,
+        "aws-secret-0123456789",
+        "Bearer tok-0123456789abcdef",
+        "tok-0123456789abcdef",
     }
     # Too short to be a credential, and masking it would garble text ("openai/scripted").
     assert secret_values({"api_key": "scripted"}) == set()
@@ -126,7 +148,7 @@ def test_a_key_split_across_chunks_is_masked_at_every_split_point():
     rng = random.Random(7)
     for _ in range(300):
         cuts = sorted(rng.sample(range(1, len(text)), rng.randint(1, 20)))
-        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
         assert _stream(ChunkMask(secrets), pieces) == expected, pieces
 
 
@@ -149,7 +171,10 @@ def test_update_mask_masks_streamed_chunks_and_releases_on_flush():
 
     first = mask.apply([chunk(schema.AgentMessageChunk, "key: " + KEY[:10])])
     second = mask.apply(
-        [chunk(schema.AgentMessageChunk, KEY[10:] + " ok"), chunk(schema.AgentThoughtChunk, "hmm sk-tes", "t1")],
+        [
+            chunk(schema.AgentMessageChunk, KEY[10:] + " ok"),
+            chunk(schema.AgentThoughtChunk, "hmm sk-tes", "t1"),
+        ],
         release=True,
     )
     texts = [(type(u).__name__, u.content.text) for u in first + second]
@@ -196,7 +221,11 @@ def test_the_keys_of_other_models_are_withheld_too():
     # TRIO_ACP_MODELS entries may take their key from a variable of their own; that key is
     # the agent's credential as much as LLM_API_KEY is.
     models = '[{"model": "anthropic/claude", "api_key_env": "ANTHROPIC_API_KEY"}, "openai/gpt-5"]'
-    env = {"TRIO_ACP_MODELS": models, "ANTHROPIC_API_KEY": "sk-ant-0123456789abcdef", "HOME": "/home/u"}
+    env = {
+        "TRIO_ACP_MODELS": models,
+        "ANTHROPIC_API_KEY": "sk-ant-0123456789abcdef",
+        "HOME": "/home/u",
+    }
     snapshot = withhold_agent_variables(env)
     assert env == {"HOME": "/home/u"}
     assert snapshot["ANTHROPIC_API_KEY"] == "sk-ant-0123456789abcdef"

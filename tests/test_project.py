@@ -1,5 +1,7 @@
 """The project's promises about itself: CI runs the README's test command."""
 
+import os
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,3 +19,46 @@ def test_ci_runs_the_readme_test_command():
 def test_no_runtime_dependency_on_shared():
     for path in (ROOT / "src").rglob("*.py"):
         assert "shared/" not in path.read_text(), path
+
+
+# Developer notes outside the repo are not the repo's: a citation of them is a dead end for
+# every reader. Comments and docs point into docs/ARCHITECTURE.md (or the ACP spec) instead.
+_OUTSIDE_NOTES = re.compile(
+    r"DESIGN §|DESIGN\.md|DESIGN decision|SDK-NOTES|PROTOCOL §|LESSONS|\.\./shared"
+)
+_TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".json", ".ts", ".js", ".mjs", ".sh", ".yml", ""}
+_SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "node_modules",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+}
+
+
+def _repo_files():
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
+        for name in files:
+            path = Path(folder, name)
+            rel = path.relative_to(ROOT)
+            if rel != Path("CHANGELOG.md") and path.suffix in _TEXT_SUFFIXES:
+                yield rel, path
+
+
+def test_no_file_cites_notes_outside_the_repo():
+    this_file = Path(__file__).resolve()
+    cites = []
+    for rel, path in _repo_files():
+        if path.resolve() == this_file:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if _OUTSIDE_NOTES.search(line):
+                cites.append(f"{rel}:{number}: {line.strip()}")
+    assert not cites, "cite docs/ARCHITECTURE.md or the ACP spec instead:\n" + "\n".join(cites)

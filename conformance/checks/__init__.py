@@ -3,16 +3,16 @@ order the runner runs them: checks on the live agent first, then the checks that
 whole run (schema, framing, capabilities), then exit on stdin EOF last."""
 
 from . import (  # noqa: F401 - imported for registration, in run order
+    cancel,
+    capabilities,
+    extensibility,
     initialize,
     jsonrpc,
-    transport,
-    sessions,
-    prompt,
-    extensibility,
-    cancel,
-    permissions,
-    modes,
     lifecycle,
-    capabilities,
+    modes,
+    permissions,
+    prompt,
+    sessions,
+    transport,
     whole_run,
 )

@@ -44,7 +44,8 @@ async def _cancelled_turn(ctx: Context) -> Cancelled:
 
     def started() -> bool:
         return handle.done or any(
-            f.method == "session/update" and f.session_id == sid
+            f.method == "session/update"
+            and f.session_id == sid
             and f.update_kind in ("agent_message_chunk", "agent_thought_chunk", "tool_call")
             for f in agent.since(mark)
         )
@@ -94,7 +95,7 @@ async def nothing_after(ctx: Context) -> str:
 @check(
     "ACP-CANCEL-003",
     "the session works after a cancel",
-    rule="A cancelled turn leaves the session usable (LESSONS #1: wedged sessions after cancel "
+    rule="A cancelled turn leaves the session usable (wedged sessions after cancel "
     "in hermes-agent, opencode, nano-rlm).",
     level=Level.ADVISORY,
     area=AREA,
@@ -112,7 +113,7 @@ async def usable_after_cancel(ctx: Context) -> str:
     "ACP-CANCEL-004",
     "a cancel is answered within 2 s",
     rule="Agents SHOULD stop LLM requests and tool invocations as soon as possible after "
-    "session/cancel (prompt-turn.mdx); LESSONS target: bounded latency under 2 s.",
+    "session/cancel (prompt-turn.mdx); the target here: bounded latency under 2 s.",
     level=Level.ADVISORY,
     area=AREA,
 )
@@ -131,7 +132,7 @@ async def cancel_latency(ctx: Context) -> str:
     "ACP-CANCEL-005",
     "a cancel during a running tool call is answered within 5 s",
     rule="On session/cancel the agent SHOULD stop tool invocations as soon as possible and then "
-    "answer cancelled (prompt-turn.mdx §Cancellation; LESSONS: a soft pause that waits for the "
+    "answer cancelled (prompt-turn.mdx §Cancellation; a soft pause that waits for the "
     "tool is the common failure). The tool runs `sleep 20`.",
     level=Level.ADVISORY,
     area=AREA,
@@ -168,8 +169,12 @@ async def cancel_mid_tool(ctx: Context) -> str:
 
 
 def _prompt_msg(agent, sid: str, text: str) -> dict:
-    return {"jsonrpc": "2.0", "id": agent.new_id(), "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}}
+    return {
+        "jsonrpc": "2.0",
+        "id": agent.new_id(),
+        "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+    }
 
 
 def _cancel_msg(sid: str) -> dict:
@@ -196,7 +201,9 @@ def _stop_reason(reply, what: str) -> str:
 async def cancel_behind_prompt(ctx: Context) -> str:
     agent = await ctx.main()
     sid, _ = await ctx.new_session()
-    prompt, _ = await agent.send_together([_prompt_msg(agent, sid, slow_prompt()), _cancel_msg(sid)])
+    prompt, _ = await agent.send_together(
+        [_prompt_msg(agent, sid, slow_prompt()), _cancel_msg(sid)]
+    )
     assert prompt is not None
     reply = await prompt.wait(30)
     reason = _stop_reason(reply, "the prompt")
@@ -211,8 +218,8 @@ async def cancel_behind_prompt(ctx: Context) -> str:
     "a prompt sent right after session/cancel runs",
     rule="A cancel ends the turns sent before it, not the ones after: clients send session/cancel "
     "and the next session/prompt in the same breath, and that prompt must run once the cancelled "
-    "turn has answered — not be refused as busy (LESSONS #1; the cancel and the next prompt are "
-    "written together here, while a slow turn streams).",
+    "turn has answered — not be refused as busy (hermes-agent#79196; the cancel and the next "
+    "prompt are written together here, while a slow turn streams).",
     level=Level.ADVISORY,
     area=AREA,
 )
@@ -220,11 +227,18 @@ async def prompt_after_cancel(ctx: Context) -> str:
     agent = await ctx.main()
     sid, _ = await ctx.new_session()
     mark, running = await ctx.start_turn(agent, sid, slow_prompt())
-    await agent.wait_for(lambda: running.done or any(
-        f.session_id == sid and f.method == "session/update" for f in agent.since(mark)), timeout=5.0)
+    await agent.wait_for(
+        lambda: (
+            running.done
+            or any(f.session_id == sid and f.method == "session/update" for f in agent.since(mark))
+        ),
+        timeout=5.0,
+    )
     if running.done:
         raise NotTested("the turn ended before a cancel could be sent")
-    _, following = await agent.send_together([_cancel_msg(sid), _prompt_msg(agent, sid, echo_prompt("after"))])
+    _, following = await agent.send_together(
+        [_cancel_msg(sid), _prompt_msg(agent, sid, echo_prompt("after"))]
+    )
     assert following is not None
     first = _stop_reason(await running.wait(30), "the cancelled prompt")
     if first != "cancelled":

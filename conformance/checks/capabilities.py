@@ -31,8 +31,11 @@ def _violations(ctx: Context, prefix: str) -> list[str]:
     out = []
     for agent, frame in ctx.all_inbound():
         method = frame.method
-        if frame.is_request and method and method.startswith(prefix) and not _advertised(
-            agent.initialize_params, method
+        if (
+            frame.is_request
+            and method
+            and method.startswith(prefix)
+            and not _advertised(agent.initialize_params, method)
         ):
             out.append(f"{method} in process {agent.name}")
     return out

@@ -33,7 +33,9 @@ async def meta_accepted(ctx: Context) -> str:
     if not isinstance(sid, str):
         raise Failed(f"session/new with _meta: {reply.describe()}")
     ctx.sessions[sid] = result
-    blocks = [{"type": "text", "text": echo_prompt("meta"), "_meta": {"acp-conformance/block": True}}]
+    blocks = [
+        {"type": "text", "text": echo_prompt("meta"), "_meta": {"acp-conformance/block": True}}
+    ]
     turn = await ctx.turn(sid, blocks, extra={"_meta": meta})
     return f"session/new and session/prompt with _meta: {require_stop_reason(turn)}"
 

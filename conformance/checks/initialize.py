@@ -49,8 +49,13 @@ async def _fresh_initialize(ctx: Context, label: str, params: dict) -> dict:
 )
 async def unknown_version(ctx: Context) -> str:
     result = await _fresh_initialize(
-        ctx, "init-65535",
-        {"protocolVersion": 65535, "clientCapabilities": NO_CAPABILITIES, "clientInfo": CLIENT_INFO},
+        ctx,
+        "init-65535",
+        {
+            "protocolVersion": 65535,
+            "clientCapabilities": NO_CAPABILITIES,
+            "clientInfo": CLIENT_INFO,
+        },
     )
     version = result.get("protocolVersion")
     if type(version) is not int or not 1 <= version < 65535:
@@ -61,14 +66,16 @@ async def unknown_version(ctx: Context) -> str:
 @check(
     "ACP-INIT-003",
     "initialize without clientCapabilities works",
-    rule="clientCapabilities is optional in InitializeRequest; \"Clients and Agents MUST treat all "
+    rule='clientCapabilities is optional in InitializeRequest; "Clients and Agents MUST treat all '
     'capabilities omitted in the initialize request as UNSUPPORTED" (initialization.mdx). '
     "The official Python client omits it.",
     level=Level.MANDATORY,
     area=AREA,
 )
 async def omitted_client_capabilities(ctx: Context) -> str:
-    result = await _fresh_initialize(ctx, "init-nocaps", {"protocolVersion": 1, "clientInfo": CLIENT_INFO})
+    result = await _fresh_initialize(
+        ctx, "init-nocaps", {"protocolVersion": 1, "clientInfo": CLIENT_INFO}
+    )
     if result.get("protocolVersion") != 1:
         raise Failed(f"protocolVersion {result.get('protocolVersion')!r}")
     return "answered"
@@ -124,9 +131,15 @@ async def no_auth_required(ctx: Context) -> str:
     if ctx.init_result.get("authMethods"):
         raise Skipped("the agent offers auth methods")
     agent = await ctx.main()
-    reply = await agent.request("session/new", ctx.new_session_params(), timeout=ctx.config.session_timeout)
+    reply = await agent.request(
+        "session/new", ctx.new_session_params(), timeout=ctx.config.session_timeout
+    )
     if not reply.ok and reply.code == -32000:
         raise Failed(f"session/new answered {reply.describe()} with authMethods []")
-    if reply.ok and isinstance(reply.result, dict) and isinstance(reply.result.get("sessionId"), str):
+    if (
+        reply.ok
+        and isinstance(reply.result, dict)
+        and isinstance(reply.result.get("sessionId"), str)
+    ):
         ctx.sessions[reply.result["sessionId"]] = reply.result
     return f"session/new: {'result' if reply.ok else reply.describe()}"

@@ -34,8 +34,9 @@ async def _probe_id(agent: AgentProcess, sent_id: object) -> str:
     "ACP-JSONRPC-001",
     "integer request ids are echoed exactly",
     rule='JSON-RPC 2.0: the response "MUST be the same as the value of the id member in the '
-    'Request Object"; ids may be integers (PROTOCOL §2; acp-tck ACP-JSONRPC-001). Checked on '
-    "initialize (id 1) and two more requests, in a process of its own.",
+    'Request Object"; ids may be integers (jsonrpc.org/specification §5; acp-tck '
+    "ACP-JSONRPC-001). Checked on initialize (id 1) and two more requests, in a process of its "
+    "own.",
     level=Level.MANDATORY,
     area=AREA,
 )
@@ -69,15 +70,20 @@ async def string_ids(ctx: Context) -> str:
     sent = f"acp-conformance-new-{uuid.uuid4().hex[:6]}"
     mark = agent.mark()
     try:
-        reply = await agent.request("session/new", ctx.new_session_params(), id=sent,
-                                    timeout=ctx.config.session_timeout)
+        reply = await agent.request(
+            "session/new", ctx.new_session_params(), id=sent, timeout=ctx.config.session_timeout
+        )
     except RequestTimeout:
         if responses_with_loose_id(agent, sent, mark):
             raise Failed(f"session/new id {sent!r} came back changed") from None
         raise Failed(f"no response to session/new with id {sent!r}") from None
     if not exact_id(reply.frame, sent):
         raise Failed(f"session/new id {sent!r} came back as {reply.msg.get('id')!r}")
-    if reply.ok and isinstance(reply.result, dict) and isinstance(reply.result.get("sessionId"), str):
+    if (
+        reply.ok
+        and isinstance(reply.result, dict)
+        and isinstance(reply.result.get("sessionId"), str)
+    ):
         ctx.sessions[reply.result["sessionId"]] = reply.result
     return "echoed " + ", ".join(done) + " and a session/new id"
 
@@ -107,7 +113,7 @@ async def unknown_method(ctx: Context) -> str:
     "ACP-JSONRPC-004",
     "invalid params are answered with -32602",
     rule='JSON-RPC 2.0: -32602 "Invalid params"; ACP clients (acpx, acpcomply) require it for '
-    "schema-violating params such as a prompt that is not an array (PROTOCOL §6.9).",
+    "schema-violating params such as a prompt that is not an array (JSON-RPC 2.0 §5.1).",
     level=Level.MANDATORY,
     area=AREA,
 )
@@ -136,7 +142,7 @@ async def invalid_params(ctx: Context) -> str:
     "ACP-JSONRPC-005",
     "the agent keeps working after error responses",
     rule="An error answers one request; the connection stays usable (JSON-RPC 2.0; "
-    "LESSONS #5: parse and dispatch failures must not break the channel).",
+    "codex-acp#177: a parse failure broke the channel).",
     level=Level.MANDATORY,
     area=AREA,
 )
@@ -145,7 +151,9 @@ async def usable_after_errors(ctx: Context) -> str:
     sid = await ctx.shared_session()
     await agent.request(UNKNOWN_METHOD, {}, timeout=10)
     await agent.request("session/prompt", {"sessionId": sid, "prompt": "not an array"}, timeout=30)
-    await agent.request("session/prompt", {"sessionId": str(uuid.uuid4()), "prompt": []}, timeout=30)
+    await agent.request(
+        "session/prompt", {"sessionId": str(uuid.uuid4()), "prompt": []}, timeout=30
+    )
     turn = await ctx.turn(sid, echo_prompt("after errors"))
     return f"a prompt after three errors ended with {require_stop_reason(turn)}"
 
@@ -154,7 +162,7 @@ async def usable_after_errors(ctx: Context) -> str:
     "ACP-JSONRPC-006",
     "a line that is not JSON does not break the connection",
     rule="JSON-RPC 2.0 answers invalid JSON with a Parse error instead of failing; ACP agents "
-    "must survive malformed frames (LESSONS #5: codex-acp#177, python-sdk#62).",
+    "must survive malformed frames (codex-acp#177, python-sdk#62).",
     level=Level.MANDATORY,
     area=AREA,
 )
@@ -193,7 +201,11 @@ async def parse_error_reply(ctx: Context) -> str:
     if not replies:
         return "no reply (allowed)"
     frame = replies[0]
-    code = (frame.msg.get("error") or {}).get("code") if isinstance(frame.msg.get("error"), dict) else None
+    code = (
+        (frame.msg.get("error") or {}).get("code")
+        if isinstance(frame.msg.get("error"), dict)
+        else None
+    )
     if code != -32700:
         raise Failed(f"answered with {frame.short()}")
     return "-32700, id null"

@@ -63,10 +63,15 @@ async def _reopen(ctx: Context, method: str) -> Reopened:
     await agent.quiet(1.0)
     frames = [f for f in agent.since(mark) if f.method == "session/update" and f.session_id == sid]
     value = Reopened(
-        sid, word, reply.frame, reply.request,
+        sid,
+        word,
+        reply.frame,
+        reply.request,
         [f for f in frames if f.seq < reply.frame.seq],
         [f for f in frames if f.seq > reply.frame.seq],
-        reply.result, reply.ok, reply.describe(),
+        reply.result,
+        reply.ok,
+        reply.describe(),
     )
     ctx.memo[key] = value
     ctx.memo[f"{key}-agent"] = agent
@@ -112,7 +117,7 @@ async def load_replays(ctx: Context) -> str:
     "ACP-LOAD-002",
     "the replay includes the user's messages",
     rule="The replay covers the whole conversation: user_message_chunk for the user's turns, "
-    "agent_message_chunk for the agent's (session-setup.mdx; LESSONS #3).",
+    "agent_message_chunk for the agent's (session-setup.mdx; codex-acp#206, kimi-cli#1956).",
     level=Level.CAPABILITY,
     capability="loadSession",
     area=AREA,
@@ -142,7 +147,8 @@ async def load_unknown(ctx: Context) -> str:
     await ctx.require("loadSession")
     agent = await ctx.main()
     reply = await agent.request(
-        "session/load", {"sessionId": str(uuid.uuid4()), "cwd": str(ctx.workdir), "mcpServers": []},
+        "session/load",
+        {"sessionId": str(uuid.uuid4()), "cwd": str(ctx.workdir), "mcpServers": []},
         timeout=ctx.config.session_timeout,
     )
     if reply.ok:
@@ -192,7 +198,9 @@ async def close_frees(ctx: Context) -> str:
     if not isinstance(result, dict):
         raise Failed(f"result {result!r} is not an object")
     after = await agent.request(
-        "session/prompt", {"sessionId": sid, "prompt": ctx.text_blocks(echo_prompt("closed?"))}, timeout=30
+        "session/prompt",
+        {"sessionId": sid, "prompt": ctx.text_blocks(echo_prompt("closed?"))},
+        timeout=30,
     )
     if after.ok:
         raise Failed(f"a prompt on the closed session got {after.describe()}")
@@ -214,7 +222,10 @@ async def close_cancels(ctx: Context) -> str:
     sid, _ = await ctx.new_session()
     mark, handle = await ctx.start_turn(agent, sid, slow_prompt())
     await agent.wait_for(
-        lambda: handle.done or any(f.session_id == sid and f.method == "session/update" for f in agent.since(mark)),
+        lambda: (
+            handle.done
+            or any(f.session_id == sid and f.method == "session/update" for f in agent.since(mark))
+        ),
         timeout=3.0,
     )
     if handle.done:
@@ -252,8 +263,11 @@ async def list_sessions(ctx: Context) -> str:
     everything = _ids(require_result(await agent.request("session/list", {}), "session/list"))
     if sid not in everything:
         raise Failed(f"a session with history ({sid}) is not listed ({len(everything)} listed)")
-    filtered = _ids(require_result(
-        await agent.request("session/list", {"cwd": str(ctx.workdir)}), "session/list with cwd"))
+    filtered = _ids(
+        require_result(
+            await agent.request("session/list", {"cwd": str(ctx.workdir)}), "session/list with cwd"
+        )
+    )
     if sid not in filtered:
         raise Failed("the session is missing when filtering by its own cwd")
     return f"{len(everything)} listed"
@@ -278,7 +292,9 @@ async def delete_session(ctx: Context) -> str:
         if sid in listed:
             raise Failed("the deleted session is still listed")
     after = await agent.request(
-        "session/prompt", {"sessionId": sid, "prompt": ctx.text_blocks(echo_prompt("deleted?"))}, timeout=30
+        "session/prompt",
+        {"sessionId": sid, "prompt": ctx.text_blocks(echo_prompt("deleted?"))},
+        timeout=30,
     )
     if after.ok:
         raise Failed(f"a prompt on the deleted session got {after.describe()}")

@@ -73,7 +73,9 @@ async def set_each_mode(ctx: Context) -> str:
 async def unknown_mode(ctx: Context) -> str:
     agent = await ctx.main()
     sid, _modes = await _session_with(ctx, "modes")
-    reply = await agent.request("session/set_mode", {"sessionId": sid, "modeId": "acp-conformance-no-such-mode"})
+    reply = await agent.request(
+        "session/set_mode", {"sessionId": sid, "modeId": "acp-conformance-no-such-mode"}
+    )
     if reply.ok:
         raise Failed("an unknown modeId was accepted")
     return f"error {reply.code}"
@@ -114,7 +116,7 @@ async def config_current(ctx: Context) -> str:
     "ACP-CONFIG-002",
     "session/set_config_option returns the complete option list",
     rule="The response to session/set_config_option MUST contain the complete list of config "
-    "options (session-config-options.mdx; LESSONS #12).",
+    "options (session-config-options.mdx).",
     level=Level.CAPABILITY,
     capability="configOptions in session/new",
     area=AREA,
@@ -123,14 +125,21 @@ async def config_full_list(ctx: Context) -> str:
     agent = await ctx.main()
     sid, options = await _session_with(ctx, "configOptions")
     before = {o.get("id") for o in options if isinstance(o, dict)}
-    target = next((o for o in options if isinstance(o, dict) and o.get("type") != "boolean"
-                   and select_values(o)), None)
+    target = next(
+        (
+            o
+            for o in options
+            if isinstance(o, dict) and o.get("type") != "boolean" and select_values(o)
+        ),
+        None,
+    )
     if target is None:
         raise Skipped("no select option to set")
     values = select_values(target)
     value = next((v for v in values if v != target.get("currentValue")), values[0])
     reply = await agent.request(
-        "session/set_config_option", {"sessionId": sid, "configId": target.get("id"), "value": value}
+        "session/set_config_option",
+        {"sessionId": sid, "configId": target.get("id"), "value": value},
     )
     result = require_result(reply, f"set_config_option {target.get('id')}={value}")
     after = result.get("configOptions") if isinstance(result, dict) else None
@@ -149,7 +158,8 @@ async def config_full_list(ctx: Context) -> str:
     "ACP-CONFIG-003",
     "no boolean config options unless the client supports them",
     rule='Do not include type "boolean" options unless the client advertised '
-    "clientCapabilities.session.configOptions.boolean (PROTOCOL §6.2; acp-tck ACP-CONFIG-003).",
+    "clientCapabilities.session.configOptions.boolean (session-config-options.mdx; acp-tck "
+    "ACP-CONFIG-003).",
     level=Level.CAPABILITY,
     capability="configOptions in session/new",
     area=AREA,
@@ -184,8 +194,14 @@ async def _second_process(ctx: Context):
 )
 async def mode_survives_reopen(ctx: Context) -> str:
     agent = await ctx.main()
-    methods = [m for m, cap in (("session/load", ("loadSession",)), ("session/resume", ("sessionCapabilities", "resume")))
-               if ctx.capability(*cap) not in (None, False)]
+    methods = [
+        m
+        for m, cap in (
+            ("session/load", ("loadSession",)),
+            ("session/resume", ("sessionCapabilities", "resume")),
+        )
+        if ctx.capability(*cap) not in (None, False)
+    ]
     if not methods:
         raise Skipped("the agent advertises neither loadSession nor sessionCapabilities.resume")
     chosen: dict[str, tuple[str, Any]] = {}
@@ -195,8 +211,10 @@ async def mode_survives_reopen(ctx: Context) -> str:
         other = next((m for m in ids if m != modes.get("currentModeId")), None)
         if other is None:
             raise Skipped("only one mode is available")
-        require_result(await agent.request("session/set_mode", {"sessionId": sid, "modeId": other}),
-                       f"session/set_mode {other}")
+        require_result(
+            await agent.request("session/set_mode", {"sessionId": sid, "modeId": other}),
+            f"session/set_mode {other}",
+        )
         if ctx.capability("sessionCapabilities", "close") is not None:
             await agent.request("session/close", {"sessionId": sid}, timeout=30)
         chosen[method] = (sid, other)
@@ -204,12 +222,20 @@ async def mode_survives_reopen(ctx: Context) -> str:
     told = []
     for method, (sid, other) in chosen.items():
         params = {"sessionId": sid, "cwd": str(ctx.workdir), "mcpServers": []}
-        result = require_result(await second.request(method, params, timeout=ctx.config.session_timeout), method)
+        result = require_result(
+            await second.request(method, params, timeout=ctx.config.session_timeout), method
+        )
         modes = result.get("modes") if isinstance(result, dict) else None
         options = result.get("configOptions") if isinstance(result, dict) else None
         current = modes.get("currentModeId") if isinstance(modes, dict) else None
-        option = next((o.get("currentValue") for o in options or [] if isinstance(o, dict)
-                       and o.get("category") == "mode"), None)
+        option = next(
+            (
+                o.get("currentValue")
+                for o in options or []
+                if isinstance(o, dict) and o.get("category") == "mode"
+            ),
+            None,
+        )
         if current is None and option is None:
             raise NotTested(f"{method} answers no modes or mode option to compare")
         if current is not None and current != other:

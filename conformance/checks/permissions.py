@@ -42,8 +42,11 @@ async def well_formed(ctx: Context) -> str:
         if params.get("sessionId") != sid:
             raise Failed(f"sessionId {params.get('sessionId')!r}, prompted {sid!r}")
         tool_call = params.get("toolCall")
-        if not isinstance(tool_call, dict) or not isinstance(tool_call.get("toolCallId"), str) \
-                or not tool_call.get("toolCallId"):
+        if (
+            not isinstance(tool_call, dict)
+            or not isinstance(tool_call.get("toolCallId"), str)
+            or not tool_call.get("toolCallId")
+        ):
             raise Failed(f"no toolCall.toolCallId: {frame.short()}")
         options = params.get("options")
         if not isinstance(options, list) or not options:
@@ -51,8 +54,12 @@ async def well_formed(ctx: Context) -> str:
         ids = [o.get("optionId") for o in options if isinstance(o, dict)]
         if len(set(map(str, ids))) != len(ids):
             raise Failed(f"duplicate optionIds: {ids!r}")
-    kinds = sorted({o.get("kind") for f in turn.permission_requests() for o in f.params.get("options", [])})
-    return f"{len(turn.permission_requests())} request(s); option kinds {', '.join(map(str, kinds))}"
+    kinds = sorted(
+        {o.get("kind") for f in turn.permission_requests() for o in f.params.get("options", [])}
+    )
+    return (
+        f"{len(turn.permission_requests())} request(s); option kinds {', '.join(map(str, kinds))}"
+    )
 
 
 @check(
@@ -75,7 +82,7 @@ async def allow_runs(ctx: Context) -> str:
     "ACP-PERM-003",
     "a rejected tool call does not run",
     rule="A reject option means the tool MUST NOT run; the turn goes on or ends, with a result "
-    "(tool-calls.mdx; LESSONS #6: fail closed).",
+    "(tool-calls.mdx: fail closed).",
     level=Level.MANDATORY,
     area=AREA,
 )

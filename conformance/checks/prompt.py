@@ -13,14 +13,21 @@ from ._util import late_turn_updates, require_stop_reason
 AREA = "prompt"
 
 # 1x1 transparent PNG, and a 10 ms silent 8 kHz mono WAV.
-PNG_1X1 = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
-)
+PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 _WAV = (
-    b"RIFF" + (36 + 160).to_bytes(4, "little") + b"WAVEfmt " + (16).to_bytes(4, "little")
-    + (1).to_bytes(2, "little") + (1).to_bytes(2, "little") + (8000).to_bytes(4, "little")
-    + (16000).to_bytes(4, "little") + (2).to_bytes(2, "little") + (16).to_bytes(2, "little")
-    + b"data" + (160).to_bytes(4, "little") + bytes(160)
+    b"RIFF"
+    + (36 + 160).to_bytes(4, "little")
+    + b"WAVEfmt "
+    + (16).to_bytes(4, "little")
+    + (1).to_bytes(2, "little")
+    + (1).to_bytes(2, "little")
+    + (8000).to_bytes(4, "little")
+    + (16000).to_bytes(4, "little")
+    + (2).to_bytes(2, "little")
+    + (16).to_bytes(2, "little")
+    + b"data"
+    + (160).to_bytes(4, "little")
+    + bytes(160)
 )
 WAV_SILENCE = base64.b64encode(_WAV).decode()
 
@@ -92,7 +99,12 @@ async def resource_link_accepted(ctx: Context) -> str:
     path.write_text("conformance notes\n", encoding="utf-8")
     blocks = [
         {"type": "text", "text": echo_prompt("see the linked file")},
-        {"type": "resource_link", "uri": path.as_uri(), "name": "notes.txt", "mimeType": "text/plain"},
+        {
+            "type": "resource_link",
+            "uri": path.as_uri(),
+            "name": "notes.txt",
+            "mimeType": "text/plain",
+        },
     ]
     turn = await ctx.turn(sid, blocks)
     return f"stopReason {require_stop_reason(turn)}"
@@ -102,7 +114,7 @@ async def resource_link_accepted(ctx: Context) -> str:
     "ACP-PROMPT-005",
     "the model's reply reaches the client as agent_message_chunk",
     rule="The agent reports the model's output with session/update agent_message_chunk "
-    "(prompt-turn.mdx). The scripted model answers \"Echo: <prompt>\"; this check is also "
+    '(prompt-turn.mdx). The scripted model answers "Echo: <prompt>"; this check is also '
     "what tells whether the suite's scenarios reach this agent's model at all.",
     level=Level.ADVISORY,
     area=AREA,
@@ -114,14 +126,18 @@ async def reply_relayed(ctx: Context) -> str:
     text = turn.text()
     if "relay me" not in text:
         kinds = ", ".join(sorted(set(turn.kinds()))) or "none"
-        raise Failed(f"no agent_message_chunk with the model's reply (updates: {kinds}; text {text[:80]!r})")
+        raise Failed(
+            f"no agent_message_chunk with the model's reply (updates: {kinds}; text {text[:80]!r})"
+        )
     return "relayed"
 
 
 async def _content(ctx: Context, capability: str, block: dict) -> str:
     await ctx.require("promptCapabilities", capability)
     sid = await ctx.shared_session()
-    turn = await ctx.turn(sid, [{"type": "text", "text": echo_prompt(f"with {block['type']}")}, block])
+    turn = await ctx.turn(
+        sid, [{"type": "text", "text": echo_prompt(f"with {block['type']}")}, block]
+    )
     return f"stopReason {require_stop_reason(turn)}"
 
 
@@ -149,7 +165,10 @@ async def image_accepted(ctx: Context) -> str:
 )
 async def resource_accepted(ctx: Context) -> str:
     uri = (ctx.workdir / "embedded.txt").as_uri()
-    block = {"type": "resource", "resource": {"uri": uri, "text": "embedded text\n", "mimeType": "text/plain"}}
+    block = {
+        "type": "resource",
+        "resource": {"uri": uri, "text": "embedded text\n", "mimeType": "text/plain"},
+    }
     return await _content(ctx, "embeddedContext", block)
 
 
@@ -163,7 +182,9 @@ async def resource_accepted(ctx: Context) -> str:
     area=AREA,
 )
 async def audio_accepted(ctx: Context) -> str:
-    return await _content(ctx, "audio", {"type": "audio", "mimeType": "audio/wav", "data": WAV_SILENCE})
+    return await _content(
+        ctx, "audio", {"type": "audio", "mimeType": "audio/wav", "data": WAV_SILENCE}
+    )
 
 
 def _queueing_advertised(ctx: Context) -> bool:
@@ -194,11 +215,17 @@ async def queued_prompts(ctx: Context) -> str:
     tags = [f"q{uuid.uuid4().hex[:8]}" for _ in range(2)]
     texts = [slow_prompt(chunks=10, delay_ms=30), echo_prompt(tags[0]), echo_prompt(tags[1])]
     mark = agent.mark()
-    handles = await agent.send_together([
-        {"jsonrpc": "2.0", "id": agent.new_id(), "method": "session/prompt",
-         "params": {"sessionId": sid, "prompt": ctx.text_blocks(text)}}
-        for text in texts
-    ])
+    handles = await agent.send_together(
+        [
+            {
+                "jsonrpc": "2.0",
+                "id": agent.new_id(),
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": ctx.text_blocks(text)},
+            }
+            for text in texts
+        ]
+    )
     replies = [await h.wait(60) for h in handles if h is not None]
     for i, reply in enumerate(replies):
         if not reply.ok:

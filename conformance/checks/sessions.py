@@ -34,7 +34,7 @@ async def unique_ids(ctx: Context) -> str:
     "ACP-SESSION-002",
     "a prompt for an unknown session is an error",
     rule="Operations on unknown session ids MUST yield an explicit error (acpx profile; the code "
-    "is not specified in v1, -32002 resource_not_found is usual: PROTOCOL §6.9).",
+    "is not specified in v1, -32002 resource_not_found is usual).",
     level=Level.MANDATORY,
     area=AREA,
 )

@@ -18,7 +18,7 @@ LARGE = 1 << 20  # 1 MiB: far past the 64 KiB line limits that bit python-sdk#62
     "ACP-TRANSPORT-003",
     "a 1 MiB frame is accepted",
     rule="Messages are newline-delimited JSON-RPC of any size; readers with a 64 KiB line limit "
-    "kill the connection (LESSONS #5: python-sdk#62, kimi-cli#831). Sent: a session/prompt whose "
+    "kill the connection (python-sdk#62, kimi-cli#831). Sent: a session/prompt whose "
     "_meta carries 1 MiB.",
     level=Level.MANDATORY,
     area=AREA,
@@ -28,8 +28,12 @@ async def large_frame(ctx: Context) -> str:
     sid = await ctx.shared_session()
     padding = "x" * LARGE
     try:
-        turn = await ctx.turn(sid, echo_prompt("after a large frame"),
-                              extra={"_meta": {"acp-conformance/padding": padding}}, timeout=30)
+        turn = await ctx.turn(
+            sid,
+            echo_prompt("after a large frame"),
+            extra={"_meta": {"acp-conformance/padding": padding}},
+            timeout=30,
+        )
     except (RequestTimeout, AgentExited) as exc:
         ctx.retire_main("it did not survive a 1 MiB frame")
         logged = agent.stderr_error()

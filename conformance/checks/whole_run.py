@@ -49,7 +49,8 @@ async def notifications_unanswered(ctx: Context) -> str:
     "ACP-PROMPT-009",
     "no turn update follows the turn's response",
     rule="All updates of a turn come before its session/prompt response (prompt-turn.mdx: the "
-    "response ends the turn; LESSONS #2: clients truncate or flag late updates). Judged over "
+    "response ends the turn; clients truncate or flag late updates: claude-agent-acp#824, "
+    "opencode#17505). Judged over "
     "every turn of the run; session-level updates (commands, mode, config, info, usage) excepted.",
     level=Level.ADVISORY,
     area="prompt",
@@ -67,7 +68,7 @@ async def no_late_updates(ctx: Context) -> str:
     "ACP-SESSION-003",
     "no session/update for a session before session/new returned it",
     rule="Session-level updates (e.g. available_commands_update) go after the session/new "
-    "response: before it the client cannot know the session (PROTOCOL §6.3; DESIGN §5).",
+    "response: before it the client cannot know the session (session-setup.mdx).",
     level=Level.ADVISORY,
     area="sessions",
 )
@@ -77,10 +78,18 @@ async def no_update_before_new(ctx: Context) -> str:
     for agent in ctx.agents:
         first_update: dict[Any, Frame] = {}
         for f in agent.frames:
-            if f.direction == "in" and f.method == "session/update" and f.session_id not in first_update:
+            if (
+                f.direction == "in"
+                and f.method == "session/update"
+                and f.session_id not in first_update
+            ):
                 first_update[f.session_id] = f
         for f in agent.frames:
-            if f.direction != "in" or not f.is_response or not isinstance(f.msg.get("result"), dict):
+            if (
+                f.direction != "in"
+                or not f.is_response
+                or not isinstance(f.msg.get("result"), dict)
+            ):
                 continue
             sid = f.msg["result"].get("sessionId")
             if sid is None or not isinstance(sid, str):
@@ -107,7 +116,9 @@ async def stdout_lines(ctx: Context) -> str:
     bad = [(a, f) for a, f in frames if f.problem]
     if bad:
         agent, frame = bad[0]
-        raise Failed(f"{len(bad)} bad line(s); first ({agent.name}, {frame.problem}): {frame.short(100)!r}")
+        raise Failed(
+            f"{len(bad)} bad line(s); first ({agent.name}, {frame.problem}): {frame.short(100)!r}"
+        )
     return f"{len(frames)} line(s)"
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import trio
 
-from conformance.context import RunConfig
-from conformance.report import Report
-from conformance.runner import run_suite
+from trio_acp_conformance.context import RunConfig
+from trio_acp_conformance.report import Report
+from trio_acp_conformance.runner import run_suite
 
 
 async def run(command: list[str], scratch: Path, *, only: list[str] | None = None) -> Report:
@@ -16,7 +16,9 @@ async def run(command: list[str], scratch: Path, *, only: list[str] | None = Non
     return await run_suite(config)
 
 
-def run_many(jobs: dict[str, tuple[list[str], list[str] | None]], root: Path, *, limit: int = 8) -> dict[str, Report]:
+def run_many(
+    jobs: dict[str, tuple[list[str], list[str] | None]], root: Path, *, limit: int = 8
+) -> dict[str, Report]:
     """``{name: (command, only)}`` → ``{name: report}``, at most ``limit`` runs at a time."""
 
     async def main() -> dict[str, Report]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import conformance.checks  # noqa: F401 - registers every check
+import trio_acp_conformance.checks  # noqa: F401 - registers every check
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")

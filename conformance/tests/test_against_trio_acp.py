@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from conformance.model import Level, Status
-from conformance.report import to_markdown
+from trio_acp_conformance.model import Level, Status
+from trio_acp_conformance.report import to_markdown
 
 from ._runs import run
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.model import REGISTRY, Level, Status
+from trio_acp_conformance.model import REGISTRY, Level, Status
 
 from ._runs import run_many
 from .agents.faulty_agent import FAULTS
@@ -120,7 +120,11 @@ def test_every_check_has_a_fault() -> None:
 @pytest.mark.timeout(600)
 def test_unbroken_agent_passes_everything(reports) -> None:
     report = reports["baseline"]
-    bad = [f"{r.check.id}: {r.status.value} {r.detail}" for r in report.results if r.status is not Status.PASSED]
+    bad = [
+        f"{r.check.id}: {r.status.value} {r.detail}"
+        for r in report.results
+        if r.status is not Status.PASSED
+    ]
     assert not bad, "\n".join(bad)
     assert report.exit_code == 0
 
@@ -142,8 +146,12 @@ def test_check_fails_on_its_fault(reports, check_id: str) -> None:
 def test_fault_is_local(reports, fault: str) -> None:
     report = reports[f"full-{fault}"]
     failed = {r.check.id for r in report.results if r.status is Status.FAILED}
-    other = {r.check.id: r.status.value for r in report.results
-             if r.check.level is Level.MANDATORY and r.status is not Status.PASSED
-             and r.check.id not in LOCAL[fault]}
+    other = {
+        r.check.id: r.status.value
+        for r in report.results
+        if r.check.level is Level.MANDATORY
+        and r.status is not Status.PASSED
+        and r.check.id not in LOCAL[fault]
+    }
     assert failed == LOCAL[fault], report.results
     assert not other, other

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from conformance.model import REGISTRY
+from trio_acp_conformance.model import REGISTRY
 
 from .conftest import faulty_command
 
-RUNNER = [sys.executable, "-m", "conformance"]
+RUNNER = [sys.executable, "-m", "trio_acp_conformance"]
 
 
 def run_cli(*args: str, prefix: list[str] = RUNNER) -> subprocess.CompletedProcess[str]:
@@ -34,7 +34,9 @@ def test_no_command_is_a_usage_error() -> None:
 
 @pytest.mark.timeout(180)
 def test_json_shape_and_success() -> None:
-    proc = run_cli("--json", "--no-download", "--only", "ACP-INIT,ACP-JSONRPC-003", "--", *faulty_command())
+    proc = run_cli(
+        "--json", "--no-download", "--only", "ACP-INIT,ACP-JSONRPC-003", "--", *faulty_command()
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["suite"]["name"] == "acp-conformance"
@@ -42,9 +44,25 @@ def test_json_shape_and_success() -> None:
     assert report["agent"]["agentInfo"] == {"name": "faulty-agent", "version": "0.1.0"}
     assert report["agent"]["protocolVersion"] == 1
     ids = [c["id"] for c in report["checks"]]
-    assert ids == ["ACP-INIT-001", "ACP-INIT-002", "ACP-INIT-003", "ACP-INIT-004", "ACP-JSONRPC-003"]
+    assert ids == [
+        "ACP-INIT-001",
+        "ACP-INIT-002",
+        "ACP-INIT-003",
+        "ACP-INIT-004",
+        "ACP-JSONRPC-003",
+    ]
     for c in report["checks"]:
-        assert set(c) == {"id", "title", "area", "level", "capability", "rule", "status", "detail", "duration"}
+        assert set(c) == {
+            "id",
+            "title",
+            "area",
+            "level",
+            "capability",
+            "rule",
+            "status",
+            "detail",
+            "duration",
+        }
         assert c["status"] == "passed"
         assert c["level"] in ("mandatory", "capability", "advisory")
         assert c["rule"]
@@ -54,8 +72,9 @@ def test_json_shape_and_success() -> None:
 
 @pytest.mark.timeout(180)
 def test_mandatory_failure_exits_nonzero() -> None:
-    proc = run_cli("--json", "--no-download", "--only", "ACP-INIT-001", "--",
-                   *faulty_command("version-string"))
+    proc = run_cli(
+        "--json", "--no-download", "--only", "ACP-INIT-001", "--", *faulty_command("version-string")
+    )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     [check] = report["checks"]
@@ -67,8 +86,15 @@ def test_mandatory_failure_exits_nonzero() -> None:
 @pytest.mark.timeout(180)
 def test_advisory_failure_exits_zero_and_table(tmp_path) -> None:
     md = tmp_path / "report.md"
-    proc = run_cli("--no-download", "--markdown", str(md), "--only", "ACP-INIT-004", "--",
-                   *faulty_command("no-agent-info"))
+    proc = run_cli(
+        "--no-download",
+        "--markdown",
+        str(md),
+        "--only",
+        "ACP-INIT-004",
+        "--",
+        *faulty_command("no-agent-info"),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "ACP-INIT-004" in proc.stdout and "failed" in proc.stdout
     assert "| ACP-INIT-004 | advisory | **failed** |" in md.read_text()
@@ -76,7 +102,15 @@ def test_advisory_failure_exits_zero_and_table(tmp_path) -> None:
 
 @pytest.mark.timeout(180)
 def test_trio_acp_conformance_subcommand() -> None:
-    proc = run_cli("conformance", "--json", "--no-download", "--only", "ACP-INIT-001", "--",
-                   *faulty_command("version-string"), prefix=[sys.executable, "-m", "trio_acp"])
+    proc = run_cli(
+        "conformance",
+        "--json",
+        "--no-download",
+        "--only",
+        "ACP-INIT-001",
+        "--",
+        *faulty_command("version-string"),
+        prefix=[sys.executable, "-m", "trio_acp"],
+    )
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["checks"][0]["status"] == "failed"

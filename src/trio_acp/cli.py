@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["conformance"]:
         # The suite has options of its own and takes the agent command after `--`.
-        from conformance.runner import main as conformance_main
+        from trio_acp_conformance.runner import main as conformance_main
 
         return conformance_main(argv[1:], prog="trio-acp conformance")
     args = build_parser().parse_args(argv)
@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         # inherit its credentials. The agent reads its settings from the snapshot.
         env = withhold_agent_variables()
         # The other models' keys are masked like the default's (credentials.py).
-        secrets.add(env[name] for name in model_key_variables(env) - {"TRIO_ACP_MODELS"} if env.get(name))
+        secrets.add(
+            env[name] for name in model_key_variables(env) - {"TRIO_ACP_MODELS"} if env.get(name)
+        )
         sys.stderr = MaskingTextStream(sys.stderr, secrets)
         trio.run(serve_main, env, secrets)
         _exit_now(0)

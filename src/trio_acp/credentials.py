@@ -342,8 +342,8 @@ class UpdateMask:
             else:
                 out.append(update)
         if release:
-            for key, text in self._chunks.release():
-                update = self._held.pop(key, None)
+            for held_key, text in self._chunks.release():
+                update = self._held.pop(held_key, None)
                 if update is not None and text:
                     out.append(_with_text(update, text))
             self._held.clear()

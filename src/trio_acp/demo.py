@@ -52,8 +52,13 @@ class DemoClient:
                 label = "[bold green]agent[/] " if kind == "message" else "[dim]thinking[/] "
                 self.console.print(label, end="")
                 self._inline = kind
-            self.console.print(text, end="", style="dim italic" if kind == "thought" else None,
-                               markup=False, highlight=False)
+            self.console.print(
+                text,
+                end="",
+                style="dim italic" if kind == "thought" else None,
+                markup=False,
+                highlight=False,
+            )
             return
         self._end_inline()
         if isinstance(update, schema.ToolCallStart):
@@ -65,7 +70,9 @@ class DemoClient:
             if update.status:
                 style = {"completed": "green", "failed": "red"}.get(update.status, "yellow")
                 title = f" {escape(update.title)}" if update.title else ""
-                self.console.print(f"  [dim]{update.tool_call_id[:12]}[/] [{style}]{update.status}[/]{title}")
+                self.console.print(
+                    f"  [dim]{update.tool_call_id[:12]}[/] [{style}]{update.status}[/]{title}"
+                )
             for content in update.content or []:
                 self._show_tool_content(content)
         elif isinstance(update, schema.AgentPlanUpdate):
@@ -90,7 +97,9 @@ class DemoClient:
             if text.strip():
                 self.console.print(Panel(text.rstrip()[:2000], title="output", expand=False))
 
-    async def request_permission(self, params: schema.RequestPermissionRequest) -> schema.RequestPermissionResponse:
+    async def request_permission(
+        self, params: schema.RequestPermissionRequest
+    ) -> schema.RequestPermissionResponse:
         self._end_inline()
         option = next((o for o in params.options if o.kind == "allow_once"), params.options[0])
         self.console.print(f"[yellow]permission asked[/]: answering {option.name!r}")
@@ -133,7 +142,9 @@ async def demo_main(keep: bool = False) -> int:
                 )
                 session = await agent.new_session(cwd=workspace, mcp_servers=[])
                 t_new = time.perf_counter() - started
-                console.print(f"session/new: {session.session_id} [dim]({t_new:.1f} s after spawn, SDK import included)[/]")
+                console.print(
+                    f"session/new: {session.session_id} [dim]({t_new:.1f} s after spawn, SDK import included)[/]"
+                )
                 prompts = [
                     scenario_prompt("demo", "Show me what you can do in this workspace."),
                     scenario_prompt("remember", "What did I ask you first?"),

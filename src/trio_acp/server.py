@@ -26,7 +26,9 @@ class MaskingStream(trio.abc.Stream):
         self._secrets = secrets
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self._inner.send_all(self._secrets.mask_bytes(bytes(data)) if self._secrets.values else data)
+        await self._inner.send_all(
+            self._secrets.mask_bytes(bytes(data)) if self._secrets.values else data
+        )
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._inner.wait_send_all_might_not_block()
@@ -51,7 +53,8 @@ async def serve_stream(
     collects the credential values to mask, shared with the log formatter.
     """
     # The SDK import (~8-10 s) starts now, in a thread, so that `initialize` never waits
-    # for it and `session/new` usually doesn't either (DESIGN §3). Under serve_stdio this
+    # for it and `session/new` usually doesn't either
+    # (docs/ARCHITECTURE.md#d3-an-instant-initialize). Under serve_stdio this
     # runs after fd 1 points at stderr, so nothing the import prints can reach the wire.
     loader = sdk_loader or SdkLoader()
     secrets = secrets if secrets is not None else SecretValues()

@@ -1,4 +1,4 @@
-"""The stdio transport, with the hygiene ACP needs (DESIGN decision 2).
+"""The stdio transport, with the hygiene ACP needs (docs/ARCHITECTURE.md#d2-stdio-hygiene).
 
 ACP's stdio rule: stdout carries protocol frames and nothing else.  Libraries print,
 SDKs show banners, child processes inherit fd 1.  So `open_stdio_stream` takes the real

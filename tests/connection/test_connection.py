@@ -26,7 +26,9 @@ class RecordingClient:
     def __init__(self, permission_outcome=None) -> None:
         self.updates: list[schema.SessionNotification] = []
         self.permission_requests: list[schema.RequestPermissionRequest] = []
-        self.permission_outcome = permission_outcome or schema.SelectedPermissionOutcome(option_id="yes")
+        self.permission_outcome = permission_outcome or schema.SelectedPermissionOutcome(
+            option_id="yes"
+        )
         self.first_update = trio.Event()
 
     async def session_update(self, params: schema.SessionNotification) -> None:
@@ -40,7 +42,11 @@ class RecordingClient:
         return schema.RequestPermissionResponse(outcome=self.permission_outcome)
 
     def texts(self) -> str:
-        return "".join(u.update.content.text for u in self.updates if isinstance(u.update, schema.AgentMessageChunk))
+        return "".join(
+            u.update.content.text
+            for u in self.updates
+            if isinstance(u.update, schema.AgentMessageChunk)
+        )
 
 
 async def _session(agent_proxy) -> str:
@@ -54,7 +60,9 @@ async def test_prompt_updates_arrive_before_the_response():
     client = RecordingClient()
     async with open_in_memory_pair(echo_agent.EchoAgent(), client) as (_, conn):
         sid = await _session(conn.agent)
-        response = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text="flood 500")])
+        response = await conn.agent.prompt(
+            session_id=sid, prompt=[schema.TextContent(text="flood 500")]
+        )
         assert response.stop_reason == "end_turn"
         # Every update of the turn was delivered before prompt() returned, in order.
         assert len(client.updates) == 500
@@ -70,13 +78,17 @@ async def test_cancel_mid_turn_answers_cancelled_and_session_stays_usable():
             result = {}
 
             async def run():
-                result["r"] = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text="slow 1000")])
+                result["r"] = await conn.agent.prompt(
+                    session_id=sid, prompt=[schema.TextContent(text="slow 1000")]
+                )
 
             nursery.start_soon(run)
             await client.first_update.wait()
             await conn.agent.cancel(session_id=sid)
         assert result["r"].stop_reason == "cancelled"
-        again = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text="hello again")])
+        again = await conn.agent.prompt(
+            session_id=sid, prompt=[schema.TextContent(text="hello again")]
+        )
         assert again.stop_reason == "end_turn"
         assert client.texts().endswith("hello again")
 
@@ -92,7 +104,9 @@ async def test_cancel_while_agent_awaits_permission_does_not_deadlock():
                 result = {}
 
                 async def run():
-                    result["r"] = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text="ask")])
+                    result["r"] = await conn.agent.prompt(
+                        session_id=sid, prompt=[schema.TextContent(text="ask")]
+                    )
 
                 nursery.start_soon(run)
                 while not client.permission_requests:
@@ -129,7 +143,9 @@ async def test_invalid_params_answer_32602_and_connection_survives():
     async with open_in_memory_pair(echo_agent.EchoAgent(), RecordingClient()) as (_, conn):
         await conn.agent.initialize(protocol_version=1)
         with pytest.raises(RequestError) as info:
-            await conn.peer.request("session/prompt", {"sessionId": "x", "prompt": {"not": "a list"}})
+            await conn.peer.request(
+                "session/prompt", {"sessionId": "x", "prompt": {"not": "a list"}}
+            )
         assert info.value.code == ErrorCode.INVALID_PARAMS
         assert "prompt" in json.dumps(info.value.data)
         new = await conn.agent.new_session(cwd="/tmp", mcp_servers=[])
@@ -145,7 +161,10 @@ async def test_agent_must_not_call_unadvertised_client_capabilities():
             out = {}
             for name, call in [
                 ("read", lambda: self.client.read_text_file(session_id="s", path="/x")),
-                ("write", lambda: self.client.write_text_file(session_id="s", path="/x", content="")),
+                (
+                    "write",
+                    lambda: self.client.write_text_file(session_id="s", path="/x", content=""),
+                ),
                 ("terminal", lambda: self.client.create_terminal(session_id="s", command="ls")),
             ]:
                 try:

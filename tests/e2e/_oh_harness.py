@@ -35,15 +35,21 @@ class Client:
         self.updates.append((session_id, update))
         self.got_update.set()
 
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any):
-        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=options[0].option_id))
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ):
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=options[0].option_id)
+        )
 
     def of(self, kind: type) -> list[Any]:
         return [u for _, u in self.updates if isinstance(u, kind)]
 
     def text(self) -> str:
         return "".join(
-            u.content.text for u in self.of(AgentMessageChunk) if isinstance(u.content, TextContentBlock)
+            u.content.text
+            for u in self.of(AgentMessageChunk)
+            if isinstance(u.content, TextContentBlock)
         )
 
 
@@ -129,14 +135,18 @@ async def _initialize(conn) -> Any:
 
 async def _prompt(conn, wire: Wire, sid: str, text: str):
     wire.mark(text)
-    return await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[TextContentBlock(type="text", text=text)]), TIMEOUT)
+    return await asyncio.wait_for(
+        conn.prompt(session_id=sid, prompt=[TextContentBlock(type="text", text=text)]), TIMEOUT
+    )
 
 
 def _run(scenario, **kwargs):
-    with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as ws:
+    with (
+        ScriptedLLM() as llm,
+        tempfile.TemporaryDirectory() as home,
+        tempfile.TemporaryDirectory() as ws,
+    ):
         return asyncio.run(scenario(llm, home, os.path.realpath(ws), **kwargs))
-
-
 
 
 @contextlib.asynccontextmanager
@@ -144,7 +154,12 @@ async def trio_acp_agent(client: Any, wire: Wire, env: dict[str, str]):
     """`trio-acp` as a subprocess under the official client, every frame recorded, initialized."""
     async with acp.spawn_agent_process(
         # stderr inherited: a pipe nobody reads could fill up and stall the agent.
-        client, sys.executable, "-m", "trio_acp", env=env, transport_kwargs={"stderr": None}
+        client,
+        sys.executable,
+        "-m",
+        "trio_acp",
+        env=env,
+        transport_kwargs={"stderr": None},
     ) as (conn, process):
         conn._conn.add_observer(wire)
         await _initialize(conn)

@@ -49,18 +49,27 @@ class RecordingClient:
         self.updates.append((session_id, update))
         self.first_update.set()
 
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any):
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ):
         self.permission_requests.append(
-            {"session_id": session_id, "tool_call_id": tool_call.tool_call_id,
-             "options": [o.option_id for o in options]}
+            {
+                "session_id": session_id,
+                "tool_call_id": tool_call.tool_call_id,
+                "options": [o.option_id for o in options],
+            }
         )
-        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id="yes"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id="yes")
+        )
 
     def texts(self, session_id: str) -> list[str]:
         return [
             u.content.text
             for sid, u in self.updates
-            if sid == session_id and isinstance(u, AgentMessageChunk) and isinstance(u.content, TextContentBlock)
+            if sid == session_id
+            and isinstance(u, AgentMessageChunk)
+            and isinstance(u.content, TextContentBlock)
         ]
 
 
@@ -130,11 +139,15 @@ async def _scenario() -> dict[str, Any]:
         out["hello_last"] = client.texts(sid)[-1]
 
         # Cancel mid `slow`, in a second session: nothing for it may follow the response.
-        sid2 = (await asyncio.wait_for(conn.new_session(cwd=str(ROOT), mcp_servers=[]), TIMEOUT)).session_id
+        sid2 = (
+            await asyncio.wait_for(conn.new_session(cwd=str(ROOT), mcp_servers=[]), TIMEOUT)
+        ).session_id
         out["sid2"] = sid2
         client.first_update.clear()
         before = len(client.texts(sid2))
-        prompt_task = asyncio.create_task(conn.prompt(session_id=sid2, prompt=[acp.text_block("slow 1000")]))
+        prompt_task = asyncio.create_task(
+            conn.prompt(session_id=sid2, prompt=[acp.text_block("slow 1000")])
+        )
         while len(client.texts(sid2)) <= before:
             await asyncio.wait_for(client.first_update.wait(), TIMEOUT)
             client.first_update.clear()
@@ -146,19 +159,27 @@ async def _scenario() -> dict[str, Any]:
         await asyncio.sleep(0.3)
         out["slow_updates_later"] = len(client.texts(sid2))
         # The session stays usable.
-        again = await asyncio.wait_for(conn.prompt(session_id=sid2, prompt=[acp.text_block("hello again")]), TIMEOUT)
+        again = await asyncio.wait_for(
+            conn.prompt(session_id=sid2, prompt=[acp.text_block("hello again")]), TIMEOUT
+        )
         out["again_stop"] = again.stop_reason
         out["again_last"] = client.texts(sid2)[-1]
 
         # The permission round trip: the client answers `yes`, the agent echoes it.
-        ask = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[acp.text_block("ask")]), TIMEOUT)
+        ask = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[acp.text_block("ask")]), TIMEOUT
+        )
         out["ask_stop"] = ask.stop_reason
         out["permission_requests"] = list(client.permission_requests)
         out["ask_last"] = client.texts(sid)[-1]
-        out["tool_calls"] = [u for s, u in client.updates if s == sid and isinstance(u, ToolCallStart)]
+        out["tool_calls"] = [
+            u for s, u in client.updates if s == sid and isinstance(u, ToolCallStart)
+        ]
 
         # An extension method: the official client prefixes `_`.
-        out["ping"] = await asyncio.wait_for(conn.ext_method("echo/ping", {"x": 1, "s": "é"}), TIMEOUT)
+        out["ping"] = await asyncio.wait_for(
+            conn.ext_method("echo/ping", {"x": 1, "s": "é"}), TIMEOUT
+        )
 
         # An unknown method and an unknown extension method: -32601.
         for name, method in (("unknown", "session/unknown"), ("unknown_ext", "_nope/nothing")):
@@ -208,16 +229,23 @@ def test_cancel_mid_slow_answers_cancelled_and_nothing_follows(scenario):
     frames = scenario["wire"].frames
     sid2 = scenario["sid2"]
     first_prompt_id = next(
-        m["id"] for d, m in frames
-        if d == "to_agent" and m.get("method") == "session/prompt" and m["params"]["sessionId"] == sid2
+        m["id"]
+        for d, m in frames
+        if d == "to_agent"
+        and m.get("method") == "session/prompt"
+        and m["params"]["sessionId"] == sid2
     )
     cancelled_at = next(
-        i for i, (d, m) in enumerate(frames)
+        i
+        for i, (d, m) in enumerate(frames)
         if d == "from_agent" and m.get("id") == first_prompt_id and "result" in m
     )
     after = [
-        m["params"]["update"] for d, m in frames[cancelled_at + 1:]
-        if d == "from_agent" and m.get("method") == "session/update" and m["params"]["sessionId"] == sid2
+        m["params"]["update"]
+        for d, m in frames[cancelled_at + 1 :]
+        if d == "from_agent"
+        and m.get("method") == "session/update"
+        and m["params"]["sessionId"] == sid2
     ]
     assert [u["content"]["text"] for u in after] == ["hello again"]
     assert scenario["again_stop"] == "end_turn"

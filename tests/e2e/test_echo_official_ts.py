@@ -26,7 +26,9 @@ ECHO_AGENT = ROOT / "examples" / "echo_agent.py"
 NODE = shutil.which("node")
 
 pytestmark = [
-    pytest.mark.skipif(NODE is None, reason="node is not installed (needed for the official TypeScript SDK)"),
+    pytest.mark.skipif(
+        NODE is None, reason="node is not installed (needed for the official TypeScript SDK)"
+    ),
     pytest.mark.skipif(
         not (JS_DIR / "node_modules" / "@agentclientprotocol" / "sdk").is_dir(),
         reason="@agentclientprotocol/sdk is not installed: run `npm ci` in tests/js",
@@ -40,15 +42,18 @@ def run(tmp_path_factory) -> dict[str, Any]:
     proc = subprocess.run(
         [NODE, str(CLIENT), "--frames", str(frames_path), sys.executable, str(ECHO_AGENT)],
         cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode == 0, f"echo_client.mjs failed:\n{proc.stderr}"
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 1, f"expected one summary line, got:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    frames = [json.loads(line) for line in frames_path.read_text(encoding="utf-8").splitlines() if line]
+    assert len(lines) == 1, (
+        f"expected one summary line, got:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    frames = [
+        json.loads(line) for line in frames_path.read_text(encoding="utf-8").splitlines() if line
+    ]
     return {"summary": json.loads(lines[0]), "frames": frames, "stderr": proc.stderr}
 
 
@@ -114,20 +119,25 @@ def test_every_frame_matches_the_official_schema(run):
 def test_nothing_for_the_cancelled_session_after_its_response(run):
     frames = run["frames"]
     prompts = [
-        f["msg"] for f in frames
-        if f["dir"] == "to_agent" and f["msg"].get("method") == "session/prompt"
+        f["msg"]
+        for f in frames
+        if f["dir"] == "to_agent"
+        and f["msg"].get("method") == "session/prompt"
         and "slow" in f["msg"]["params"]["prompt"][0]["text"]
     ]
     assert len(prompts) == 1
     slow_sid, slow_id = prompts[0]["params"]["sessionId"], prompts[0]["id"]
     answered_at = next(
-        i for i, f in enumerate(frames)
+        i
+        for i, f in enumerate(frames)
         if f["dir"] == "from_agent" and f["msg"].get("id") == slow_id and "method" not in f["msg"]
     )
     assert frames[answered_at]["msg"]["result"] == {"stopReason": "cancelled"}
     after = [
-        f["msg"]["params"]["update"] for f in frames[answered_at + 1:]
-        if f["dir"] == "from_agent" and f["msg"].get("method") == "session/update"
+        f["msg"]["params"]["update"]
+        for f in frames[answered_at + 1 :]
+        if f["dir"] == "from_agent"
+        and f["msg"].get("method") == "session/update"
         and f["msg"]["params"]["sessionId"] == slow_sid
     ]
     assert [u["content"]["text"] for u in after] == ["hello again"]

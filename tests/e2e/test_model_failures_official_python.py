@@ -13,16 +13,19 @@ import pytest
 
 acp = pytest.importorskip("acp")
 
+from _oh_harness import TIMEOUT, Client, Wire, _prompt, _run, agent_env, new_session, trio_acp_agent  # noqa: E402
 from acp.exceptions import RequestError as AcpRequestError  # noqa: E402
 from acp.schema import AgentThoughtChunk, TextContentBlock  # noqa: E402
 
 from trio_acp.testing import scenario_prompt  # noqa: E402
 
-from _oh_harness import TIMEOUT, Client, Wire, _prompt, _run, agent_env, new_session, trio_acp_agent  # noqa: E402
-
 
 def _thoughts(client: Client) -> str:
-    return "".join(u.content.text for u in client.of(AgentThoughtChunk) if isinstance(u.content, TextContentBlock))
+    return "".join(
+        u.content.text
+        for u in client.of(AgentThoughtChunk)
+        if isinstance(u.content, TextContentBlock)
+    )
 
 
 async def _failures(llm, home, ws):

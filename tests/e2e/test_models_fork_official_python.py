@@ -14,6 +14,7 @@ import pytest
 
 acp = pytest.importorskip("acp")
 
+from _oh_harness import TIMEOUT, Client, Wire, _prompt, _run, agent_env  # noqa: E402
 from acp.schema import (  # noqa: E402
     BooleanConfigOptionCapabilities,
     ClientCapabilities,
@@ -24,8 +25,6 @@ from acp.schema import (  # noqa: E402
 )
 
 from trio_acp.testing import scenario_prompt  # noqa: E402
-
-from _oh_harness import TIMEOUT, Client, Wire, _prompt, _run, agent_env  # noqa: E402
 
 
 async def _scenario(llm, home, ws):
@@ -39,34 +38,49 @@ async def _scenario(llm, home, ws):
         conn._conn.add_observer(wire)
         caps = ClientCapabilities(
             session=ClientSessionCapabilities(
-                config_options=SessionConfigOptionsCapabilities(boolean=BooleanConfigOptionCapabilities())
+                config_options=SessionConfigOptionsCapabilities(
+                    boolean=BooleanConfigOptionCapabilities()
+                )
             )
         )
         out["init"] = await asyncio.wait_for(
-            conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=caps,
-                            client_info=Implementation(name="models-fork-e2e", version="0.0.1")),
+            conn.initialize(
+                protocol_version=acp.PROTOCOL_VERSION,
+                client_capabilities=caps,
+                client_info=Implementation(name="models-fork-e2e", version="0.0.1"),
+            ),
             TIMEOUT,
         )
         new = await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)
         sid = new.session_id
         out["new_options"] = new.config_options
         await _prompt(conn, wire, sid, scenario_prompt("echo", "[word:plover] first"))
-        set_model = await conn.set_config_option(config_id="model", session_id=sid, value="openai/second-model")
+        set_model = await conn.set_config_option(
+            config_id="model", session_id=sid, value="openai/second-model"
+        )
         set_stream = await conn.set_config_option(config_id="stream", session_id=sid, value=False)
         out["after_set"] = (set_model.config_options, set_stream.config_options)
         before = len(llm.requests)
         await _prompt(conn, wire, sid, scenario_prompt("echo", "second"))
         out["switched_request"] = llm.requests[before]
 
-        fork = await asyncio.wait_for(conn.fork_session(session_id=sid, cwd=ws, mcp_servers=[]), TIMEOUT)
+        fork = await asyncio.wait_for(
+            conn.fork_session(session_id=sid, cwd=ws, mcp_servers=[]), TIMEOUT
+        )
         out["fork"] = fork
         before = len(llm.requests)
-        out["fork_reply"] = await _prompt(conn, wire, fork.session_id, scenario_prompt("remember", "what?"))
+        out["fork_reply"] = await _prompt(
+            conn, wire, fork.session_id, scenario_prompt("remember", "what?")
+        )
         out["fork_request"] = llm.requests[before]
         client.updates.clear()
-        await asyncio.wait_for(conn.load_session(session_id=fork.session_id, cwd=ws, mcp_servers=[]), TIMEOUT)
+        await asyncio.wait_for(
+            conn.load_session(session_id=fork.session_id, cwd=ws, mcp_servers=[]), TIMEOUT
+        )
         out["replayed"] = "".join(
-            u.content.text for s, u in client.updates if s == fork.session_id and isinstance(u, UserMessageChunk)
+            u.content.text
+            for s, u in client.updates
+            if s == fork.session_id and isinstance(u, UserMessageChunk)
         )
     out["client"], out["wire"] = client, wire
     return out
@@ -88,7 +102,10 @@ def test_model_switch_stream_option_and_fork():
 
     set_model, set_stream = out["after_set"]
     assert current(set_model, "model") == "openai/second-model"
-    assert current(set_stream, "stream") is False and current(set_stream, "model") == "openai/second-model"
+    assert (
+        current(set_stream, "stream") is False
+        and current(set_stream, "model") == "openai/second-model"
+    )
     request = out["switched_request"]
     assert request.body["model"] == "second-model" and request.stream is False
 

@@ -20,6 +20,17 @@ import pytest
 
 acp = pytest.importorskip("acp")
 
+from _oh_harness import (  # noqa: E402 - after the importorskip
+    TIMEOUT,
+    Client,
+    Wire,
+    _initialize,
+    _prompt,
+    _run,
+    agent_env,
+    new_session,
+    trio_acp_agent,
+)
 from acp.exceptions import RequestError as AcpRequestError  # noqa: E402
 from acp.schema import (  # noqa: E402
     AgentMessageChunk,
@@ -30,8 +41,6 @@ from acp.schema import (  # noqa: E402
 
 from trio_acp.testing import scenario_prompt  # noqa: E402
 
-from _oh_harness import TIMEOUT, Client, Wire, _initialize, _prompt, _run, agent_env, new_session, trio_acp_agent  # noqa: E402
-
 
 async def _full_session(llm, home, ws):
     client, wire, out = Client(), Wire(), {}
@@ -39,9 +48,13 @@ async def _full_session(llm, home, ws):
         out["init"] = await _initialize(conn)
         sid = (await new_session(conn, ws)).session_id
         out["sid"] = sid
-        out["first"] = await _prompt(conn, wire, sid, scenario_prompt("demo", "Show me [word:pelican] things"))
+        out["first"] = await _prompt(
+            conn, wire, sid, scenario_prompt("demo", "Show me [word:pelican] things")
+        )
         out["text_after_first"] = client.text()
-        out["second"] = await _prompt(conn, wire, sid, scenario_prompt("remember", "What did I say?"))
+        out["second"] = await _prompt(
+            conn, wire, sid, scenario_prompt("remember", "What did I say?")
+        )
         out["second_session"] = (await new_session(conn, ws)).session_id
         out["files"] = sorted(os.listdir(ws))
     out["client"], out["wire"] = client, wire
@@ -70,7 +83,12 @@ def test_full_session_multi_turn_with_tools():
     assert {"execute", "edit"} <= kinds
     completed = [u for u in progress if u.status == "completed"]
     assert len(completed) == 3
-    outputs = [c.content.text for u in completed for c in (u.content or []) if getattr(c, "type", "") == "content"]
+    outputs = [
+        c.content.text
+        for u in completed
+        for c in (u.content or [])
+        if getattr(c, "type", "") == "content"
+    ]
     assert any("hello from terminal" in text for text in outputs)
     diffs = [c for u in completed for c in (u.content or []) if getattr(c, "type", "") == "diff"]
     assert diffs and diffs[0].path.startswith("/") and "trio-acp demo" in diffs[0].new_text
@@ -80,7 +98,10 @@ def test_full_session_multi_turn_with_tools():
     # Streaming: the reply arrived in several chunks, not one.
     assert len(client.of(AgentMessageChunk)) > 3
     # Every update names its session; every frame is valid; nothing after a response.
-    assert {s for s, _ in client.updates} == {sid, out["second_session"]}  # the second: its commands
+    assert {s for s, _ in client.updates} == {
+        sid,
+        out["second_session"],
+    }  # the second: its commands
     errors, checked = wire.schema_errors()
     assert errors == [] and checked > 20
     assert wire.updates_after_responses() == []
@@ -114,7 +135,9 @@ async def _cancels(llm, home, ws):
         out["sleep_before"] = [p.pid for p in agent.children(recursive=True) if p.name() == "sleep"]
         await conn.cancel(session_id=sid)
         out["tool"] = await asyncio.wait_for(task, TIMEOUT)
-        out["sleep_after"] = [p.pid for p in agent.children(recursive=True) if p.name() == "sleep" and p.is_running()]
+        out["sleep_after"] = [
+            p.pid for p in agent.children(recursive=True) if p.name() == "sleep" and p.is_running()
+        ]
 
         # The session is still usable, with its history.
         out["after"] = await _prompt(conn, wire, sid, scenario_prompt("echo", "still here"))

@@ -17,16 +17,6 @@ import pytest
 
 acp = pytest.importorskip("acp")
 
-from acp.exceptions import RequestError as AcpRequestError  # noqa: E402
-from acp.schema import (  # noqa: E402
-    AllowedOutcome,
-    AvailableCommandsUpdate,
-    ConfigOptionUpdate,
-    CurrentModeUpdate,
-    DeniedOutcome,
-    RequestPermissionResponse,
-)
-
 from _oh_harness import (  # noqa: E402
     TIMEOUT,
     Client,
@@ -37,7 +27,17 @@ from _oh_harness import (  # noqa: E402
     new_session,
     trio_acp_agent,
 )
-from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Turn, scenario_prompt  # noqa: E402
+from acp.exceptions import RequestError as AcpRequestError  # noqa: E402
+from acp.schema import (  # noqa: E402
+    AllowedOutcome,
+    AvailableCommandsUpdate,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
+    DeniedOutcome,
+    RequestPermissionResponse,
+)
+
+from trio_acp.testing import Reply, Scenario, ScriptedLLM, ToolCall, scenario_prompt  # noqa: E402
 from trio_acp.testing.scenarios import finish  # noqa: E402
 
 
@@ -64,8 +64,12 @@ class ScriptedClient(Client):
             await asyncio.sleep(1.0)
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         if answer == "bogus":
-            return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id="not-offered"))
-        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer))
+            return RequestPermissionResponse(
+                outcome=AllowedOutcome(outcome="selected", option_id="not-offered")
+            )
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=answer)
+        )
 
 
 def touch(ws: str, name: str) -> str:
@@ -105,9 +109,13 @@ async def _always_ask(llm, home, ws):
         out["cancel_during_ask"] = (await asyncio.wait_for(task, TIMEOUT)).stop_reason
         out["client_error"] = await turn(touch(ws, "errored"), "error")
         out["bogus"] = await turn(touch(ws, "bogus"), "bogus")
-        out["edit_allowed"] = await turn(scenario_prompt("edit", path=f"{ws}/edited.txt"), "allow_once", "allow_once")
+        out["edit_allowed"] = await turn(
+            scenario_prompt("edit", path=f"{ws}/edited.txt"), "allow_once", "allow_once"
+        )
         # The scripted model goes on to its str_replace step after the refusal: refused too.
-        out["edit_rejected"] = await turn(scenario_prompt("edit", path=f"{ws}/refused.txt"), "reject_once", "reject_once")
+        out["edit_rejected"] = await turn(
+            scenario_prompt("edit", path=f"{ws}/refused.txt"), "reject_once", "reject_once"
+        )
         # A rejected `sleep` never shows up in the process table.
         agent = psutil.Process(process.pid)
         client.answers = ["reject_once"]
@@ -136,8 +144,14 @@ def test_each_outcome_in_always_ask_mode():
     files = out["files"]
     # Modes and config options come with the session.
     assert out["new"].modes.current_mode_id == "always-ask"
-    assert {m.id for m in out["new"].modes.available_modes} == {"always-ask", "always-approve", "llm-approve"}
-    categories = {o.root.category if hasattr(o, "root") else o.category for o in out["new"].config_options}
+    assert {m.id for m in out["new"].modes.available_modes} == {
+        "always-ask",
+        "always-approve",
+        "llm-approve",
+    }
+    categories = {
+        o.root.category if hasattr(o, "root") else o.category for o in out["new"].config_options
+    }
     assert {"mode", "model"} <= categories
 
     assert out["allow_once"] == ("end_turn", 1) and "allowed" in files
@@ -163,8 +177,16 @@ def test_each_outcome_in_always_ask_mode():
     assert kinds == ["allow_once", "allow_always", "reject_once", "reject_always"]
     assert len(set(option_ids)) == 4
     assert "touch" in tool_call.content[0].content.text
-    edit_call = out["asked"][[i for i, a in enumerate(out["asked"]) if a[0].content and getattr(a[0].content[0], "type", "") == "diff"][0]][0]
-    assert edit_call.content[0].new_text == "hello world\n" and edit_call.content[0].old_text is None
+    edit_call = out["asked"][
+        [
+            i
+            for i, a in enumerate(out["asked"])
+            if a[0].content and getattr(a[0].content[0], "type", "") == "diff"
+        ][0]
+    ][0]
+    assert (
+        edit_call.content[0].new_text == "hello world\n" and edit_call.content[0].old_text is None
+    )
     errors, _ = out["wire"].schema_errors()
     assert errors == []
     assert out["wire"].updates_after_responses() == []
@@ -180,10 +202,14 @@ async def _modes(llm, home, ws):
         await conn.set_session_mode(session_id=sid, mode_id="always-approve")
         out["approve"] = await _prompt(conn, wire, sid, touch(ws, "approved"))
         # set_config_option → llm-approve: a low-risk command runs unasked, a high-risk one is asked.
-        out["set_option"] = await conn.set_config_option(session_id=sid, config_id="mode", value="llm-approve")
+        out["set_option"] = await conn.set_config_option(
+            session_id=sid, config_id="mode", value="llm-approve"
+        )
         out["low"] = await _prompt(conn, wire, sid, touch(ws, "low"))
         client.answers = ["reject_once"]
-        out["high"] = await _prompt(conn, wire, sid, scenario_prompt("terminal", command=f"touch {ws}/high", risk="HIGH"))
+        out["high"] = await _prompt(
+            conn, wire, sid, scenario_prompt("terminal", command=f"touch {ws}/high", risk="HIGH")
+        )
         # /confirm switches back to always-ask from the prompt box.
         client.answers = []
         await _prompt(conn, wire, sid, "/confirm always-ask")
@@ -206,7 +232,10 @@ def test_modes_and_config_options():
     assert {"help", "confirm", "condense", "status", "rules"} <= names
     assert out["approve"].stop_reason == "end_turn" and "approved" in files
     options = out["set_option"].config_options
-    by_id = {(o.root if hasattr(o, "root") else o).id: (o.root if hasattr(o, "root") else o) for o in options}
+    by_id = {
+        (o.root if hasattr(o, "root") else o).id: (o.root if hasattr(o, "root") else o)
+        for o in options
+    }
     assert set(by_id) == {"mode", "model", "thought_level"}  # the complete list on every set
     assert by_id["mode"].current_value == "llm-approve"
     assert "low" in files and "high" not in files
@@ -245,14 +274,28 @@ def test_permission_requests_stand_on_their_own():
     view = Scenario(
         "view",
         lambda ctx: [
-            Turn(tool_calls=[ToolCall("file_editor", {"command": "view", "path": ctx.tag("path"),
-                                                      "view_range": [2, 3], "summary": "Read it",
-                                                      "security_risk": "LOW"})]),
+            Reply(
+                tool_calls=[
+                    ToolCall(
+                        "file_editor",
+                        {
+                            "command": "view",
+                            "path": ctx.tag("path"),
+                            "view_range": [2, 3],
+                            "summary": "Read it",
+                            "security_risk": "LOW",
+                        },
+                    )
+                ]
+            ),
             finish("Read it."),
         ],
     )
-    with ScriptedLLM(scenarios=[view]) as llm, tempfile.TemporaryDirectory() as home, \
-            tempfile.TemporaryDirectory() as ws:
+    with (
+        ScriptedLLM(scenarios=[view]) as llm,
+        tempfile.TemporaryDirectory() as home,
+        tempfile.TemporaryDirectory() as ws,
+    ):
         ws = os.path.realpath(ws)
         out = asyncio.run(_standalone_requests(llm, home, ws))
     raw, shown, known = [], [], {}
@@ -262,13 +305,16 @@ def test_permission_requests_stand_on_their_own():
         if f.get("method") == "session/request_permission":
             raw.append(f["params"]["toolCall"])
             shown.append(dict(known.get(raw[-1]["toolCallId"], {})))
-        elif f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] in ("tool_call", "tool_call_update"):
+        elif f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] in (
+            "tool_call",
+            "tool_call_update",
+        ):
             u = f["params"]["update"]
             known.setdefault(u["toolCallId"], {}).update(
                 {k: u[k] for k in ("title", "kind", "locations", "name") if k in u}
             )
     assert len(raw) == 5, raw
-    for call, before in zip(raw, shown):
+    for call, before in zip(raw, shown, strict=False):
         assert call["title"] and call["kind"] and call["name"], call
         # What the client was shown of this tool call before the request: the same.
         assert before and {k: call.get(k) for k in before} == before, (call, before)

@@ -39,7 +39,11 @@ class Agent:
 
     @classmethod
     async def spawn(cls, env: dict[str, str]) -> Agent:
-        return cls(await trio.lowlevel.open_process([sys.executable, "-m", "trio_acp"], stdin=-1, stdout=-1, env=env))
+        return cls(
+            await trio.lowlevel.open_process(
+                [sys.executable, "-m", "trio_acp"], stdin=-1, stdout=-1, env=env
+            )
+        )
 
     async def send(self, frame: dict) -> None:
         await self.process.stdin.send_all(json.dumps(frame).encode() + b"\n")
@@ -63,14 +67,21 @@ class Agent:
     async def start(self, ws: str, *, load: str | None = None) -> str:
         await self.request(1, "initialize", {"protocolVersion": 1})
         if load is None:
-            return (await self.request(2, "session/new", {"cwd": ws, "mcpServers": []}))["result"]["sessionId"]
-        reply = await self.request(2, "session/load", {"sessionId": load, "cwd": ws, "mcpServers": []})
+            return (await self.request(2, "session/new", {"cwd": ws, "mcpServers": []}))["result"][
+                "sessionId"
+            ]
+        reply = await self.request(
+            2, "session/load", {"sessionId": load, "cwd": ws, "mcpServers": []}
+        )
         assert "result" in reply, reply
         return load
 
     def replayed(self) -> list[tuple[str, str | None]]:
-        return [(f["params"]["update"]["sessionUpdate"], f["params"]["update"].get("status"))
-                for f in self.frames if f.get("method") == "session/update"]
+        return [
+            (f["params"]["update"]["sessionUpdate"], f["params"]["update"].get("status"))
+            for f in self.frames
+            if f.get("method") == "session/update"
+        ]
 
 
 def _env(llm, home, mode: str) -> dict[str, str]:
@@ -81,8 +92,12 @@ def _env(llm, home, mode: str) -> dict[str, str]:
 
 
 def _prompt(sid: str, text: str) -> dict:
-    return {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+    }
 
 
 async def test_stdin_closed_mid_tool_exits_cleanly_and_the_turn_is_on_disk(llm, tmp_path):
@@ -92,8 +107,12 @@ async def test_stdin_closed_mid_tool_exits_cleanly_and_the_turn_is_on_disk(llm, 
         agent = await Agent.spawn(env)
         sid = await agent.start(ws)
         await agent.send(_prompt(sid, scenario_prompt("sleep", "wait a minute", seconds=60)))
-        await agent.until(lambda f: f.get("method") == "session/update"
-                          and f["params"]["update"].get("status") == "in_progress")
+        await agent.until(
+            lambda f: (
+                f.get("method") == "session/update"
+                and f["params"]["update"].get("status") == "in_progress"
+            )
+        )
         tree = psutil.Process(agent.process.pid)
         while not any(p.name() == "sleep" for p in tree.children(recursive=True)):
             await trio.sleep(0.05)
@@ -121,7 +140,9 @@ async def test_killed_while_asking_permission_the_action_never_runs_unasked(llm,
     with trio.fail_after(120):
         agent = await Agent.spawn(env)
         sid = await agent.start(ws)
-        await agent.send(_prompt(sid, scenario_prompt("terminal", "touch it", command=f"touch {marker}")))
+        await agent.send(
+            _prompt(sid, scenario_prompt("terminal", "touch it", command=f"touch {marker}"))
+        )
         await agent.until(lambda f: f.get("method") == "session/request_permission")
         os.kill(agent.process.pid, signal.SIGKILL)
         await agent.process.wait()
@@ -130,8 +151,14 @@ async def test_killed_while_asking_permission_the_action_never_runs_unasked(llm,
         await again.start(ws, load=sid)
         replay = again.replayed()
         # The session is usable, and the question that was never answered did not become a yes.
-        reply = await again.request(3, "session/prompt", {"sessionId": sid, "prompt": [
-            {"type": "text", "text": scenario_prompt("echo", "still there?")}]})
+        reply = await again.request(
+            3,
+            "session/prompt",
+            {
+                "sessionId": sid,
+                "prompt": [{"type": "text", "text": scenario_prompt("echo", "still there?")}],
+            },
+        )
         await again.process.stdin.aclose()
         await again.process.wait()
     assert replay[0] == ("user_message_chunk", None)

@@ -25,7 +25,7 @@ import sys
 
 import trio
 
-from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Turn, scenario_prompt
+from trio_acp.testing import Reply, Scenario, ScriptedLLM, ToolCall, scenario_prompt
 
 TIMEOUT = 120
 MARKER = "TRIO_ACP_CANARY_MARKER"  # an ordinary variable: tools must still see those
@@ -35,9 +35,9 @@ def _terminal(command: str) -> ToolCall:
     return ToolCall("terminal", {"command": command, "summary": "probe", "security_risk": "LOW"})
 
 
-def _steps(commands: list[str], done: str) -> list[Turn]:
-    return [Turn(tool_calls=[_terminal(c)]) for c in commands] + [
-        Turn(tool_calls=[ToolCall("finish", {"message": done})])
+def _steps(commands: list[str], done: str) -> list[Reply]:
+    return [Reply(tool_calls=[_terminal(c)]) for c in commands] + [
+        Reply(tool_calls=[ToolCall("finish", {"message": done})])
     ]
 
 
@@ -94,15 +94,20 @@ class Wire:
             frame = await self.receive()
             if frame.get("method") == "session/request_permission":
                 await self.send(
-                    {"jsonrpc": "2.0", "id": frame["id"],
-                     "result": {"outcome": {"outcome": "selected", "optionId": "allow_always"}}}
+                    {
+                        "jsonrpc": "2.0",
+                        "id": frame["id"],
+                        "result": {"outcome": {"outcome": "selected", "optionId": "allow_always"}},
+                    }
                 )
             elif frame.get("id") == request_id and "method" not in frame:
                 return frame
 
     async def prompt(self, request_id: int, sid: str, text: str) -> dict:
         return await self.request(
-            request_id, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+            request_id,
+            "session/prompt",
+            {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
         )
 
     async def drain(self) -> None:
@@ -113,7 +118,11 @@ class Wire:
 def _streamed(frames: list[dict]) -> dict[tuple[str, str], str]:
     texts: dict[tuple[str, str], str] = {}
     for frame in frames:
-        update = frame.get("params", {}).get("update", {}) if frame.get("method") == "session/update" else {}
+        update = (
+            frame.get("params", {}).get("update", {})
+            if frame.get("method") == "session/update"
+            else {}
+        )
         if update.get("sessionUpdate") in ("agent_message_chunk", "agent_thought_chunk"):
             key = (update["sessionUpdate"], update.get("messageId") or "")
             texts[key] = texts.get(key, "") + update["content"].get("text", "")
@@ -123,7 +132,12 @@ def _streamed(frames: list[dict]) -> dict[tuple[str, str], str]:
 async def test_the_agents_credentials_reach_no_tool_client_log_or_file(tmp_path):
     key = "sk-canary-" + secrets.token_hex(20)
     aws_secret = "aws-canary-" + secrets.token_hex(20)
-    home, work, log_file, err_file = tmp_path / "home", tmp_path / "work", tmp_path / "agent.log", tmp_path / "stderr"
+    home, work, log_file, err_file = (
+        tmp_path / "home",
+        tmp_path / "work",
+        tmp_path / "agent.log",
+        tmp_path / "stderr",
+    )
     home.mkdir()
     work.mkdir()
 
@@ -134,16 +148,32 @@ async def test_the_agents_credentials_reach_no_tool_client_log_or_file(tmp_path)
             "echo-key",
             [
                 # Small chunks: the key arrives split across many stream chunks.
-                Turn(reasoning=f"I know {key}.", text=said, chunk_size=5,
-                     tool_calls=[_terminal(f"echo {key}")]),
-                Turn(tool_calls=[ToolCall("finish", {"message": f"Done with {key}."})], chunk_size=5),
+                Reply(
+                    reasoning=f"I know {key}.",
+                    text=said,
+                    chunk_size=5,
+                    tool_calls=[_terminal(f"echo {key}")],
+                ),
+                Reply(
+                    tool_calls=[ToolCall("finish", {"message": f"Done with {key}."})], chunk_size=5
+                ),
             ],
             "the model repeats the key",
         ),
         # Ends like the key begins: held back while it might be the key, then delivered.
-        Scenario("almost", [Turn(text=f"Almost: {key[:20]}", chunk_size=3)], "a prefix of the key"),
-        Scenario("auth-401", [Turn(fault="http401", fault_message=f"Incorrect API key provided: {key}")], "401"),
-        Scenario("quote-500", [Turn(fault="http500", fault_message=f"upstream rejected key {key}")], "500"),
+        Scenario(
+            "almost", [Reply(text=f"Almost: {key[:20]}", chunk_size=3)], "a prefix of the key"
+        ),
+        Scenario(
+            "auth-401",
+            [Reply(fault="http401", fault_message=f"Incorrect API key provided: {key}")],
+            "401",
+        ),
+        Scenario(
+            "quote-500",
+            [Reply(fault="http500", fault_message=f"upstream rejected key {key}")],
+            "500",
+        ),
     ]
     with ScriptedLLM(scenarios=scenarios) as llm:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "TRIO_ACP_"))}
@@ -185,7 +215,9 @@ async def test_the_agents_credentials_reach_no_tool_client_log_or_file(tmp_path)
                 rules = await wire.prompt(8, sid, "/rules")
                 # The history as stored, replayed from disk.
                 await wire.request(9, "session/close", {"sessionId": sid})
-                loaded = await wire.request(10, "session/load", {"sessionId": sid, "cwd": str(work), "mcpServers": []})
+                loaded = await wire.request(
+                    10, "session/load", {"sessionId": sid, "cwd": str(work), "mcpServers": []}
+                )
                 # Settings that cannot be used, quoting the key in the validation error.
                 (home / "agent_settings.json").write_text(
                     json.dumps({"llm": {"model": "openai/scripted", "api_key": key, "seed": key}})
@@ -211,7 +243,9 @@ async def test_the_agents_credentials_reach_no_tool_client_log_or_file(tmp_path)
     assert f"{MARKER}=visible-to-tools" in wire_text  # `env` ran, and ordinary variables pass
     assert "probe-rev:" in wire_text and "probe-b64:" in wire_text
     # The agent's own environment was read (as root), or could not be (non-dumpable).
-    assert f"parent:{MARKER}=visible-to-tools"[::-1] in wire_text or "Permission denied" in wire_text
+    assert (
+        f"parent:{MARKER}=visible-to-tools"[::-1] in wire_text or "Permission denied" in wire_text
+    )
     assert "attempt 2 of 2" in wire_text  # the retry note (the 500 quoted the key)
     # The key did configure the model.
     assert {r.headers.get("authorization") for r in llm.requests} == {f"Bearer {key}"}
@@ -247,4 +281,6 @@ async def test_the_agents_credentials_reach_no_tool_client_log_or_file(tmp_path)
     # The key the model repeated was there, masked; the command it wrote with the key in it
     # became an "always" rule, masked too.
     assert "<secret-hidden>" in wire_text
-    assert any(p.name == "trio_acp_rules.json" and "<secret-hidden>" in p.read_text() for p in stored)
+    assert any(
+        p.name == "trio_acp_rules.json" and "<secret-hidden>" in p.read_text() for p in stored
+    )

@@ -22,13 +22,12 @@ import pytest
 
 acp = pytest.importorskip("acp")
 
+from _oh_harness import TIMEOUT, Client, Wire, _prompt, _run, agent_env  # noqa: E402
 from acp.exceptions import RequestError as AcpRequestError  # noqa: E402
 from acp.schema import AuthCapabilities, ClientCapabilities, Implementation  # noqa: E402
 
 from trio_acp.openhands.settings import load_settings  # noqa: E402
 from trio_acp.testing import scenario_prompt  # noqa: E402
-
-from _oh_harness import TIMEOUT, Client, Wire, _prompt, _run, agent_env  # noqa: E402
 
 
 class Terminal:
@@ -45,13 +44,17 @@ class Terminal:
         while text.encode() not in self.output:
             ready, _, _ = select.select([self.fd], [], [], max(0.0, end - time.monotonic()))
             if not ready:
-                raise TimeoutError(f"waiting for {text!r}; got {self.output.decode(errors='replace')!r}")
+                raise TimeoutError(
+                    f"waiting for {text!r}; got {self.output.decode(errors='replace')!r}"
+                )
             try:
                 data = os.read(self.fd, 4096)
             except OSError:  # EIO: the child closed the terminal
                 data = b""
             if not data:
-                raise EOFError(f"waiting for {text!r}; got {self.output.decode(errors='replace')!r}")
+                raise EOFError(
+                    f"waiting for {text!r}; got {self.output.decode(errors='replace')!r}"
+                )
             self.output += data
 
     def type(self, line: str) -> None:
@@ -80,7 +83,9 @@ async def _terminal_auth(llm, home, ws):
         env.pop(key)  # nothing configured: the user sets it up in the terminal
     client, wire, out = Client(), Wire(), {}
     command = [sys.executable, "-m", "trio_acp"]
-    async with acp.spawn_agent_process(client, *command, env=env, transport_kwargs={"stderr": None}) as (conn, _):
+    async with acp.spawn_agent_process(
+        client, *command, env=env, transport_kwargs={"stderr": None}
+    ) as (conn, _):
         conn._conn.add_observer(wire)
         init = await asyncio.wait_for(
             conn.initialize(
@@ -138,7 +143,9 @@ def test_terminal_auth_sets_up_the_model_and_the_running_agent_uses_it():
     assert out["settings"]["llm"]["model"] == "openai/typed-in"
     loaded = out["loaded"]
     assert (loaded.llm["model"], loaded.llm["api_key"], loaded.llm["base_url"]) == (
-        "openai/typed-in", "sk-typed-secret", out["base_url"]
+        "openai/typed-in",
+        "sk-typed-secret",
+        out["base_url"],
     )
     errors, checked = out["wire"].schema_errors()
     assert errors == [] and checked > 0
@@ -153,9 +160,17 @@ def _setup_terminal(home) -> Terminal:
 def test_setup_updates_an_existing_settings_file_in_place(tmp_path):
     path = tmp_path / "agent_settings.json"
     existing = {
-        "llm": {"model": "openai/old", "api_key": "sk-old", "base_url": "http://old/v1", "num_retries": 2},
-        "condenser": {"kind": "LLMSummarizingCondenser", "max_size": 80,
-                      "llm": {"model": "openai/old", "api_key": "sk-old", "base_url": "http://old/v1"}},
+        "llm": {
+            "model": "openai/old",
+            "api_key": "sk-old",
+            "base_url": "http://old/v1",
+            "num_retries": 2,
+        },
+        "condenser": {
+            "kind": "LLMSummarizingCondenser",
+            "max_size": 80,
+            "llm": {"model": "openai/old", "api_key": "sk-old", "base_url": "http://old/v1"},
+        },
         "tools": [{"name": "terminal"}],
         "kind": "Agent",
     }
@@ -172,7 +187,9 @@ def test_setup_updates_an_existing_settings_file_in_place(tmp_path):
     data = json.loads(path.read_text())
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     for llm in (data["llm"], data["condenser"]["llm"]):
-        assert llm["model"] == "anthropic/new" and llm["api_key"] == "sk-old" and "base_url" not in llm
+        assert (
+            llm["model"] == "anthropic/new" and llm["api_key"] == "sk-old" and "base_url" not in llm
+        )
     assert data["llm"]["num_retries"] == 2 and data["condenser"]["max_size"] == 80
     assert data["tools"] == existing["tools"] and data["kind"] == "Agent"
 

@@ -22,7 +22,7 @@ from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.settings import load_settings
 from trio_acp.rpc import RequestError
-from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Turn, scenario_prompt, scripted_env
+from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Reply, scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
 
 _LOADER: SdkLoader | None = None
@@ -43,14 +43,14 @@ def llm():
         names = [t["function"]["name"] for t in ctx.body.get("tools", [])]
         name = next((n for n in names if "shout" in n), "shout")
         return [
-            Turn(tool_calls=[ToolCall(name, {"text": "hello mcp"})]),
-            Turn(text="Shouted."),
+            Reply(tool_calls=[ToolCall(name, {"text": "hello mcp"})]),
+            Reply(text="Shouted."),
         ]
 
     extra = [
         Scenario("mcp-shout", shout_steps, "call the shout MCP tool"),
-        Scenario("cutoff", [Turn(text="This reply is cut", finish_reason="length")], "max tokens"),
-        Scenario("refuse", [Turn(text="I can't help with that.", finish_reason="content_filter")], "refusal"),
+        Scenario("cutoff", [Reply(text="This reply is cut", finish_reason="length")], "max tokens"),
+        Scenario("refuse", [Reply(text="I can't help with that.", finish_reason="content_filter")], "refusal"),
     ]
     with ScriptedLLM(scenarios=extra) as server:
         yield server
@@ -461,7 +461,7 @@ async def test_load_resume_list_delete_across_agent_restarts(env, tmp_path, llm)
 
 
 async def test_stdio_mcp_servers_from_session_new_become_tools(env, tmp_path, llm):
-    # LESSONS 11: MCP servers the client passes must not be silently ignored.
+    # MCP servers the client passes must not be silently ignored (agy-acp#136, zcode-acp#42).
     server = os.path.join(os.path.dirname(__file__), "mcp", "shout_server.py")
     mcp = schema.McpServerStdio(
         name="shouter",
@@ -487,7 +487,7 @@ async def test_stdio_mcp_servers_from_session_new_become_tools(env, tmp_path, ll
         if isinstance(c, schema.ContentToolCallContent)
     ]
     assert any("HELLO MCP!!" in text for text in outputs), outputs
-    # Closing the agent closed the session, and the MCP server with it (LESSONS 16).
+    # Closing the agent closed the session, and the MCP server with it (zed#56747).
     with trio.fail_after(10):
         while [p for p in psutil.process_iter(["cmdline"]) if server in (p.info["cmdline"] or [])]:
             await trio.sleep(0.1)

@@ -16,7 +16,7 @@ from trio_acp import schema
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import SdkLoader
-from trio_acp.testing import Scenario, ScriptedLLM, Turn, scenario_prompt, scripted_env
+from trio_acp.testing import Scenario, ScriptedLLM, Reply, scenario_prompt, scripted_env
 from trio_acp.testing.scripted_llm import message_text
 from trio_acp.testing.wire_check import FrameChecker
 
@@ -42,7 +42,7 @@ def llm():
     extra = [
         Scenario(
             "summary-fails",
-            lambda ctx: [Turn(fault="http500") if _summarizing(ctx) else Turn(text="Noted.")],
+            lambda ctx: [Reply(fault="http500") if _summarizing(ctx) else Reply(text="Noted.")],
         ),
     ]
     with ScriptedLLM(scenarios=extra) as server:

@@ -52,7 +52,10 @@ async def test_follow_up_goes_out_after_the_response():
     a, b = trio.testing.memory_stream_pair()
     tap = Tap(b.receive_stream)
     handler, recorder = Handler(), Recorder()
-    async with open_peer(a, handler) as server, open_peer(trio.StapledStream(b.send_stream, tap), recorder) as client:
+    async with (
+        open_peer(a, handler) as server,
+        open_peer(trio.StapledStream(b.send_stream, tap), recorder) as client,
+    ):
         handler.peer = server
         assert await client.request("x", {}) == {"ok": True}
         with trio.fail_after(5):

@@ -911,7 +911,9 @@ async def test_request_received_not_called_for_a_duplicate_in_flight_id() -> Non
     a, b = trio.testing.memory_stream_pair()
     raw = RawSide(b)
     async with open_peer(a, H()):
-        await raw.send_raw(orjson.dumps(req(7, "slow")) + b"\n" + orjson.dumps(req(7, "again")) + b"\n")
+        await raw.send_raw(
+            orjson.dumps(req(7, "slow")) + b"\n" + orjson.dumps(req(7, "again")) + b"\n"
+        )
         duplicate = await raw.receive()
         assert duplicate["id"] == 7 and duplicate["error"]["code"] == -32600
         release.set()

@@ -1,4 +1,4 @@
-"""One test per trio-jsonrpc 0.4.0 failure named in DESIGN.md decision 1.
+"""One test per trio-jsonrpc 0.4.0 failure named in docs/ARCHITECTURE.md#d1-our-own-json-rpc-layer.
 
 trio-jsonrpc hung on ``"result": null``, wedged its reader after a cancelled outbound
 request, deadlocked when ``session/cancel`` arrived while a handler awaited

@@ -23,9 +23,7 @@ SCHEMA_PATH = (
     / "js/node_modules/@agentclientprotocol/sdk/schema/v1/schema.json"
 )
 if not SCHEMA_PATH.exists():  # CI installs it (scripts/dev); a missing copy is a broken setup.
-    raise RuntimeError(
-        f"{SCHEMA_PATH} is missing: run `npm ci` in tests/js (scripts/dev does it)"
-    )
+    raise RuntimeError(f"{SCHEMA_PATH} is missing: run `npm ci` in tests/js (scripts/dev does it)")
 SCHEMA: dict = json.loads(SCHEMA_PATH.read_text())
 DEFS: dict[str, dict] = SCHEMA["$defs"]
 
@@ -381,7 +379,7 @@ def assert_same_but_unstable(ours: Any, theirs: Any, path: str = "$") -> None:
             assert_same_but_unstable(ours[k], v, f"{path}.{k}")
     elif isinstance(theirs, list) and isinstance(ours, list):
         assert len(ours) == len(theirs), path
-        for i, (a, b) in enumerate(zip(ours, theirs)):
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):
             assert_same_but_unstable(a, b, f"{path}[{i}]")
     else:
         assert ours == theirs and type(ours) is type(theirs), f"{path}: {ours!r} != {theirs!r}"

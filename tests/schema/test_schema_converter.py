@@ -3,12 +3,11 @@ None left out, strict JSON types, leniency where real peers need it, error messa
 
 import attrs
 import pytest
+from _schema_helpers import UNION_BY_NAME, strategy
 from hypothesis import HealthCheck, given, settings
 
 import trio_acp.schema as S
 from trio_acp.schema import SchemaError, UnknownVariant, from_wire, to_wire
-
-from _schema_helpers import UNION_BY_NAME, strategy
 
 CONFIG = {"sessionId": "s", "configId": "c"}
 
@@ -136,8 +135,16 @@ def test_unknown_mcp_server_auth_method_and_config_option():
 
 
 @pytest.mark.parametrize(
-    "cls", [S.SessionNotification, S.PromptRequest, S.NewSessionRequest, S.InitializeResponse,
-            S.NewSessionResponse, S.CreateElicitationRequest, S.RequestPermissionResponse],
+    "cls",
+    [
+        S.SessionNotification,
+        S.PromptRequest,
+        S.NewSessionRequest,
+        S.InitializeResponse,
+        S.NewSessionResponse,
+        S.CreateElicitationRequest,
+        S.RequestPermissionResponse,
+    ],
     ids=lambda c: getattr(c, "__name__", "CreateElicitationRequest"),
 )
 def test_round_trip_with_unknown_variants_anywhere(cls):
@@ -160,6 +167,7 @@ def test_tag_must_be_a_string_and_present():
 
 # -- strictness ------------------------------------------------------------------------
 
+
 def _prompt(*blocks, **extra):
     return {"sessionId": "s", "prompt": list(blocks), **extra}
 
@@ -181,27 +189,63 @@ STRICT_CASES = [
     (S.ReadTextFileRequest, {**READ, "line": "5"}, "line: expected an integer, got string"),
     (S.ReadTextFileRequest, {**READ, "line": 5.0}, "line: expected an integer, got float"),
     (S.ReadTextFileRequest, {**READ, "line": True}, "line: expected an integer, got bool"),
-    (S.InitializeRequest, {"protocolVersion": "1"}, "protocolVersion: expected an integer, got string"),
-    (S.TerminalOutputResponse, {"output": "", "truncated": 1}, "truncated: expected a boolean, got int"),
-    (S.TerminalOutputResponse, {"output": "", "truncated": "true"}, "truncated: expected a boolean, got string"),
+    (
+        S.InitializeRequest,
+        {"protocolVersion": "1"},
+        "protocolVersion: expected an integer, got string",
+    ),
+    (
+        S.TerminalOutputResponse,
+        {"output": "", "truncated": 1},
+        "truncated: expected a boolean, got int",
+    ),
+    (
+        S.TerminalOutputResponse,
+        {"output": "", "truncated": "true"},
+        "truncated: expected a boolean, got string",
+    ),
     (S.Cost, {"amount": True, "currency": "USD"}, "amount: expected a number, got bool"),
     (S.Cost, {"amount": "1.5", "currency": "USD"}, "amount: expected a number, got string"),
     (S.PromptResponse, {"stopReason": 0}, "stopReason: expected a string, got int"),
-    (S.CancelRequestNotification, {"requestId": 1.5}, "requestId: expected an integer or a string, got float"),
+    (
+        S.CancelRequestNotification,
+        {"requestId": 1.5},
+        "requestId: expected an integer or a string, got float",
+    ),
     # containers
-    (S.PromptRequest, {"sessionId": "s", "prompt": {"type": "text"}}, "prompt: expected an array, got object"),
-    (S.PromptRequest, {"sessionId": "s", "prompt": "hello"}, "prompt: expected an array, got string"),
+    (
+        S.PromptRequest,
+        {"sessionId": "s", "prompt": {"type": "text"}},
+        "prompt: expected an array, got object",
+    ),
+    (
+        S.PromptRequest,
+        {"sessionId": "s", "prompt": "hello"},
+        "prompt: expected an array, got string",
+    ),
     (S.PromptRequest, _prompt(_meta="x"), "_meta: expected an object, got string"),
     (S.PromptRequest, _prompt("hi"), "prompt[0]: expected an object, got string"),
-    (S.SessionNotification, {"sessionId": "s", "update": []}, "update: expected an object, got array"),
+    (
+        S.SessionNotification,
+        {"sessionId": "s", "update": []},
+        "update: expected an object, got array",
+    ),
     (S.PromptRequest, [], "expected an object, got array"),
     (S.PromptRequest, None, "expected an object, got null"),
     (S.McpServerStdio, {**STDIO, "args": "x"}, "args: expected an array, got string"),
-    (S.AuthMethodTerminal, {"id": "t", "name": "n", "env": {"A": 1}}, "env.A: expected a string, got int"),
+    (
+        S.AuthMethodTerminal,
+        {"id": "t", "name": "n", "env": {"A": 1}},
+        "env.A: expected a string, got int",
+    ),
     # missing fields and paths
     (S.PromptRequest, {"sessionId": "s"}, "prompt: missing required field"),
     (S.CancelRequestNotification, {}, "requestId: missing required field"),
-    (S.PromptRequest, _prompt({"type": "text", "text": 5}), "prompt[0].text: expected a string, got int"),
+    (
+        S.PromptRequest,
+        _prompt({"type": "text", "text": 5}),
+        "prompt[0].text: expected a string, got int",
+    ),
     (
         S.PromptRequest,
         _prompt({"type": "text", "text": "a"}, {"type": "text"}),
@@ -233,9 +277,17 @@ STRICT_CASES = [
         {"content": {"tags": ["a", 1]}},
         "content.tags[1]: expected a string, got int",
     ),
-    (S.AcceptElicitationResponse, {"content": {"x": {}}}, f"content.x: expected {ANY_CONTENT}, got object"),
+    (
+        S.AcceptElicitationResponse,
+        {"content": {"x": {}}},
+        f"content.x: expected {ANY_CONTENT}, got object",
+    ),
     # the value of session/set_config_option goes with its type
-    (S.SetSessionConfigOptionRequest, {**CONFIG, "value": True}, "value: expected a string, got bool"),
+    (
+        S.SetSessionConfigOptionRequest,
+        {**CONFIG, "value": True},
+        "value: expected a string, got bool",
+    ),
     (
         S.SetSessionConfigOptionRequest,
         {**CONFIG, "value": "x", "type": "boolean"},
@@ -323,7 +375,8 @@ _EMPTY_OK = sorted(
     {
         spec.result
         for spec in [*S.AGENT_METHODS.values(), *S.CLIENT_METHODS.values()]
-        if spec.result is not None and attrs.has(spec.result)
+        if spec.result is not None
+        and attrs.has(spec.result)
         and all(a.default is not attrs.NOTHING for a in attrs.fields(spec.result))
     }
     | {S.LogoutRequest, S.ListSessionsRequest},
@@ -376,7 +429,9 @@ def test_embedded_resource_text_or_blob():
 
 def test_permission_outcomes():
     cancelled = {"outcome": {"outcome": "cancelled"}}
-    assert from_wire(S.RequestPermissionResponse, cancelled).outcome == S.CancelledPermissionOutcome()
+    assert (
+        from_wire(S.RequestPermissionResponse, cancelled).outcome == S.CancelledPermissionOutcome()
+    )
     selected = {"outcome": {"outcome": "selected", "optionId": "allow"}}
     outcome = from_wire(S.RequestPermissionResponse, selected).outcome
     assert outcome == S.SelectedPermissionOutcome(option_id="allow")

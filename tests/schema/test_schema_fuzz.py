@@ -1,13 +1,12 @@
 """Decoding never fails with anything but SchemaError, whatever JSON arrives."""
 
 import pytest
+from _schema_helpers import json_values, strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trio_acp.schema as S
 from trio_acp.schema import SchemaError, from_wire, to_wire
-
-from _schema_helpers import json_values, strategy
 
 SPECS = [*S.AGENT_METHODS.values(), *S.CLIENT_METHODS.values(), *S.PROTOCOL_METHODS.values()]
 TYPES = {spec.params for spec in SPECS} | {spec.result for spec in SPECS if spec.result is not None}

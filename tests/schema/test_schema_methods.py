@@ -1,10 +1,9 @@
 """The method tables against the schema's own method annotations."""
 
 import acp
+from _schema_helpers import DEFS
 
 import trio_acp.schema as S
-
-from _schema_helpers import DEFS
 
 
 def _schema_methods(side: str) -> dict[str, dict[str, str]]:

@@ -3,25 +3,23 @@ official Python SDK's pydantic models."""
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-import trio_acp.schema as S
-from trio_acp.schema import from_wire, to_wire
-
 from _schema_helpers import (
     ALL_CLASSES,
     DEFS,
     ENVELOPE_DEFS,
     UNION_BY_NAME,
     acp_roundtrip,
+    acp_type,
     assert_omits_none,
     assert_same_but_unstable,
-    acp_type,
     schema_defs_for,
     strategy,
     validator,
 )
+from hypothesis import HealthCheck, given, settings
+
+import trio_acp.schema as S
+from trio_acp.schema import from_wire, to_wire
 
 SETTINGS = settings(
     max_examples=30,

@@ -47,7 +47,12 @@ def proc_factory():
 def test_serves_until_sigterm(proc_factory, tmp_path):
     script = tmp_path / "s.json"
     script.write_text(
-        json.dumps({"scenarios": {"hi": [{"text": "Hi ${who}!"}]}, "rules": [{"match": "greet", "scenario": "hi"}]})
+        json.dumps(
+            {
+                "scenarios": {"hi": [{"text": "Hi ${who}!"}]},
+                "rules": [{"match": "greet", "scenario": "hi"}],
+            }
+        )
     )
     p = proc_factory("--port", "0", "--scenarios", str(script))
     url = p.stdout.readline().strip()
@@ -61,9 +66,14 @@ def test_serves_until_sigterm(proc_factory, tmp_path):
         assert r.json()["choices"][0]["message"]["content"] == "Hi Bo!"
         r = client.post(
             url + "/chat/completions",
-            json={"model": "scripted", "messages": [{"role": "user", "content": "[scenario:plan]"}]},
+            json={
+                "model": "scripted",
+                "messages": [{"role": "user", "content": "[scenario:plan]"}],
+            },
         )
-        assert r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "task_tracker"
+        assert (
+            r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "task_tracker"
+        )
     t0 = time.monotonic()
     p.send_signal(signal.SIGTERM)
     assert p.wait(5) == 0
@@ -94,4 +104,22 @@ def test_list_scenarios():
         check=True,
     ).stdout
     names = {line.split("\t")[0] for line in out.splitlines()}
-    assert {"echo", "slow", "terminal", "sleep", "edit", "plan", "demo", "long", "error500", "stall", "truncate", "remember", "error401", "error429", "context_too_long", "badjson", "reset"} <= names
+    assert {
+        "echo",
+        "slow",
+        "terminal",
+        "sleep",
+        "edit",
+        "plan",
+        "demo",
+        "long",
+        "error500",
+        "stall",
+        "truncate",
+        "remember",
+        "error401",
+        "error429",
+        "context_too_long",
+        "badjson",
+        "reset",
+    } <= names

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import litellm
-from litellm.exceptions import MidStreamFallbackError
 import pytest
+from litellm.exceptions import MidStreamFallbackError
 
-from trio_acp.testing import ScriptedLLM, ToolCall, Turn, scenario_prompt
+from trio_acp.testing import Reply, ScriptedLLM, ToolCall, scenario_prompt
 
 litellm.suppress_debug_info = True  # the OpenHands SDK sets this too (else it prints to stdout)
 
-TWO_CALLS = Turn(
+TWO_CALLS = Reply(
     reasoning="Two tools at once.",
     text="Running two things.",
     tool_calls=[
@@ -56,16 +56,25 @@ def test_streaming_deltas_and_reassembly(llm):
         for tc in d.tool_calls or []:
             kinds.append("tool")
             fragments.append((tc.index, tc.id, tc.function.name, tc.function.arguments))
-    assert [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k] == ["reasoning", "text", "tool"]
+    assert [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k] == [
+        "reasoning",
+        "text",
+        "tool",
+    ]
     # OpenAI shape: a first fragment with index/id/name and "" arguments, then argument pieces
     first = [f for f in fragments if f[1] is not None]
-    assert [(i, name, args) for i, _, name, args in first] == [(0, "terminal", ""), (1, "file_editor", "")]
+    assert [(i, name, args) for i, _, name, args in first] == [
+        (0, "terminal", ""),
+        (1, "file_editor", ""),
+    ]
     assert first[0][1] == "call_a" and first[1][1].startswith("call_")
     assert all(name is None for _, cid, name, _ in fragments if cid is None)
     assert len(fragments) > 4
     assert chunks[-1].usage.completion_tokens == TWO_CALLS.completion_tokens()
 
-    built = litellm.stream_chunk_builder(chunks, messages=[{"role": "user", "content": "two calls"}])
+    built = litellm.stream_chunk_builder(
+        chunks, messages=[{"role": "user", "content": "two calls"}]
+    )
     msg = built.choices[0].message
     assert built.choices[0].finish_reason == "tool_calls"
     assert msg.content == "Running two things."

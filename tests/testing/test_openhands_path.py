@@ -179,7 +179,9 @@ async def test_demo_conversation_from_trio(server, run_factory):
     assert [a.tool_call_id for a in actions] == [cid for _, cid, _, _ in firsts]
     # the final events REPEAT the streamed content: ActionEvent.thought holds the streamed text,
     # ActionEvent.reasoning_content the streamed reasoning
-    assert [c.text for c in actions[0].thought] == ["Let me show you what I can do. First, a shell command."]
+    assert [c.text for c in actions[0].thought] == [
+        "Let me show you what I can do. First, a shell command."
+    ]
     assert actions[0].reasoning_content == reasoning
 
     # what the model saw: stream with include_usage, our tools, and the growing history
@@ -199,7 +201,9 @@ def test_plain_reply_repeats_streamed_text_and_second_turn_sees_first(server, ru
     reply = r.of("MessageEvent")[-1]
     streamed = "".join(v for k, v in r.deltas() if k == "text")
     assert reply.source == "agent"
-    assert reply.llm_message.content[0].text == streamed == "Echo: my secret word is [word:pineapple]"
+    assert (
+        reply.llm_message.content[0].text == streamed == "Echo: my secret word is [word:pineapple]"
+    )
 
     # second prompt in the same conversation: the request carries the first exchange
     server.clear_requests()
@@ -233,7 +237,12 @@ def test_edit_scenario_and_security_analyzer(server, run_factory, tmp_path):
 def test_sdk_retry_defaults_are_slow():
     """Why fast_llm_kwargs exists: one HTTP 500 costs minutes with the defaults."""
     llm = LLM(model="openai/scripted", usage_id="x")
-    assert (llm.num_retries, llm.retry_min_wait, llm.retry_max_wait, llm.retry_multiplier) == (5, 8, 64, 8.0)
+    assert (llm.num_retries, llm.retry_min_wait, llm.retry_max_wait, llm.retry_multiplier) == (
+        5,
+        8,
+        64,
+        8.0,
+    )
     assert llm.timeout == 300 and llm.stream_idle_timeout == 300
 
 

@@ -14,6 +14,7 @@ import trio
 
 from trio_acp.testing import (
     FINISHED_TEXT,
+    Reply,
     RequestContext,
     Scenario,
     ScriptedLLM,
@@ -65,7 +66,14 @@ def sse(url, payload, timeout=10.0):
 
 def assemble(chunks):
     """Reassemble streamed chunks the way an OpenAI client does."""
-    out = {"reasoning": "", "text": "", "tool_calls": {}, "finish": None, "usage": None, "order": []}
+    out = {
+        "reasoning": "",
+        "text": "",
+        "tool_calls": {},
+        "finish": None,
+        "usage": None,
+        "order": [],
+    }
     for c in chunks:
         if c.get("usage"):
             out["usage"] = c["usage"]
@@ -78,7 +86,9 @@ def assemble(chunks):
                 out["text"] += d["content"]
                 out["order"].append("text")
             for tc in d.get("tool_calls") or []:
-                slot = out["tool_calls"].setdefault(tc["index"], {"id": None, "name": "", "args": ""})
+                slot = out["tool_calls"].setdefault(
+                    tc["index"], {"id": None, "name": "", "args": ""}
+                )
                 if "id" in tc:
                     slot["id"] = tc["id"]
                     slot["name"] = tc["function"]["name"]
@@ -106,7 +116,10 @@ def test_tags_and_message_text():
     }
     assert parse_tags("[scenario:slow]\n[scenario:echo] after") == {"scenario": "echo"}
     assert message_text({"role": "user", "content": "hi"}) == "hi"
-    assert message_text({"content": [{"type": "text", "text": "a"}, {"type": "image_url"}, "b"]}) == "a\nb"
+    assert (
+        message_text({"content": [{"type": "text", "text": "a"}, {"type": "image_url"}, "b"]})
+        == "a\nb"
+    )
     assert message_text({"content": None}) == ""
     assert scenario_prompt("edit", "go", path="/p") == "[scenario:edit] [path:/p] go"
 
@@ -129,33 +142,38 @@ def test_step_is_assistant_messages_after_last_user():
     assert ctx.earlier_prompts == ("first [word:alpha]",)
     assert ctx.tags == {"x": "1"}
     assert ctx.int_tag("x", 5) == 1 and ctx.int_tag("y", 5) == 5
-    assert [m["role"] for m in ctx.messages_since_prompt] == ["assistant", "tool", "assistant", "tool"]
+    assert [m["role"] for m in ctx.messages_since_prompt] == [
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
 
 
 def test_rules_tag_default_and_past_end():
-    two = Scenario("two", [Turn(text="one"), Turn(text="two")])
+    two = Scenario("two", [Reply(text="one"), Reply(text="two")])
     server = ScriptedLLM(
         [
             ("needle", two),
             (re.compile(r"^re\d+$"), "plan"),
-            (lambda p: p.endswith("!"), [Turn(text="bang")]),
+            (lambda p: p.endswith("!"), [Reply(text="bang")]),
         ],
-        scenarios=[Scenario("custom", [Turn(text="custom!")])],
+        scenarios=[Scenario("custom", [Reply(text="custom!")])],
     )
 
-    def turn(*msgs):
-        return server.turn_for(body(*msgs))
+    def reply(*msgs):
+        return server.reply_for(body(*msgs))
 
-    assert turn("a needle here").text == "one"
-    assert turn("needle", {"role": "assistant", "content": "one"}).text == "two"
-    assert turn("needle", {"role": "assistant"}, {"role": "assistant"}).text == FINISHED_TEXT
-    assert turn("re42").tool_calls[0].name == "task_tracker"
-    assert turn("hey!").text == "bang"
+    assert reply("a needle here").text == "one"
+    assert reply("needle", {"role": "assistant", "content": "one"}).text == "two"
+    assert reply("needle", {"role": "assistant"}, {"role": "assistant"}).text == FINISHED_TEXT
+    assert reply("re42").tool_calls[0].name == "task_tracker"
+    assert reply("hey!").text == "bang"
     # the explicit tag wins over rules; unknown tags fall through to rules/default
-    assert turn("[scenario:custom] needle").text == "custom!"
-    assert turn("[scenario:nope] needle").text == "one"
-    assert turn("just talk").text == "Echo: just talk"
-    assert turn().text == "Echo: "  # no user message at all
+    assert reply("[scenario:custom] needle").text == "custom!"
+    assert reply("[scenario:nope] needle").text == "one"
+    assert reply("just talk").text == "Echo: just talk"
+    assert reply().text == "Echo: "  # no user message at all
     with pytest.raises(KeyError):
         ScriptedLLM([("x", "no-such-scenario")])
 
@@ -163,39 +181,53 @@ def test_rules_tag_default_and_past_end():
 def test_builtin_scenarios_shapes():
     server = ScriptedLLM()
 
-    def turns(prompt, n=6):
+    def replies(prompt, n=6):
         out = []
         for step in range(n):
-            t = server.turn_for(body(prompt, *[{"role": "assistant"}] * step))
+            t = server.reply_for(body(prompt, *[{"role": "assistant"}] * step))
             out.append(t)
             if t.text == FINISHED_TEXT:
                 break
         return out
 
-    term = turns("[scenario:terminal]")
+    term = replies("[scenario:terminal]")
     assert term[0].tool_calls[0].name == "terminal"
     assert term[0].tool_calls[0].arguments["command"] == "echo hello from terminal"
     assert term[0].effective_finish_reason == "tool_calls"
     assert term[1].tool_calls[0].name == "finish"
     assert term[2].text == FINISHED_TEXT
-    assert turns("[scenario:terminal] [command:ls /]")[0].tool_calls[0].arguments["command"] == "ls /"
-    assert turns("[scenario:sleep] [seconds:3]")[0].tool_calls[0].arguments["command"] == "sleep 3"
-    edit = turns("[scenario:edit] [path:/tmp/x.txt]")
+    assert (
+        replies("[scenario:terminal] [command:ls /]")[0].tool_calls[0].arguments["command"]
+        == "ls /"
+    )
+    assert (
+        replies("[scenario:sleep] [seconds:3]")[0].tool_calls[0].arguments["command"] == "sleep 3"
+    )
+    edit = replies("[scenario:edit] [path:/tmp/x.txt]")
     assert [t.tool_calls[0].arguments.get("command") for t in edit[:2]] == ["create", "str_replace"]
     assert edit[2].tool_calls[0].name == "finish"
-    assert "needs an absolute path" in turns("[scenario:edit]")[0].text
-    plan = turns("[scenario:plan]")
+    assert "needs an absolute path" in replies("[scenario:edit]")[0].text
+    plan = replies("[scenario:plan]")
     assert len(plan[0].tool_calls[0].arguments["task_list"]) == 3
-    demo = turns("[scenario:demo]")
+    demo = replies("[scenario:demo]")
     assert demo[0].reasoning and demo[0].text
-    assert [t.tool_calls[0].name for t in demo[:4]] == ["terminal", "file_editor", "task_tracker", "finish"]
+    assert [t.tool_calls[0].name for t in demo[:4]] == [
+        "terminal",
+        "file_editor",
+        "task_tracker",
+        "finish",
+    ]
     assert demo[1].tool_calls[0].arguments["path"] == DEMO_DEFAULT_PATH
     # the demo writes into the working directory reported by the terminal result
-    cwd_demo = server.turn_for(
+    cwd_demo = server.reply_for(
         body(
             "[scenario:demo]",
             {"role": "assistant"},
-            {"role": "tool", "content": "hi\n[Current working directory: /w/s]", "tool_call_id": "c"},
+            {
+                "role": "tool",
+                "content": "hi\n[Current working directory: /w/s]",
+                "tool_call_id": "c",
+            },
         )
     )
     assert cwd_demo.tool_calls[0].arguments["path"] == "/w/s/trio-acp-demo.txt"
@@ -203,28 +235,36 @@ def test_builtin_scenarios_shapes():
         for tc in t.tool_calls:
             if tc.name != "finish":
                 assert tc.arguments["security_risk"] == "LOW" and tc.arguments["summary"]
-    assert len(turns("[scenario:long] [tokens:100]")[0].text) == 400
-    assert turns("[scenario:error500]")[0].http_status == 500
-    assert turns("[scenario:stall]")[0].fault == "stall"
-    assert turns("[scenario:truncate]")[0].fault == "truncate"
+    assert len(replies("[scenario:long] [tokens:100]")[0].text) == 400
+    assert replies("[scenario:error500]")[0].http_status == 500
+    assert replies("[scenario:stall]")[0].fault == "stall"
+    assert replies("[scenario:truncate]")[0].fault == "truncate"
     # remember: the word comes from an EARLIER user message
-    remember = server.turn_for(
-        body("my word is [word:pineapple]", {"role": "assistant", "content": "ok"}, "[scenario:remember]")
+    remember = server.reply_for(
+        body(
+            "my word is [word:pineapple]",
+            {"role": "assistant", "content": "ok"},
+            "[scenario:remember]",
+        )
     )
     assert remember.text == "You said earlier: pineapple"
-    assert server.turn_for(body("I like kiwis", "[scenario:remember]")).text == "You said earlier: kiwis"
-    assert "don't remember" in server.turn_for(body("[scenario:remember]")).text
+    assert (
+        server.reply_for(body("I like kiwis", "[scenario:remember]")).text
+        == "You said earlier: kiwis"
+    )
+    assert "don't remember" in server.reply_for(body("[scenario:remember]")).text
 
 
-def test_turn_validation():
+def test_reply_validation():
+    assert Turn is Reply  # the former name still works
     with pytest.raises(ValueError):
-        Turn(fault="explode")
+        Reply(fault="explode")
     with pytest.raises(ValueError):
-        Turn(finish_reason="whatever")
-    assert Turn(fault="http429").http_status == 429
-    assert Turn(fault="context_length").http_status == 400
-    assert Turn(fault="reset").http_status is None and Turn(fault="badjson").http_status is None
-    assert Turn(text="x", finish_reason="length").effective_finish_reason == "length"
+        Reply(finish_reason="whatever")
+    assert Reply(fault="http429").http_status == 429
+    assert Reply(fault="context_length").http_status == 400
+    assert Reply(fault="reset").http_status is None and Reply(fault="badjson").http_status is None
+    assert Reply(text="x", finish_reason="length").effective_finish_reason == "length"
     assert ToolCall("t", '{"raw": 1}').arguments_json() == '{"raw": 1}'
 
 
@@ -253,7 +293,11 @@ def test_stream_order_fragments_and_usage(llm):
     assert out["finish"] == "tool_calls"
     # first chunk carries the role; tool-call continuation fragments carry no id/name
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
-    frags = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks if c["choices"] and "tool_calls" in c["choices"][0]["delta"]]
+    frags = [
+        c["choices"][0]["delta"]["tool_calls"][0]
+        for c in chunks
+        if c["choices"] and "tool_calls" in c["choices"][0]["delta"]
+    ]
     assert frags[0]["function"]["arguments"] == "" and "id" in frags[0]
     assert all("id" not in f and "name" not in f["function"] for f in frags[1:])
     # usage chunk last, with empty choices
@@ -267,12 +311,16 @@ def test_stream_order_fragments_and_usage(llm):
 
 
 def test_non_streaming(llm):
-    r = HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:demo]", stream=False), timeout=5)
+    r = HTTP.post(
+        llm.base_url + "/chat/completions", json=body("[scenario:demo]", stream=False), timeout=5
+    )
     assert r.status_code == 200
     data = r.json()
     msg = data["choices"][0]["message"]
     assert data["object"] == "chat.completion"
-    assert msg["reasoning_content"].startswith("The user wants") and msg["content"].startswith("Let me")
+    assert msg["reasoning_content"].startswith("The user wants") and msg["content"].startswith(
+        "Let me"
+    )
     assert msg["tool_calls"][0]["function"]["name"] == "terminal"
     assert data["choices"][0]["finish_reason"] == "tool_calls"
     assert data["usage"]["completion_tokens"] > 0
@@ -286,14 +334,22 @@ def test_long_is_one_token_per_chunk(llm):
     assert done and len(content) == 3000
     assert all(len(c["choices"][0]["delta"]["content"]) == 4 for c in content)
     assert chunks[-1]["usage"]["completion_tokens"] == 3000
-    assert long_scenario(10, chunk_size=8).turn_for(RequestContext.from_body(body("x"))).text.count(" ") == 10
+    assert (
+        long_scenario(10, chunk_size=8)
+        .reply_for(RequestContext.from_body(body("x")))
+        .text.count(" ")
+        == 10
+    )
 
 
 def test_chunk_delay_paces_the_stream(llm):
     t0 = time.monotonic()
     arrivals = []
     with HTTP.stream(
-        "POST", llm.base_url + "/chat/completions", json=body(scenario_prompt("slow", chunks=10, delay_ms=40)), timeout=10
+        "POST",
+        llm.base_url + "/chat/completions",
+        json=body(scenario_prompt("slow", chunks=10, delay_ms=40)),
+        timeout=10,
     ) as r:
         for line in r.iter_lines():
             if '"content"' in line:
@@ -308,28 +364,40 @@ def test_faults_over_http(llm):
     # truncate: some chunks, then the connection closes mid-body (incomplete chunked read)
     got = []
     with pytest.raises(httpx.RemoteProtocolError):
-        with HTTP.stream("POST", llm.base_url + "/chat/completions", json=body("[scenario:truncate]"), timeout=5) as resp:
+        with HTTP.stream(
+            "POST", llm.base_url + "/chat/completions", json=body("[scenario:truncate]"), timeout=5
+        ) as resp:
             for line in resp.iter_lines():
                 got.append(line)
     assert any('"content"' in line for line in got) and "data: [DONE]" not in got
     # truncate without streaming: half a JSON body
     with pytest.raises(httpx.RemoteProtocolError):
-        HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:truncate]", stream=False), timeout=5)
+        HTTP.post(
+            llm.base_url + "/chat/completions",
+            json=body("[scenario:truncate]", stream=False),
+            timeout=5,
+        )
     # stall: some chunks then silence; the client's read timeout fires
     got = []
     t0 = time.monotonic()
     with pytest.raises(httpx.ReadTimeout):
-        with HTTP.stream("POST", llm.base_url + "/chat/completions", json=body("[scenario:stall]"), timeout=0.5) as resp:
+        with HTTP.stream(
+            "POST", llm.base_url + "/chat/completions", json=body("[scenario:stall]"), timeout=0.5
+        ) as resp:
             for line in resp.iter_lines():
                 got.append(line)
     assert time.monotonic() - t0 < 3
     assert any('"content"' in line for line in got)
     recs = llm.wait_for_requests(1, predicate=lambda rs: rs[-1].finished is not None, timeout=5)
     assert recs[-1].outcome == "stall" and recs[-1].chunks_sent == 4
-    custom = ScriptedLLM([("x", [Turn(text="abcdefgh", chunk_size=1, fault="truncate", fault_after=3)])])
+    custom = ScriptedLLM(
+        [("x", [Reply(text="abcdefgh", chunk_size=1, fault="truncate", fault_after=3)])]
+    )
     with custom:
         with pytest.raises(httpx.RemoteProtocolError):
-            with HTTP.stream("POST", custom.base_url + "/chat/completions", json=body("x"), timeout=5) as resp:
+            with HTTP.stream(
+                "POST", custom.base_url + "/chat/completions", json=body("x"), timeout=5
+            ) as resp:
                 list(resp.iter_lines())
         assert custom.requests[0].chunks_sent == 3 and custom.requests[0].outcome == "truncate"
 
@@ -358,9 +426,14 @@ def test_openai_shaped_errors_and_retry_after(llm):
     assert limited.json()["error"]["code"] == "rate_limit_exceeded"
     assert post("[scenario:error429]").headers["retry-after"] == "1"
     # a condenser's summary call (no tools) fits; the agent's (with tools) does not
-    with_tools = body("[scenario:context_too_long]", tools=[{"type": "function", "function": {"name": "t"}}])
+    with_tools = body(
+        "[scenario:context_too_long]", tools=[{"type": "function", "function": {"name": "t"}}]
+    )
     overflow = HTTP.post(llm.base_url + "/chat/completions", json=with_tools, timeout=5)
-    assert overflow.status_code == 400 and overflow.json()["error"]["code"] == "context_length_exceeded"
+    assert (
+        overflow.status_code == 400
+        and overflow.json()["error"]["code"] == "context_length_exceeded"
+    )
     assert "maximum context length" in overflow.json()["error"]["message"]
     chunks, done = sse(llm.base_url, body("[scenario:context_too_long]"))
     assert done and "Summary" in assemble(chunks)["text"]
@@ -368,7 +441,9 @@ def test_openai_shaped_errors_and_retry_after(llm):
 
 def test_badjson_and_reset_over_http(llm):
     lines = []
-    with HTTP.stream("POST", llm.base_url + "/chat/completions", json=body("[scenario:badjson]"), timeout=5) as r:
+    with HTTP.stream(
+        "POST", llm.base_url + "/chat/completions", json=body("[scenario:badjson]"), timeout=5
+    ) as r:
         lines = [line for line in r.iter_lines() if line]
     broken = [line for line in lines if line.startswith("data: {") and not _is_json(line[6:])]
     assert len(broken) == 1 and lines[-1] == "data: [DONE]"
@@ -376,15 +451,25 @@ def test_badjson_and_reset_over_http(llm):
     # reset: no response at all, the connection is reset (RST)
     with pytest.raises(httpx.TransportError):
         HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:reset]"), timeout=5)
-    assert llm.wait_for_requests(1, predicate=lambda rs: rs[-1].outcome == "reset")[-1].chunks_sent == 0
+    assert (
+        llm.wait_for_requests(1, predicate=lambda rs: rs[-1].outcome == "reset")[-1].chunks_sent
+        == 0
+    )
     # [after:N]: N chunks of the stream, then the reset
     got = []
     with pytest.raises(httpx.TransportError):
-        with HTTP.stream("POST", llm.base_url + "/chat/completions", json=body("[scenario:reset] [after:3]"), timeout=5) as r:
+        with HTTP.stream(
+            "POST",
+            llm.base_url + "/chat/completions",
+            json=body("[scenario:reset] [after:3]"),
+            timeout=5,
+        ) as r:
             got.extend(line for line in r.iter_lines() if line)
     assert len(got) == 3 and "data: [DONE]" not in got
     # non-streaming badjson: a body of the right length that is not JSON
-    r = HTTP.post(llm.base_url + "/chat/completions", json=body("[scenario:badjson]", stream=False), timeout=5)
+    r = HTTP.post(
+        llm.base_url + "/chat/completions", json=body("[scenario:badjson]", stream=False), timeout=5
+    )
     assert r.status_code == 200 and not _is_json(r.text)
 
 
@@ -402,7 +487,12 @@ def test_close_ends_a_stall():
 
     def client():
         try:
-            with HTTP.stream("POST", server.base_url + "/chat/completions", json=body("[scenario:stall]"), timeout=30) as r:
+            with HTTP.stream(
+                "POST",
+                server.base_url + "/chat/completions",
+                json=body("[scenario:stall]"),
+                timeout=30,
+            ) as r:
                 list(r.iter_lines())
         except httpx.HTTPError as e:
             errors.append(e)
@@ -462,24 +552,31 @@ def test_script_file(tmp_path):
                 "scenarios": {
                     "greet": [
                         {"text": "Hello ${name}, you said: ${prompt}", "chunk_size": 3},
-                        {"tool_calls": [{"name": "finish", "arguments": {"message": "bye ${name}"}}]},
+                        {
+                            "tool_calls": [
+                                {"name": "finish", "arguments": {"message": "bye ${name}"}}
+                            ]
+                        },
                     ],
                     "boom": [{"fault": "http503"}],
                 },
-                "rules": [{"match": "explode", "scenario": "boom"}, {"regex": "^plan", "scenario": "plan"}],
+                "rules": [
+                    {"match": "explode", "scenario": "boom"},
+                    {"regex": "^plan", "scenario": "plan"},
+                ],
             }
         )
     )
     script = load_script_file(f)
     assert set(script.scenarios) == {"greet", "boom"} and script.default == "greet"
     server = ScriptedLLM.from_file(f)
-    t0 = server.turn_for(body("[name:Ann] hi"))
+    t0 = server.reply_for(body("[name:Ann] hi"))
     assert t0.text == "Hello Ann, you said: [name:Ann] hi" and t0.chunk_size == 3
-    t1 = server.turn_for(body("[name:Ann] hi", {"role": "assistant"}))
+    t1 = server.reply_for(body("[name:Ann] hi", {"role": "assistant"}))
     assert t1.tool_calls[0].arguments == {"message": "bye Ann"}
-    assert server.turn_for(body("please explode")).http_status == 503
-    assert server.turn_for(body("plan it")).tool_calls[0].name == "task_tracker"
-    assert server.turn_for(body("[scenario:echo] x")).text == "Echo: [scenario:echo] x"
+    assert server.reply_for(body("please explode")).http_status == 503
+    assert server.reply_for(body("plan it")).tool_calls[0].name == "task_tracker"
+    assert server.reply_for(body("[scenario:echo] x")).text == "Echo: [scenario:echo] x"
 
 
 async def test_trio_usage():
@@ -487,7 +584,9 @@ async def test_trio_usage():
 
         def call():
             return HTTP.post(
-                server.base_url + "/chat/completions", json=body("from trio", stream=False), timeout=5
+                server.base_url + "/chat/completions",
+                json=body("from trio", stream=False),
+                timeout=5,
             ).json()
 
         async with trio.open_nursery() as nursery:
@@ -502,7 +601,9 @@ async def test_trio_usage():
 def test_client_going_away_is_recorded(llm):
     llm.clear_requests()
     with HTTP.stream(
-        "POST", llm.base_url + "/chat/completions", json=body(scenario_prompt("slow", chunks=200, delay_ms=20))
+        "POST",
+        llm.base_url + "/chat/completions",
+        json=body(scenario_prompt("slow", chunks=200, delay_ms=20)),
     ) as r:
         for line in r.iter_lines():
             if '"content"' in line:

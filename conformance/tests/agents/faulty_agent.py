@@ -182,8 +182,12 @@ class Session:
 
     def save(self) -> None:
         STORE.mkdir(parents=True, exist_ok=True)
-        data = {"sessionId": self.id, "cwd": self.cwd, "history": self.history,
-                "mode": "auto" if FAULT == "mode-not-saved" else self.mode}
+        data = {
+            "sessionId": self.id,
+            "cwd": self.cwd,
+            "history": self.history,
+            "mode": "auto" if FAULT == "mode-not-saved" else self.mode,
+        }
         (STORE / f"{self.id}.json").write_text(json.dumps(data), encoding="utf-8")
 
     @classmethod
@@ -204,12 +208,25 @@ class Session:
 
     def config_options(self) -> list[dict[str, Any]]:
         options = [
-            {"id": "mode", "name": "Mode", "category": "mode", "type": "select",
-             "currentValue": "none" if FAULT == "bad-config-current" else self.mode,
-             "options": [{"value": m["id"], "name": m["name"]} for m in MODES]},
-            {"id": "model", "name": "Model", "category": "model", "type": "select",
-             "currentValue": self.model,
-             "options": [{"value": "small", "name": "Small"}, {"value": "large", "name": "Large"}]},
+            {
+                "id": "mode",
+                "name": "Mode",
+                "category": "mode",
+                "type": "select",
+                "currentValue": "none" if FAULT == "bad-config-current" else self.mode,
+                "options": [{"value": m["id"], "name": m["name"]} for m in MODES],
+            },
+            {
+                "id": "model",
+                "name": "Model",
+                "category": "model",
+                "type": "select",
+                "currentValue": self.model,
+                "options": [
+                    {"value": "small", "name": "Small"},
+                    {"value": "large", "name": "Large"},
+                ],
+            },
         ]
         if FAULT == "boolean-config":
             options.append({"id": "fast", "name": "Fast", "type": "boolean", "currentValue": False})
@@ -231,7 +248,9 @@ class Agent:
 
     async def write(self, msg: dict[str, Any]) -> None:
         text = json.dumps(msg, ensure_ascii=False)
-        data = text.encode("latin-1", "replace") if FAULT == "latin1-stdout" else text.encode("utf-8")
+        data = (
+            text.encode("latin-1", "replace") if FAULT == "latin1-stdout" else text.encode("utf-8")
+        )
         async with self.lock:
             await self.out.send_all(data + b"\n")
 
@@ -245,7 +264,9 @@ class Agent:
     async def say(self, session: Session, text: str, kind: str = "agent_message_chunk") -> None:
         if FAULT == "thought-not-message" and kind == "agent_message_chunk":
             kind = "agent_thought_chunk"
-        await self.update(session, {"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+        await self.update(
+            session, {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+        )
 
     async def call(self, method: str, params: Any) -> dict[str, Any]:
         self.next_id += 1
@@ -266,7 +287,9 @@ class Agent:
             rid = rid + "-x"
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
         if error is not None:
-            message = error.message.replace(" ", "\n", 1) if FAULT == "multiline-error" else error.message
+            message = (
+                error.message.replace(" ", "\n", 1) if FAULT == "multiline-error" else error.message
+            )
             msg["error"] = {"code": error.code, "message": message}
             if FAULT == "wedge-after-error":
                 self.wedged = True
@@ -285,10 +308,18 @@ class Agent:
             if FAULT == "die-on-garbage":
                 sys.exit(3)
             code = -32603 if FAULT == "parse-error-code" else -32700
-            await self.write({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": "Parse error"}})
+            await self.write(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": "Parse error"}}
+            )
             return
         if not isinstance(msg, dict):
-            await self.write({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request"}})
+            await self.write(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {"code": -32600, "message": "Invalid request"},
+                }
+            )
             return
         if "method" in msg and "id" in msg:
             if msg["method"] == "session/prompt" and isinstance(msg.get("params"), dict):
@@ -299,7 +330,13 @@ class Agent:
             self.nursery.start_soon(self.handle_request, msg)
         elif "method" in msg:
             if FAULT == "answer-notifications":
-                await self.write({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Not a request"}})
+                await self.write(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": None,
+                        "error": {"code": -32600, "message": "Not a request"},
+                    }
+                )
             await self.handle_notification(msg["method"], msg.get("params") or {})
         elif msg.get("id") in self.pending:
             event, slot = self.pending[msg["id"]]
@@ -326,8 +363,10 @@ class Agent:
         if not isinstance(params, dict):
             await self.reply(rid, error=invalid("params must be an object"))
             return
-        if FAULT == "reject-meta" and ("_meta" in params or any(
-                isinstance(b, dict) and "_meta" in b for b in params.get("prompt") or [])):
+        if FAULT == "reject-meta" and (
+            "_meta" in params
+            or any(isinstance(b, dict) and "_meta" in b for b in params.get("prompt") or [])
+        ):
             await self.reply(rid, error=RpcError(-32602, "unexpected _meta"))
             return
         after = None
@@ -374,7 +413,9 @@ class Agent:
         if FAULT != "no-agent-info":
             result["agentInfo"] = {"name": "faulty-agent", "version": "0.1.0"}
         if FAULT == "terminal-auth":
-            result["authMethods"] = [{"id": "login", "name": "Log in", "type": "terminal", "args": ["--login"]}]
+            result["authMethods"] = [
+                {"id": "login", "name": "Log in", "type": "terminal", "args": ["--login"]}
+            ]
         if FAULT == "custom-root-key":
             result["agentName"] = "faulty-agent"
         return result
@@ -397,20 +438,34 @@ class Agent:
         if FAULT == "auth-required-no-methods":
             raise RpcError(-32000, "Authentication required")
         cwd = self._cwd(params)
-        sid = "00000000-0000-4000-8000-000000000001" if FAULT == "same-session-id" else str(uuid.uuid4())
+        sid = (
+            "00000000-0000-4000-8000-000000000001"
+            if FAULT == "same-session-id"
+            else str(uuid.uuid4())
+        )
         session = Session(sid, cwd)
         self.sessions[sid] = session
         session.save()
-        commands = {"sessionUpdate": "available_commands_update",
-                    "availableCommands": [{"name": "help", "description": "Show help"}]}
+        commands = {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [{"name": "help", "description": "Show help"}],
+        }
         if FAULT == "update-before-new":
             await self.update(session, commands)
-            return {"sessionId": sid, "modes": session.modes(), "configOptions": session.config_options()}
+            return {
+                "sessionId": sid,
+                "modes": session.modes(),
+                "configOptions": session.config_options(),
+            }
 
         async def after() -> None:
             await self.update(session, commands)
 
-        return {"sessionId": sid, "modes": session.modes(), "configOptions": session.config_options()}, after
+        return {
+            "sessionId": sid,
+            "modes": session.modes(),
+            "configOptions": session.config_options(),
+        }, after
 
     async def _replay(self, session: Session) -> None:
         for role, text in session.history:
@@ -429,8 +484,10 @@ class Agent:
             session = Session(str(params.get("sessionId")), str(params["cwd"]))
         self.sessions[session.id] = session
         if FAULT == "load-replay-after":
+
             async def after() -> None:
                 await self._replay(session)
+
             return {}, after
         await self._replay(session)
         return {"modes": session.modes(), "configOptions": session.config_options()}
@@ -513,8 +570,13 @@ class Agent:
             blocks = params.get("prompt")
             if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
                 raise invalid("prompt must be an array of content blocks")
-            rejected = {"reject-text": "text", "reject-resource-link": "resource_link", "reject-image": "image",
-                        "reject-embedded": "resource", "reject-audio": "audio"}.get(FAULT or "")
+            rejected = {
+                "reject-text": "text",
+                "reject-resource-link": "resource_link",
+                "reject-image": "image",
+                "reject-embedded": "resource",
+                "reject-audio": "audio",
+            }.get(FAULT or "")
             for block in blocks:
                 if block.get("type") not in ("text", "resource_link", "image", "audio", "resource"):
                     raise invalid(f"unknown content type {block.get('type')!r}")
@@ -529,7 +591,9 @@ class Agent:
             session.release(ticket)
 
     async def _turn(self, session: Session, blocks: list[dict[str, Any]]):
-        text = " ".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
+        text = " ".join(
+            b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
         session.history.append(("user", text))
         reason = "end_turn"
         with trio.CancelScope() as scope:
@@ -550,7 +614,8 @@ class Agent:
 
         async def after() -> None:
             if (FAULT == "updates-after-cancel" and reason == "cancelled") or (
-                    FAULT == "late-updates" and reason != "cancelled"):
+                FAULT == "late-updates" and reason != "cancelled"
+            ):
                 await self.say(session, "one more thing")
 
         return {"stopReason": reason}, after
@@ -559,11 +624,23 @@ class Agent:
         tags = {k: v.strip() for k, v in _TAG_RE.findall(text)}
         scenario = tags.get("scenario", "echo")
         if FAULT == "elicit-without-cap":
-            self.nursery.start_soon(self.call, "elicitation/create", {
-                "sessionId": session.id, "mode": "form", "message": "Your name?",
-                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}})
+            self.nursery.start_soon(
+                self.call,
+                "elicitation/create",
+                {
+                    "sessionId": session.id,
+                    "mode": "form",
+                    "message": "Your name?",
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}},
+                    },
+                },
+            )
         if FAULT == "schema-violation":
-            await self.update(session, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}})
+            await self.update(
+                session, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}}
+            )
         if scenario == "conformance-slow":
             n, delay = int(tags.get("chunks", 200)), float(tags.get("delay_ms", 50)) / 1000
             for i in range(1, n + 1):
@@ -571,7 +648,11 @@ class Agent:
                 await trio.sleep(delay)
             return "end_turn"
         if scenario in ("terminal", "sleep"):
-            command = tags.get("command", "echo hello") if scenario == "terminal" else f"sleep {tags.get('seconds', 30)}"
+            command = (
+                tags.get("command", "echo hello")
+                if scenario == "terminal"
+                else f"sleep {tags.get('seconds', 30)}"
+            )
             return await self._tool(session, "execute", command)
         if scenario == "edit":
             return await self._tool(session, "edit", tags.get("path", ""))
@@ -585,16 +666,31 @@ class Agent:
     async def _tool(self, session: Session, kind: str, what: str) -> str:
         call_id = f"call-{uuid.uuid4().hex[:8]}"
         if not (FAULT == "perm-unrenderable" and session.mode == "ask"):
-            await self.update(session, {"sessionUpdate": "tool_call", "toolCallId": call_id,
-                                        "title": f"{kind}: {what}", "kind": kind, "status": "pending"})
+            await self.update(
+                session,
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": call_id,
+                    "title": f"{kind}: {what}",
+                    "kind": kind,
+                    "status": "pending",
+                },
+            )
         if session.mode == "ask":
             options = [
                 {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                {"optionId": "allow" if FAULT == "perm-dup-options" else "always", "name": "Always allow",
-                 "kind": "allow_always"},
+                {
+                    "optionId": "allow" if FAULT == "perm-dup-options" else "always",
+                    "name": "Always allow",
+                    "kind": "allow_always",
+                },
                 {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
             ]
-            params = {"sessionId": session.id, "toolCall": {"toolCallId": call_id}, "options": options}
+            params = {
+                "sessionId": session.id,
+                "toolCall": {"toolCallId": call_id},
+                "options": options,
+            }
             answer = await self.call("session/request_permission", params)
             outcome = (answer.get("result") or {}).get("outcome") or {}
             if outcome.get("outcome") == "cancelled":
@@ -608,8 +704,14 @@ class Agent:
             if FAULT == "perm-reject-runs":
                 allowed = True
             if not allowed:
-                await self.update(session, {"sessionUpdate": "tool_call_update", "toolCallId": call_id,
-                                            "status": "failed"})
+                await self.update(
+                    session,
+                    {
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": call_id,
+                        "status": "failed",
+                    },
+                )
                 await self.say(session, "The command was rejected.")
                 return "end_turn"
         await self._execute(session, call_id, kind, what)
@@ -617,8 +719,10 @@ class Agent:
         return "end_turn"
 
     async def _execute(self, session: Session, call_id: str, kind: str, what: str) -> None:
-        await self.update(session, {"sessionUpdate": "tool_call_update", "toolCallId": call_id,
-                                    "status": "in_progress"})
+        await self.update(
+            session,
+            {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"},
+        )
         if kind == "execute":
             if FAULT == "terminal-without-cap":
                 await self.call("terminal/create", {"sessionId": session.id, "command": what})
@@ -629,11 +733,15 @@ class Agent:
                     await trio.sleep(float(what[6:]))
         elif kind == "edit" and what:
             if FAULT == "fs-without-cap":
-                await self.call("fs/write_text_file", {"sessionId": session.id, "path": what,
-                                                       "content": "hello world\n"})
+                await self.call(
+                    "fs/write_text_file",
+                    {"sessionId": session.id, "path": what, "content": "hello world\n"},
+                )
             Path(what).write_text("hello world\n", encoding="utf-8")
-        await self.update(session, {"sessionUpdate": "tool_call_update", "toolCallId": call_id,
-                                    "status": "completed"})
+        await self.update(
+            session,
+            {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "completed"},
+        )
 
 
 async def serve() -> None:

@@ -9,8 +9,8 @@ from typing import Any, Protocol, runtime_checkable
 import trio
 
 from .. import schema
-from ..schema.unstable import UNSTABLE_AGENT_METHODS
 from ..rpc import ErrorCode, Peer, RequestError, open_peer
+from ..schema.unstable import UNSTABLE_AGENT_METHODS
 from ._dispatch import Proxy, TypedHandler, build_params, build_routes, missing_required
 
 AGENT_METHOD_ATTRS = {
@@ -89,7 +89,9 @@ class ClientProxy(Proxy):
         if getattr(self.capabilities.session, flag, None) is None:
             raise CapabilityError(what)
 
-    async def session_update(self, params: schema.SessionNotification | None = None, /, **kw: Any) -> None:
+    async def session_update(
+        self, params: schema.SessionNotification | None = None, /, **kw: Any
+    ) -> None:
         notification = build_params(schema.SessionNotification, params, kw)
         # Updates a client must have asked for (spec: agents MUST only send them then).
         if isinstance(notification.update, schema.NoticeUpdate):
@@ -111,31 +113,41 @@ class ClientProxy(Proxy):
         self, params: schema.ReadTextFileRequest | None = None, /, **kw: Any
     ) -> schema.ReadTextFileResponse:
         self._require_fs("read_text_file", "fs.readTextFile")
-        return await self._request("fs/read_text_file", build_params(schema.ReadTextFileRequest, params, kw))
+        return await self._request(
+            "fs/read_text_file", build_params(schema.ReadTextFileRequest, params, kw)
+        )
 
     async def write_text_file(
         self, params: schema.WriteTextFileRequest | None = None, /, **kw: Any
     ) -> schema.WriteTextFileResponse:
         self._require_fs("write_text_file", "fs.writeTextFile")
-        return await self._request("fs/write_text_file", build_params(schema.WriteTextFileRequest, params, kw))
+        return await self._request(
+            "fs/write_text_file", build_params(schema.WriteTextFileRequest, params, kw)
+        )
 
     async def create_terminal(
         self, params: schema.CreateTerminalRequest | None = None, /, **kw: Any
     ) -> schema.CreateTerminalResponse:
         self._require_terminal()
-        return await self._request("terminal/create", build_params(schema.CreateTerminalRequest, params, kw))
+        return await self._request(
+            "terminal/create", build_params(schema.CreateTerminalRequest, params, kw)
+        )
 
     async def terminal_output(
         self, params: schema.TerminalOutputRequest | None = None, /, **kw: Any
     ) -> schema.TerminalOutputResponse:
         self._require_terminal()
-        return await self._request("terminal/output", build_params(schema.TerminalOutputRequest, params, kw))
+        return await self._request(
+            "terminal/output", build_params(schema.TerminalOutputRequest, params, kw)
+        )
 
     async def release_terminal(
         self, params: schema.ReleaseTerminalRequest | None = None, /, **kw: Any
     ) -> schema.ReleaseTerminalResponse:
         self._require_terminal()
-        return await self._request("terminal/release", build_params(schema.ReleaseTerminalRequest, params, kw))
+        return await self._request(
+            "terminal/release", build_params(schema.ReleaseTerminalRequest, params, kw)
+        )
 
     async def wait_for_terminal_exit(
         self, params: schema.WaitForTerminalExitRequest | None = None, /, **kw: Any
@@ -149,7 +161,9 @@ class ClientProxy(Proxy):
         self, params: schema.KillTerminalRequest | None = None, /, **kw: Any
     ) -> schema.KillTerminalResponse:
         self._require_terminal()
-        return await self._request("terminal/kill", build_params(schema.KillTerminalRequest, params, kw))
+        return await self._request(
+            "terminal/kill", build_params(schema.KillTerminalRequest, params, kw)
+        )
 
     async def create_elicitation(
         self, params: schema.CreateElicitationRequest | None = None, /, **kw: Any
@@ -165,7 +179,9 @@ class ClientProxy(Proxy):
     async def complete_elicitation(
         self, params: schema.CompleteElicitationNotification | None = None, /, **kw: Any
     ) -> None:
-        await self._notify("elicitation/complete", build_params(schema.CompleteElicitationNotification, params, kw))
+        await self._notify(
+            "elicitation/complete", build_params(schema.CompleteElicitationNotification, params, kw)
+        )
 
 
 class AgentSideConnection:
@@ -197,7 +213,9 @@ async def open_agent_connection(
     """
     missing = missing_required(agent, _AGENT_ROUTES)
     if missing:
-        raise TypeError(f"{type(agent).__name__} lacks required ACP agent methods: {', '.join(missing)}")
+        raise TypeError(
+            f"{type(agent).__name__} lacks required ACP agent methods: {', '.join(missing)}"
+        )
     # The proxy exists before the peer so that the agent holds it before any request can
     # reach it; its peer is bound the moment the peer exists.
     client = ClientProxy(None)

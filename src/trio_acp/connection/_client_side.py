@@ -15,9 +15,9 @@ from typing import Any, Protocol, runtime_checkable
 import trio
 
 from .. import schema
+from ..rpc import Peer, open_peer
 from ..schema import unstable
 from ..schema.unstable import UNSTABLE_AGENT_METHODS
-from ..rpc import Peer, open_peer
 from ._dispatch import Proxy, TypedHandler, build_params, build_routes, missing_required
 
 CLIENT_METHOD_ATTRS = {
@@ -100,7 +100,9 @@ class AgentProxy(Proxy):
     async def set_session_mode(self, params=None, /, **kw) -> schema.SetSessionModeResponse:
         return await self._call("session/set_mode", schema.SetSessionModeRequest, params, kw)
 
-    async def set_session_config_option(self, params=None, /, **kw) -> schema.SetSessionConfigOptionResponse:
+    async def set_session_config_option(
+        self, params=None, /, **kw
+    ) -> schema.SetSessionConfigOptionResponse:
         return await self._call(
             "session/set_config_option", schema.SetSessionConfigOptionRequest, params, kw
         )
@@ -136,6 +138,8 @@ async def open_client_connection(
     """Drive an agent over `stream`, answering its calls with `client`."""
     missing = missing_required(client, _CLIENT_ROUTES)
     if missing:
-        raise TypeError(f"{type(client).__name__} lacks required ACP client methods: {', '.join(missing)}")
+        raise TypeError(
+            f"{type(client).__name__} lacks required ACP client methods: {', '.join(missing)}"
+        )
     async with open_peer(stream, TypedHandler(client, _CLIENT_ROUTES), **peer_options) as peer:
         yield ClientSideConnection(peer, AgentProxy(peer))

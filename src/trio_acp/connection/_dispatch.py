@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from .. import schema
-from ..rpc import RequestError
+from ..rpc._errors import RequestError
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,9 @@ def build_routes(
 
 
 def missing_required(impl: object, routes: dict[str, Route]) -> list[str]:
-    return [r.attr for r in routes.values() if r.required and not callable(getattr(impl, r.attr, None))]
+    return [
+        r.attr for r in routes.values() if r.required and not callable(getattr(impl, r.attr, None))
+    ]
 
 
 def decode_params(route: Route, params: Any) -> Any:
@@ -72,9 +74,7 @@ class TypedHandler:
         # Called with (method, decoded params) before the implementation sees a request;
         # the agent side uses it to learn the client's capabilities from `initialize`.
         self._on_request = on_request
-        self._bound = {
-            m: getattr(impl, r.attr, None) for m, r in routes.items()
-        }
+        self._bound = {m: getattr(impl, r.attr, None) for m, r in routes.items()}
         self._received_hook = getattr(impl, "request_received", None)
 
     def request_received(self, method: str, params: Any) -> None:
@@ -137,7 +137,7 @@ class TypedHandler:
         await fn(decoded)
 
 
-def build_params(cls: type, params: Any, kwargs: dict[str, Any]) -> Any:
+def build_params(cls: Any, params: Any, kwargs: dict[str, Any]) -> Any:
     """Accept either a ready request object or its fields as keyword arguments."""
     if params is not None:
         if kwargs:
@@ -171,4 +171,3 @@ class Proxy:
         if not method.startswith("_"):
             raise ValueError(f"extension notification names start with '_': {method!r}")
         await self._peer.notify(method, params if params is not None else {})
-

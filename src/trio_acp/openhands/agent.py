@@ -86,7 +86,8 @@ class OpenHandsAgent:
     # --- initialize / auth ------------------------------------------------------------
 
     async def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
-        # Answer at once: the SDK import is still running in its thread (DESIGN §3).
+        # Answer at once: the SDK import is still running in its thread
+        # (docs/ARCHITECTURE.md#d3-an-instant-initialize).
         return schema.InitializeResponse(
             # We speak v1; for any other requested version the answer is still 1 (§6.1).
             protocol_version=schema.PROTOCOL_VERSION,

@@ -1,7 +1,8 @@
 """Handing items from the SDK's threads to a Trio task, never blocking the sender.
 
 SDK callbacks run in the SDK's worker thread *while it holds the conversation's state
-lock* (SDK-NOTES §1.3), and cancelling a turn needs that lock. A callback that waited on
+lock* (docs/ARCHITECTURE.md#d4-the-sdks-threads-never-wait-on-trio), and cancelling a
+turn needs that lock. A callback that waited on
 Trio while Trio waited on the lock would deadlock, so `post()` only appends to a deque
 and, at most once per batch, schedules a wake-up with `TrioToken.run_sync_soon` (about
 10-16 µs, never waits). `trio.from_thread.run_sync` would wait for the Trio loop on every

@@ -1,7 +1,8 @@
 """An asyncio event loop in a thread of its own, awaited from Trio without blocking it.
 
 The SDK's synchronous `run()` can only stop between steps; `arun()` + `interrupt()`
-aborts an in-flight LLM stream or tool call within milliseconds (SDK-NOTES §1.4). So each
+aborts an in-flight LLM stream or tool call within milliseconds
+(docs/ARCHITECTURE.md#d9-arun-on-a-private-asyncio-loop-thread). So each
 session runs its conversation's `arun()` on a private asyncio loop thread, and Trio waits
 for the result through a done-callback that wakes it with `run_sync_soon`: no Trio worker
 thread sits blocked on a future, and a Trio cancellation never abandons the SDK mid-step.

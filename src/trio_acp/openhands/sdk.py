@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 
 def _prepare_environment() -> None:
     # Without the local cost map litellm fetches one over the network at import, and its
-    # retry thread races the import (SDK-NOTES §0): flaky deadlocks, and no network here.
+    # retry thread races the import: flaky deadlocks, and no network here
+    # (docs/ARCHITECTURE.md#d2-stdio-hygiene).
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
     # litellm logs "Give Feedback / Get Help" banners through print on some errors;

@@ -9,7 +9,8 @@ Threads and who owns what:
   task, in the session's nursery, translates and sends them to the client in order.
 
 A turn's response is sent only after `bridge.flush()`: every update of the turn has
-then been queued on the connection's writer before the response (PROTOCOL §6.3).
+then been queued on the connection's writer before the response
+(docs/ARCHITECTURE.md#d5-every-update-of-a-turn-before-its-response).
 """
 
 from __future__ import annotations

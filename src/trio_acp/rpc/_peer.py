@@ -60,7 +60,14 @@ from ._messages import (
     parse_message,
 )
 
-__all__ = ["CANCEL_REQUEST_METHOD", "Handler", "Peer", "after_response", "current_request_id", "open_peer"]
+__all__ = [
+    "CANCEL_REQUEST_METHOD",
+    "Handler",
+    "Peer",
+    "after_response",
+    "current_request_id",
+    "open_peer",
+]
 
 logger = logging.getLogger("trio_acp.rpc")
 
@@ -316,7 +323,7 @@ class Peer:
                     return
                 for item in self._buffer.feed(data):
                     await self._dispatch(item)
-        except Exception as exc:  # noqa: BLE001 - surfaced when open_peer exits
+        except Exception as exc:
             self._record_internal_error(exc)
 
     async def _write_loop(self) -> None:
@@ -332,7 +339,7 @@ class Peer:
                 await self._stream.send_all(frame if len(frames) == 1 else b"".join(frames))
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             logger.debug("send side closed: %r", exc)
-        except Exception as exc:  # noqa: BLE001 - surfaced when open_peer exits
+        except Exception as exc:
             self._record_internal_error(exc)
         finally:
             receive.close()
@@ -388,7 +395,7 @@ class Peer:
             token = current_request_id.set(request.id)
             try:
                 self._request_received(request.method, request.params)
-            except Exception:  # noqa: BLE001 - bookkeeping must not cost the request
+            except Exception:
                 logger.exception("request_received(%r) failed", request.method)
             finally:
                 current_request_id.reset(token)
@@ -417,12 +424,15 @@ class Peer:
                 logger.exception("after-response callback of %r failed", request.method)
 
     async def _call_handler(self, request: Request) -> bytes:
-        """The per-request error boundary (DESIGN decision 8)."""
+        """The per-request error boundary.
+
+        See docs/ARCHITECTURE.md#d8-one-error-boundary-per-request.
+        """
         try:
             result = await self._handler.handle_request(request.method, request.params)
         except RequestError as exc:
             return encode_error(request.id, exc)
-        except Exception as exc:  # noqa: BLE001 - the per-request error boundary
+        except Exception as exc:
             return encode_error(request.id, self._error_for(exc, request))
         except BaseExceptionGroup as group:
             # Cancelled (or KeyboardInterrupt…) in a group: the cancellation wins and must

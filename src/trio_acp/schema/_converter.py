@@ -265,7 +265,9 @@ def _class_structure_factory(cls: type) -> Callable[[Any, Any], Any]:
 def _class_unstructure_factory(cls: type) -> Callable[[Any], Any]:
     if cls is UnknownVariant:
         return _unstructure_unknown
-    gen = make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True, **_overrides(cls))
+    gen: Callable[[Any], Any] = make_dict_unstructure_fn(
+        cls, converter, _cattrs_omit_if_default=True, **_overrides(cls)
+    )
     if cls is t.SetSessionConfigOptionRequest:
         return _config_value_unstructure(gen)
     spec, tag = _VARIANT_TAGS.get(cls, (None, None))
@@ -481,9 +483,10 @@ def _union_unstructure_factory(tp: Any) -> Callable[[Any], Any]:
         base = members[0]
         base_hook = converter.get_unstructure_hook(base)
 
-        def inner(v: Any) -> Any:
+        def as_its_class(v: Any) -> Any:
             return base_hook(v) if v.__class__ is base else to_wire(v)
 
+        inner: Callable[[Any], Any] = as_its_class
     elif len(members) == 1:
         inner = converter.get_unstructure_hook(members[0])
     else:

@@ -106,7 +106,7 @@ def make_structure_fn(
     filename = f"<trio_acp.schema generated {name}>"
     # Tracebacks through generated code show its lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), globs)  # noqa: S102
+    exec(compile(source, filename, "exec"), globs)
     fn = globs[name]
     fn.__qualname__ = name
     return fn

@@ -1,12 +1,15 @@
 """Test support: a scripted OpenAI-compatible LLM server and its scenarios, an in-memory
 agent/client pair, and (in `wire_check`) a frame checker against the official schema."""
 
+from trio_acp.testing.pair import open_in_memory_pair
+from trio_acp.testing.scenarios import BUILTIN_SCENARIOS, scenario_prompt
 from trio_acp.testing.scripted_llm import (
     DEFAULT_MODEL,
     ENV_API_KEY,
     ENV_BASE_URL,
     ENV_MODEL,
     FINISHED_TEXT,
+    Reply,
     RequestContext,
     RequestRecord,
     Scenario,
@@ -19,8 +22,6 @@ from trio_acp.testing.scripted_llm import (
     parse_tags,
     scripted_env,
 )
-from trio_acp.testing.pair import open_in_memory_pair
-from trio_acp.testing.scenarios import BUILTIN_SCENARIOS, scenario_prompt
 
 __all__ = [
     "BUILTIN_SCENARIOS",
@@ -29,6 +30,7 @@ __all__ = [
     "ENV_BASE_URL",
     "ENV_MODEL",
     "FINISHED_TEXT",
+    "Reply",
     "RequestContext",
     "RequestRecord",
     "Scenario",

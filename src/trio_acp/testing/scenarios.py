@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import re
 
-from trio_acp.testing.scripted_llm import RequestContext, Scenario, ToolCall, Turn, message_text
+from trio_acp.testing.script import Reply, RequestContext, Scenario, ToolCall, message_text
 
 __all__ = [
     "BUILTIN_SCENARIOS",
@@ -97,9 +97,9 @@ def scenario_prompt(name: str, text: str = "", **tags: object) -> str:
     return " ".join(parts)
 
 
-def finish(message: str, **turn_kwargs: object) -> Turn:
-    """A turn calling the SDK's built-in ``finish`` tool."""
-    return Turn(tool_calls=[ToolCall("finish", {"message": message})], **turn_kwargs)  # type: ignore[arg-type]
+def finish(message: str, **reply_kwargs: object) -> Reply:
+    """A reply calling the SDK's built-in ``finish`` tool."""
+    return Reply(tool_calls=[ToolCall("finish", {"message": message})], **reply_kwargs)  # type: ignore[arg-type]
 
 
 def _tool(name: str, summary: str, risk: str = "LOW", **args: object) -> ToolCall:
@@ -110,18 +110,18 @@ def _tool(name: str, summary: str, risk: str = "LOW", **args: object) -> ToolCal
 
 ECHO = Scenario(
     "echo",
-    [lambda ctx: Turn(text=f"Echo: {ctx.prompt}")],
+    [lambda ctx: Reply(text=f"Echo: {ctx.prompt}")],
     "text reply echoing the prompt",
 )
 
 # -- slow ---------------------------------------------------------------------------------------
 
 
-def _slow(ctx: RequestContext) -> Turn:
+def _slow(ctx: RequestContext) -> Reply:
     n = max(1, ctx.int_tag("chunks", 200))
     delay = ctx.float_tag("delay_ms", 50.0) / 1000
     text = "".join(f"w{i:04d} " for i in range(1, n + 1))
-    return Turn(text=text, chunk_size=6, chunk_delay=delay)
+    return Reply(text=text, chunk_size=6, chunk_delay=delay)
 
 
 SLOW = Scenario("slow", [_slow], "long text streamed slowly ([chunks:200] [delay_ms:50])")
@@ -131,7 +131,7 @@ SLOW = Scenario("slow", [_slow], "long text streamed slowly ([chunks:200] [delay
 TERMINAL = Scenario(
     "terminal",
     [
-        lambda ctx: Turn(
+        lambda ctx: Reply(
             text="I'll run a command.",
             tool_calls=[
                 _tool(
@@ -151,11 +151,9 @@ TERMINAL = Scenario(
 SLEEP = Scenario(
     "sleep",
     [
-        lambda ctx: Turn(
+        lambda ctx: Reply(
             text="Sleeping for a while.",
-            tool_calls=[
-                _tool("terminal", "Sleep", command=f"sleep {ctx.int_tag('seconds', 30)}")
-            ],
+            tool_calls=[_tool("terminal", "Sleep", command=f"sleep {ctx.int_tag('seconds', 30)}")],
         ),
         finish("Done sleeping."),
     ],
@@ -165,12 +163,12 @@ SLEEP = Scenario(
 # -- edit ---------------------------------------------------------------------------------------
 
 
-def _edit_steps(ctx: RequestContext) -> list[Turn]:
+def _edit_steps(ctx: RequestContext) -> list[Reply]:
     path = ctx.tag("path")
     if not path:
-        return [Turn(text="The edit scenario needs an absolute path: add [path:/abs/file.txt].")]
+        return [Reply(text="The edit scenario needs an absolute path: add [path:/abs/file.txt].")]
     return [
-        Turn(
+        Reply(
             text=f"Creating {path}.",
             tool_calls=[
                 _tool(
@@ -182,7 +180,7 @@ def _edit_steps(ctx: RequestContext) -> list[Turn]:
                 )
             ],
         ),
-        Turn(
+        Reply(
             tool_calls=[
                 _tool(
                     "file_editor",
@@ -211,9 +209,11 @@ PLAN_TASKS = [
 PLAN = Scenario(
     "plan",
     [
-        Turn(
+        Reply(
             text="Here is my plan.",
-            tool_calls=[_tool("task_tracker", "Plan the work", command="plan", task_list=PLAN_TASKS)],
+            tool_calls=[
+                _tool("task_tracker", "Plan the work", command="plan", task_list=PLAN_TASKS)
+            ],
         ),
         finish("Planned 3 tasks."),
     ],
@@ -236,21 +236,21 @@ def _workspace_from_history(ctx: RequestContext) -> str | None:
     return None
 
 
-def _demo_steps(ctx: RequestContext) -> list[Turn]:
+def _demo_steps(ctx: RequestContext) -> list[Reply]:
     delay = ctx.float_tag("delay_ms", 10.0) / 1000
     path = ctx.tag("path")
     if not path:
         cwd = _workspace_from_history(ctx)
         path = f"{cwd.rstrip('/')}/{DEMO_FILE_NAME}" if cwd else DEMO_DEFAULT_PATH
     return [
-        Turn(
+        Reply(
             reasoning="The user wants a demo. I will run a command, write a file and make a plan.",
             text="Let me show you what I can do. First, a shell command.",
             tool_calls=[_tool("terminal", "Say hello", command="echo hello from terminal")],
             chunk_size=8,
             chunk_delay=delay,
         ),
-        Turn(
+        Reply(
             text="Now I'll create a file.",
             tool_calls=[
                 _tool(
@@ -264,7 +264,7 @@ def _demo_steps(ctx: RequestContext) -> list[Turn]:
             chunk_size=8,
             chunk_delay=delay,
         ),
-        Turn(
+        Reply(
             text="And a plan.",
             tool_calls=[
                 _tool("task_tracker", "Plan the demo", command="plan", task_list=PLAN_TASKS)
@@ -276,7 +276,9 @@ def _demo_steps(ctx: RequestContext) -> list[Turn]:
     ]
 
 
-DEMO = Scenario("demo", _demo_steps, "reasoning + text + terminal + file_editor + task_tracker + finish")
+DEMO = Scenario(
+    "demo", _demo_steps, "reasoning + text + terminal + file_editor + task_tracker + finish"
+)
 
 # -- long ---------------------------------------------------------------------------------------
 
@@ -290,7 +292,7 @@ def long_scenario(tokens: int = 20_000, chunk_size: int = 4, chunk_delay: float 
     """A single text reply of ``tokens`` tokens (4 chars each), ``chunk_size`` chars per chunk."""
     return Scenario(
         "long",
-        [Turn(text=long_text(tokens), chunk_size=chunk_size, chunk_delay=chunk_delay)],
+        [Reply(text=long_text(tokens), chunk_size=chunk_size, chunk_delay=chunk_delay)],
         f"{tokens}-token text reply",
     )
 
@@ -298,7 +300,7 @@ def long_scenario(tokens: int = 20_000, chunk_size: int = 4, chunk_delay: float 
 LONG = Scenario(
     "long",
     [
-        lambda ctx: Turn(
+        lambda ctx: Reply(
             text=long_text(max(1, ctx.int_tag("tokens", 20_000))),
             chunk_size=max(1, ctx.int_tag("chunk_size", 4)),
             chunk_delay=ctx.float_tag("delay_ms", 0.0) / 1000,
@@ -309,22 +311,39 @@ LONG = Scenario(
 
 # -- faults -------------------------------------------------------------------------------------
 
-ERROR500 = Scenario("error500", [Turn(fault="http500")], "HTTP 500 on every call")
+ERROR500 = Scenario("error500", [Reply(fault="http500")], "HTTP 500 on every call")
 
 STALL = Scenario(
     "stall",
-    [Turn(text="I am going to stop talking in the middle of this sentence.", chunk_size=8, fault="stall")],
+    [
+        Reply(
+            text="I am going to stop talking in the middle of this sentence.",
+            chunk_size=8,
+            fault="stall",
+        )
+    ],
     "half a reply, then silence with the connection open",
 )
 
 TRUNCATE = Scenario(
     "truncate",
-    [Turn(text="This reply is cut off in the middle of the stream.", chunk_size=8, fault="truncate")],
+    [
+        Reply(
+            text="This reply is cut off in the middle of the stream.",
+            chunk_size=8,
+            fault="truncate",
+        )
+    ],
     "half a reply, then the connection closes without [DONE]",
 )
 
+
 def _http_error(status: int) -> Scenario:
-    return Scenario(f"error{status}", [Turn(fault=f"http{status}")], f"HTTP {status} on every call (OpenAI's body)")
+    return Scenario(
+        f"error{status}",
+        [Reply(fault=f"http{status}")],
+        f"HTTP {status} on every call (OpenAI's body)",
+    )
 
 
 ERROR400, ERROR401, ERROR403, ERROR404, ERROR502, ERROR503 = (
@@ -333,17 +352,22 @@ ERROR400, ERROR401, ERROR403, ERROR404, ERROR502, ERROR503 = (
 
 ERROR429 = Scenario(
     "error429",
-    [lambda ctx: Turn(fault="http429", retry_after=ctx.float_tag("retry_after", 1.0))],
+    [lambda ctx: Reply(fault="http429", retry_after=ctx.float_tag("retry_after", 1.0))],
     "HTTP 429 rate_limit_exceeded with Retry-After: [retry_after:1]",
 )
 
-def _context_too_long(ctx: RequestContext) -> list[Turn]:
+
+def _context_too_long(ctx: RequestContext) -> list[Reply]:
     # The agent's calls (they offer tools) overflow; a summarizing condenser's call (no
     # tools, a short prompt) fits, as it would with a real model: the agent then condenses,
     # overflows again, and has nothing left to condense.
     if not ctx.body.get("tools"):
-        return [Turn(text="Summary: the user asked for something too long. [scenario:context_too_long]")]
-    return [Turn(fault="context_length")]
+        return [
+            Reply(
+                text="Summary: the user asked for something too long. [scenario:context_too_long]"
+            )
+        ]
+    return [Reply(fault="context_length")]
 
 
 CONTEXT_TOO_LONG = Scenario(
@@ -354,14 +378,20 @@ CONTEXT_TOO_LONG = Scenario(
 
 BADJSON = Scenario(
     "badjson",
-    [Turn(text="One of the chunks of this reply is not valid JSON at all.", chunk_size=8, fault="badjson")],
+    [
+        Reply(
+            text="One of the chunks of this reply is not valid JSON at all.",
+            chunk_size=8,
+            fault="badjson",
+        )
+    ],
     "half a reply, one event that is not JSON, then the rest",
 )
 
 
-def _reset(ctx: RequestContext) -> Turn:
+def _reset(ctx: RequestContext) -> Reply:
     after = ctx.tags.get("after")
-    return Turn(
+    return Reply(
         text="This connection is reset by the peer in the middle of the reply.",
         chunk_size=8,
         fault="reset",
@@ -376,16 +406,16 @@ RESET = Scenario("reset", [_reset], "TCP reset before any response ([after:N]: a
 _WORD_RE = re.compile(r"[A-Za-z0-9_'-]+")
 
 
-def _remember(ctx: RequestContext) -> Turn:
+def _remember(ctx: RequestContext) -> Reply:
     for earlier in reversed(ctx.earlier_prompts):
         m = re.search(r"\[word:([^\]\n]*)\]", earlier)
         if m:
-            return Turn(text=f"You said earlier: {m.group(1).strip()}")
+            return Reply(text=f"You said earlier: {m.group(1).strip()}")
     for earlier in reversed(ctx.earlier_prompts):
         words = _WORD_RE.findall(re.sub(r"\[[^\]]*\]", " ", earlier))
         if words:
-            return Turn(text=f"You said earlier: {words[-1]}")
-    return Turn(text="I don't remember anything earlier.")
+            return Reply(text=f"You said earlier: {words[-1]}")
+    return Reply(text="I don't remember anything earlier.")
 
 
 REMEMBER = Scenario("remember", [_remember], "quote [word:X] from an earlier user message")

@@ -24,7 +24,9 @@ from .. import schema
 from ..schema.unstable import UNSTABLE_AGENT_METHODS
 
 _REPO_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_SCHEMA_PATH = _REPO_ROOT / "tests/js/node_modules/@agentclientprotocol/sdk/schema/v1/schema.json"
+DEFAULT_SCHEMA_PATH = (
+    _REPO_ROOT / "tests/js/node_modules/@agentclientprotocol/sdk/schema/v1/schema.json"
+)
 
 
 def official_schema_path() -> Path:
@@ -64,8 +66,10 @@ def _validator_for(type_name: str) -> Any:
 def validate_type(type_name: str, value: Any) -> list[str]:
     """Errors (empty when valid) of `value` against `$defs/<type_name>`."""
     validator = _validator_for(type_name)
-    return [f"{type_name}: {'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-            for e in validator.iter_errors(value)]
+    return [
+        f"{type_name}: {'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in validator.iter_errors(value)
+    ]
 
 
 def _spec(method: str) -> schema.MethodSpec | None:
