@@ -10,7 +10,7 @@ locally can still be shown live:
   makes up (no `terminal/create` happened), here the tool call id;
 * each piece of new output is one ``tool_call_update`` with
   ``_meta: {"terminal_output": {"terminal_id": T, "data": <only the new text>}}``: the
-  client appends, so nothing is ever resent (no O(n²) traffic, LESSONS 9);
+  client appends, so nothing is ever resent (no O(n²) traffic);
 * the end is ``_meta: {"terminal_exit": {"terminal_id": T, "exit_code": …, "signal": …}}``.
 
 Bounded: one update carries at most `max_chunk` characters, and a command's stream at
