@@ -16,7 +16,9 @@ Benchmarks print; they assert nothing.
 `python -m bench agent [...]` benchmarks the OpenHands agent itself instead (start-up,
 streaming, the thread bridge, cancel latency): see bench/agent_main.py and
 `python -m bench agent --help`. `python -m bench failures [...]`: how long a failing
-model keeps the editor waiting (bench/model_failures.py).
+model keeps the editor waiting (bench/model_failures.py). `python -m bench warm [...]`: a
+launch's spawn → `initialize` and → first `session/new`, cold vs through the warm server
+(bench/warm_start.py).
 """
 
 from __future__ import annotations
@@ -134,6 +136,11 @@ def main() -> None:
         from .agent_main import main as agent_main
 
         agent_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["warm"]:
+        from .warm_start import main as warm_main
+
+        warm_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["failures"]:
         from .model_failures import main as failures_main

@@ -18,7 +18,7 @@ Lifecycle and safety (see README "Warm start"):
 - The launch is refused — and the launcher starts the ordinary way, in-process — when the
   server's package (version or any file of trio_acp, the SDK's version, the interpreter)
   differs from the launcher's, or when the variables read at import time (`LITELLM_*`,
-  `OPENHANDS_*`, `LOG_*`, `DEBUG*`, `CI`, `PYTHON*`) differ. Any failure to attach is the
+  `LOG_*`, `DEBUG*`, `PYTHON*`, `CI`..., see `IMPORT_TIME_PREFIXES`) differ. Any failure to attach is the
   same: a debug log line on stderr, then the ordinary start. `TRIO_ACP_WARM=0` skips it.
 - The socket lives in a private directory (0700, checked to be ours; the socket 0600):
   `$TRIO_ACP_WARM_DIR`, else `$XDG_RUNTIME_DIR/trio-acp`, else `/tmp/trio-acp-<uid>`. Both
@@ -58,10 +58,16 @@ SOCKET_NAME = "warm.sock"
 LOCK_NAME = "warm.lock"
 LOG_NAME = "warm.log"
 DEFAULT_IDLE = 1800.0
-#: Variables the SDK, litellm or Python read at import time: a launch whose values differ
-#: from the server's would not get what it asked for, so it starts cold.
-IMPORT_TIME_PREFIXES = ("LITELLM_", "OPENHANDS_", "LOG_", "DEBUG", "PYTHON", "OH_")
-IMPORT_TIME_NAMES = frozenset({"CI", "GITHUB_ACTIONS", "LOG_LEVEL"})
+#: Variables the SDK, litellm or Python read at import time (module-level reads in the
+#: installed openhands and litellm packages): a launch whose values differ from the
+#: server's would not get what it asked for, so it starts cold. Variables read later (the
+#: `LLM_*` settings, `OPENHANDS_PERSISTENCE_DIR`, `TRIO_ACP_*`) may differ freely.
+IMPORT_TIME_PREFIXES = ("LITELLM_", "LOG_", "DEBUG", "PYTHON", "DEFAULT_", "ACP_")
+IMPORT_TIME_NAMES = frozenset({
+    "CI", "GITHUB_ACTIONS", "OPENHANDS_SUPPRESS_BANNER", "ANTHROPIC_TOKEN_COUNTING_BETA_VERSION",
+    "DYNAMIC_RATE_LIMIT_ERROR_THRESHOLD_PER_MINUTE", "EXTENSIONS_REF", "PROXY_BASE_URL",
+    "REQUEST_TIMEOUT", "RUNWAYML_POLLING_TIMEOUT", "SPEND_LOG_CLEANUP_MAX_CONSECUTIVE_BATCH_FAILURES",
+})
 #: The signals a launcher passes on to its child.
 RELAYED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _MAX_MESSAGE = 16 << 20

@@ -26,7 +26,12 @@ import trio
 from trio_acp import warm
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
 
-pytestmark = pytest.mark.skipif(not warm.supported(), reason="warm start needs Linux")
+pytestmark = [
+    pytest.mark.skipif(not warm.supported(), reason="warm start needs Linux"),
+    # The server's start (one SDK import, ~7 s) is in the first test's setup: on a loaded
+    # machine that import alone has taken over a minute.
+    pytest.mark.timeout(400),
+]
 
 CANARY = "sk-warm-canary-0123456789abcdef"
 
