@@ -134,12 +134,16 @@ def fingerprint() -> str:
         except OSError:
             continue
         h.update(f"{path.relative_to(package)}\0{st.st_mtime_ns}\0{st.st_size}\0".encode())
-    try:
-        from importlib.metadata import version
-
-        h.update(f"sdk {version('openhands-sdk')} tools {version('openhands-tools')}".encode())
-    except Exception:
-        h.update(b"sdk ?")
+    # The SDK's installed versions, by their dist-info names (importlib.metadata would cost
+    # the launcher a quarter of a second).
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in sorted(names):
+            if name.startswith(("openhands_sdk-", "openhands_tools-")) and name.endswith(".dist-info"):
+                h.update(f"{entry}\0{name}\0".encode())
     return h.hexdigest()[:32]
 
 
@@ -239,23 +243,12 @@ def launch(argv: list[str]) -> int | None:
     if not enabled():
         return None
     try:
-        sock = _connect(private_dir() / SOCKET_NAME, timeout=float(os.environ.get("TRIO_ACP_WARM_TIMEOUT", "10")))
+        sock = _connect(private_dir() / SOCKET_NAME, timeout=5.0)
     except (OSError, WarmError) as exc:
         log.debug("warm start: no server (%s); starting cold", exc)
         return None
     try:
         env = dict(os.environ)
-        # Like the ordinary start (credentials.withhold_agent_variables): no process of ours
-        # keeps the agent's credentials readable once a tool can run. The launcher has no
-        # children, so its environment stays; its /proc environ block is wiped instead.
-        from .credentials import (
-            _make_non_dumpable,
-            _wipe_initial_environment,
-            is_agent_variable,
-            model_key_variables,
-        )
-
-        secret_names = {n for n in env if is_agent_variable(n)} | model_key_variables(env)
         umask = os.umask(0o022)
         os.umask(umask)
         message = {
@@ -270,6 +263,10 @@ def launch(argv: list[str]) -> int | None:
         }
         _send(sock, message, fds=[0, 1, 2])
         del message, env
+        # The server answers right after its fork. Giving up later than that would leave
+        # a child and this process both on the client's stdio, so the wait is generous
+        # (if it does expire, the server sees this connection close and ends the child).
+        sock.settimeout(float(os.environ.get("TRIO_ACP_WARM_REPLY_TIMEOUT", "60")))
         reply, _ = _recv(sock)
     except (OSError, EOFError, ValueError, WarmError) as exc:
         log.debug("warm start: launch refused (%s); starting cold", exc)
@@ -280,9 +277,22 @@ def launch(argv: list[str]) -> int | None:
         sock.close()
         return None
     log.debug("warm start: served by child %s of warm server %s", reply.get("pid"), reply.get("server"))
-    if sys.platform.startswith("linux"):
-        _wipe_initial_environment(secret_names)
-        _make_non_dumpable()
+    # Like the ordinary start (credentials.withhold_agent_variables): no process of ours
+    # keeps the agent's credentials readable by the tools, which run as the same user. The
+    # launcher starts no process, so its environment stays; its /proc environ block is
+    # wiped and it is made non-dumpable. (Here, not before the hand-over: it costs the
+    # launcher ~0.1-0.4 s of imports, and no tool can run before a session is set up.)
+    from .credentials import (
+        _make_non_dumpable,
+        _wipe_initial_environment,
+        is_agent_variable,
+        model_key_variables,
+    )
+
+    env = dict(os.environ)
+    _wipe_initial_environment({n for n in env if is_agent_variable(n)} | model_key_variables(env))
+    _make_non_dumpable()
+    del env
     return _supervise(sock)
 
 
@@ -553,7 +563,7 @@ def _child_main(server: _Server, conn: socket.socket, message: dict[str, Any], f
         os.dup2(fd, target)
         os.close(fd)
     os.environ.clear()
-    os.environ.update(message["env"])
+    os.environ.update(message.pop("env"))
     os.chdir(message["cwd"])
     os.umask(int(message["umask"]))
     argv = list(message["argv"])
