@@ -247,6 +247,21 @@ def launch(argv: list[str]) -> int | None:
     except (OSError, WarmError) as exc:
         log.debug("warm start: no server (%s); starting cold", exc)
         return None
+    # From the hand-over on, the child serves the client: a signal to this process is for
+    # it. One arriving before the server's answer is held, then relayed (or, if the launch
+    # is refused, delivered here as if nothing had been tried).
+    pending: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, _frame: pending.append(signum))
+                for signum in RELAYED_SIGNALS}
+
+    def refused(reason: object) -> None:
+        log.debug("warm start: launch refused (%s); starting cold", reason)
+        sock.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in pending:
+            os.kill(os.getpid(), signum)
+
     try:
         env = dict(os.environ)
         umask = os.umask(0o022)
@@ -269,19 +284,21 @@ def launch(argv: list[str]) -> int | None:
         sock.settimeout(float(os.environ.get("TRIO_ACP_WARM_REPLY_TIMEOUT", "60")))
         reply, _ = _recv(sock)
     except (OSError, EOFError, ValueError, WarmError) as exc:
-        log.debug("warm start: launch refused (%s); starting cold", exc)
-        sock.close()
+        refused(exc)
         return None
     if not reply.get("ok"):
-        log.debug("warm start: launch refused (%s); starting cold", reply.get("reason"))
-        sock.close()
+        refused(reply.get("reason"))
         return None
     log.debug("warm start: served by child %s of warm server %s", reply.get("pid"), reply.get("server"))
-    # Like the ordinary start (credentials.withhold_agent_variables): no process of ours
-    # keeps the agent's credentials readable by the tools, which run as the same user. The
-    # launcher starts no process, so its environment stays; its /proc environ block is
-    # wiped and it is made non-dumpable. (Here, not before the hand-over: it costs the
-    # launcher ~0.1-0.4 s of imports, and no tool can run before a session is set up.)
+    return _supervise(sock, pending)
+
+
+def _protect_credentials() -> None:
+    """Like the ordinary start (credentials.withhold_agent_variables): no process of ours
+    keeps the agent's credentials readable by the tools, which run as the same user. The
+    launcher starts no process, so its environment stays; its /proc environ block is wiped
+    and it is made non-dumpable. (After the hand-over, not before: it costs the launcher
+    ~0.1-0.4 s of imports, and no tool can run before a session is set up.)"""
     from .credentials import (
         _make_non_dumpable,
         _wipe_initial_environment,
@@ -292,11 +309,9 @@ def launch(argv: list[str]) -> int | None:
     env = dict(os.environ)
     _wipe_initial_environment({n for n in env if is_agent_variable(n)} | model_key_variables(env))
     _make_non_dumpable()
-    del env
-    return _supervise(sock)
 
 
-def _supervise(sock: socket.socket) -> int:
+def _supervise(sock: socket.socket, pending: list[int]) -> int:
     """Relay signals to the child until the server reports its exit; return its status."""
     # The child holds the protocol's stdin/stdout now: drop ours, so that the client sees
     # EOF as soon as the child closes them.
@@ -314,6 +329,10 @@ def _supervise(sock: socket.socket) -> int:
 
     for signum in RELAYED_SIGNALS:
         signal.signal(signum, relay)
+    for signum in pending:
+        relay(signum, None)
+    if sys.platform.startswith("linux"):
+        _protect_credentials()
     try:
         while True:
             try:
@@ -476,7 +495,11 @@ class _Server:
         conn.settimeout(None)
         self.selector.register(conn, selectors.EVENT_READ, ("launcher", pid))
         self.selector.register(pidfd, selectors.EVENT_READ, ("child", pid))
-        _send(conn, {"ok": True, "pid": pid, "server": os.getpid()})
+        try:
+            _send(conn, {"ok": True, "pid": pid, "server": os.getpid()})
+        except OSError:  # the launcher gave up waiting: nobody relays for this child
+            self.selector.unregister(conn)
+            self._signal(pid, signal.SIGTERM)
         return True
 
     def _from_launcher(self, pid: int) -> None:
