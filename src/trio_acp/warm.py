@@ -358,12 +358,27 @@ def _supervise(sock: socket.socket, pending: list[int]) -> int:
 
 def _load() -> None:
     """Import everything a child uses, in this (main) thread."""
-    from .openhands.sdk import import_sdk
+    from .openhands import sdk
 
-    import_sdk()
+    sdk.import_sdk()
     import trio  # noqa: F401
 
     from . import cli, server  # noqa: F401
+
+    # What a process's first model call imports lazily (the session warm-up does it again
+    # in each child, then at no cost): the OpenAI client's resources, litellm's pydantic
+    # types. Best effort: the session's own warm-up covers whatever this misses.
+    try:
+        import importlib
+
+        for name in sdk.FIRST_CALL_IMPORTS:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+        sdk._complete_models(importlib.import_module("litellm.types.utils"))
+    except Exception:
+        log.debug("warm server: could not warm the model call path", exc_info=True)
 
 
 class _Server:
