@@ -342,8 +342,12 @@ def _supervise(sock: socket.socket, pending: list[int]) -> int:
             if "exit" in message:
                 return int(message["exit"])
             if "signal" in message:
+                # The child died of a signal: so does this process, for the client to see.
                 signum = int(message["signal"])
-                signal.signal(signum, signal.SIG_DFL)
+                try:
+                    signal.signal(signum, signal.SIG_DFL)
+                except (OSError, ValueError):  # SIGKILL, SIGSTOP: always the default
+                    pass
                 os.kill(os.getpid(), signum)
                 return 128 + signum
     except (OSError, EOFError, ValueError) as exc:
@@ -382,11 +386,11 @@ def _load() -> None:
 
 
 class _Server:
-    def __init__(self, listener: socket.socket, idle: float, import_env: dict[str, str]) -> None:
+    def __init__(self, listener: socket.socket, idle: float, import_env: dict[str, str], fingerprint: str) -> None:
         self.listener = listener
         self.idle = idle
         self.import_env = import_env
-        self.fingerprint = fingerprint()
+        self.fingerprint = fingerprint  # of the files as they were before the import
         self.started = time.time()
         self.last_activity = time.monotonic()
         self.accepting = True
@@ -636,6 +640,7 @@ def serve(idle: float | None = None) -> int:
         print(f"trio-acp: a warm server already runs in {directory}", file=sys.stderr)
         return 1
     start = time.perf_counter()
+    loaded = fingerprint()
     _load()
     if threading.active_count() != 1:
         print("trio-acp: importing the SDK started threads; cannot fork safely", file=sys.stderr)
@@ -658,7 +663,7 @@ def serve(idle: float | None = None) -> int:
         os.umask(old)
     os.chmod(path, 0o600)
     listener.listen(64)
-    server = _Server(listener, idle, import_env)
+    server = _Server(listener, idle, import_env, loaded)
     server.path = str(path)
     server.lock = lock
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
