@@ -18,6 +18,8 @@ streaming, the thread bridge, cancel latency): see bench/agent_main.py and
 `python -m bench agent --help`. `python -m bench failures [...]`: how long a failing
 model keeps the editor waiting (bench/model_failures.py). `python -m bench remote [...]`: a
 local conversation against the same one on an OpenHands agent-server (bench/remote.py).
+`python -m bench warm [...]`: a launch's spawn → `initialize` and → first `session/new`,
+cold vs through the warm server (bench/warm_start.py).
 """
 
 from __future__ import annotations
@@ -180,6 +182,11 @@ def main() -> None:
         from .remote import main as remote_main
 
         remote_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["warm"]:
+        from .warm_start import main as warm_main
+
+        warm_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["failures"]:
         from .model_failures import main as failures_main

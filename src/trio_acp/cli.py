@@ -6,11 +6,16 @@ import argparse
 import logging
 import os
 import sys
-
-import trio
+from typing import TYPE_CHECKING
 
 from . import __version__
-from .credentials import MaskingFormatter, SecretValues
+
+if TYPE_CHECKING:
+    from .credentials import SecretValues
+
+# trio, the credentials module and everything else are imported where they are used: a
+# launch served by the warm server (warm.py) only parses its arguments and hands its stdio
+# over, and should not pay for imports it never uses.
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -23,6 +28,8 @@ def _configure_logging(
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
         handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    from .credentials import MaskingFormatter, SecretValues
+
     formatter = MaskingFormatter(secrets if secrets is not None else SecretValues(), LOG_FORMAT)
     for handler in handlers:
         handler.setFormatter(formatter)
@@ -83,6 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a full ACP session against trio-acp on a scripted model (no API key needed)",
     )
     demo.add_argument("--keep", action="store_true", help="keep the demo's workspace directory")
+    warm = sub.add_parser(
+        "warm",
+        help="manage the warm server that new launches attach to, skipping the SDK import "
+        "(see README, Warm start)",
+    )
+    warm.add_argument("action", choices=["start", "stop", "status", "serve"],
+                      help="start it in the background, stop it, show it; serve: run it here")
+    warm.add_argument("--idle", type=float, default=None,
+                      help="exit after this many seconds without a launch (default: "
+                      "$TRIO_ACP_WARM_IDLE, else 1800)")
     sub.add_parser(
         "conformance",
         help="run the ACP conformance suite against an agent command: "
@@ -92,7 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
+    """The command line. `warm=False`: never hand this launch to the warm server (its
+    children run this with the launcher's argv)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["conformance"]:
         # The suite has options of its own and takes the agent command after `--`.
@@ -100,6 +119,30 @@ def main(argv: list[str] | None = None) -> int:
 
         return conformance_main(argv[1:], prog="trio-acp conformance")
     args = build_parser().parse_args(argv)
+    serving = args.command in (None, "serve") and not args.setup
+    if serving and warm:
+        from . import warm as warm_start
+
+        if warm_start.enabled():
+            # Failing to attach is silent (a debug line on stderr): the ordinary start follows.
+            logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING),
+                                format=LOG_FORMAT, stream=sys.stderr)
+            code = warm_start.launch(argv)
+            if code is not None:
+                return code
+    if args.command == "warm":
+        from . import warm as warm_start
+
+        _configure_logging(args.log_level, args.log_file)
+        if args.action == "serve":
+            return warm_start.serve(args.idle)
+        if args.action == "start":
+            return warm_start.start(args.idle)
+        return warm_start.stop() if args.action == "stop" else warm_start.status()
+    import trio
+
+    from .credentials import SecretValues
+
     secrets = SecretValues()
     _configure_logging(args.log_level, args.log_file, secrets)
     if args.setup or args.command == "setup":

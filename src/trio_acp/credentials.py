@@ -35,8 +35,6 @@ from typing import Any
 
 import attrs
 
-from . import schema
-
 log = logging.getLogger(__name__)
 
 #: What a masked value becomes (the SDK's own marker, so both maskers read alike).
@@ -315,9 +313,6 @@ def _held_suffix(text: str, values: tuple[str, ...], minimum: int) -> int:
     return best if best >= minimum else 0
 
 
-_CHUNKS = (schema.AgentMessageChunk, schema.AgentThoughtChunk)
-
-
 class UpdateMask:
     """A session's outbound updates with `ChunkMask` applied to streamed message/thought text.
 
@@ -328,11 +323,17 @@ class UpdateMask:
     def __init__(self, secrets: SecretValues) -> None:
         self._chunks = ChunkMask(secrets)
         self._held: dict[Hashable, Any] = {}  # stream key → the last chunk, for its shape
+        # Imported here, not at the top: the warm-start launcher imports this module and
+        # must start fast (schema pulls in cattrs; see warm.py).
+        from . import schema
+
+        self._chunk_types = (schema.AgentMessageChunk, schema.AgentThoughtChunk)
+        self._text_content = schema.TextContent
 
     def apply(self, updates: list[Any], *, release: bool = False) -> list[Any]:
         out: list[Any] = []
         for update in updates:
-            if isinstance(update, _CHUNKS) and isinstance(update.content, schema.TextContent):
+            if isinstance(update, self._chunk_types) and isinstance(update.content, self._text_content):
                 key = (type(update).__name__, update.message_id)
                 text = self._chunks.feed(key, update.content.text)
                 if self._chunks.holding(key):
