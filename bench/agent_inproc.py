@@ -26,6 +26,7 @@ import argparse
 import statistics
 import threading
 import time
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -169,7 +170,7 @@ async def pump(tokens: int) -> dict[str, Any]:
     chunks = _fake_chunks(text, 4)
     client = _CountingClient(len(text))
     session = Session(
-        session_id="00000000-0000-0000-0000-000000000000",
+        session_id=uuid.UUID(int=0),
         cwd="/",
         sdk=SimpleNamespace(),
         conversation_factory=None,

@@ -70,7 +70,7 @@ async def _main(url, home, ws, switches, forks):
                 lambda i: api.set_session_config_option(session_id=sid, config_id="model", value=("openai/a", "openai/b")[i % 2]),
                 switches,
             ))
-            session = agent._sessions[sid]
+            session = agent._sessions[uuid.UUID(sid)]
             _line("copy", await _timed(lambda i: session.fork_conversation(uuid.uuid4()), forks))
             await api.set_session_config_option(session_id=sid, config_id="model", value="openai/scripted")
             _line("fork (parent on the default model)", await _timed(lambda i: api.fork_session(session_id=sid, cwd=ws), forks))

@@ -38,7 +38,7 @@ async def test_interrupting_a_run_that_ended_cancelled_is_not_an_error():
         fut.cancel()
         with trio.fail_after(5):
             await wait_done(fut)
-        session = Session(session_id=str(uuid.uuid4()), cwd="/", sdk=SimpleNamespace(),
+        session = Session(session_id=uuid.uuid4(), cwd="/", sdk=SimpleNamespace(),
                           conversation_factory=None, client=None)
         conv = _Conversation()
         fut = loop.submit(forever)

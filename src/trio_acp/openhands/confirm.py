@@ -110,7 +110,7 @@ async def ask(session: Any, action: Any, scope: Scope, cancel_event: trio.Event)
         raw_input=args or None,
     )
     request = schema.RequestPermissionRequest(
-        session_id=session.id, tool_call=tool_call, options=permission_options(scope.label())
+        session_id=str(session.id), tool_call=tool_call, options=permission_options(scope.label())
     )
     result: dict[str, Any] = {}
     async with trio.open_nursery() as nursery:

@@ -32,7 +32,7 @@ from . import commands
 from .notices import mcp_failure_notices, retry_note, supports_compaction, watch_mcp_startup
 from .bridge import Flush, ThreadBridge
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
-from .errors import describe, sole_error
+from .errors import closed_session, describe, internal, sole_error
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
 from .sdk import (
@@ -71,7 +71,7 @@ class Session:
     def __init__(
         self,
         *,
-        session_id: str,
+        session_id: uuid.UUID,
         cwd: str,
         sdk: SimpleNamespace,
         conversation_factory: Any,
@@ -84,6 +84,7 @@ class Session:
         make_llm: Any = None,
         secrets: SecretValues | None = None,
     ) -> None:
+        # Parsed once, where the request came in (agent.py); str() only on the wire.
         self.id = session_id
         self.cwd = cwd
         self.sdk = sdk
@@ -147,7 +148,7 @@ class Session:
                     ),
                     limiter=self.limiter,
                 )
-                self._loop = LoopThread(f"trio-acp-session-{self.id[:8]}")
+                self._loop = LoopThread(f"trio-acp-session-{self.id.hex[:8]}")
                 await self._apply_mode(self.mode)
                 llm = self.conversation.agent.llm
                 if supports_reasoning_effort(self.sdk, llm):
@@ -322,7 +323,7 @@ class Session:
             new_effort = await trio.to_thread.run_sync(switch, limiter=self.limiter)
         except Exception as exc:
             log.warning("switching session %s to model %s failed", self.id, choice.id, exc_info=True)
-            raise RequestError(-32603, f"model {choice.id!r} cannot be used: {_one_line(str(exc))[:500]}") from None
+            raise internal(f"model {choice.id!r} cannot be used: {_one_line(str(exc))[:500]}") from None
         self.model = choice.id
         self.reasoning_effort = new_effort
 
@@ -411,14 +412,14 @@ class Session:
         if self._store is None:
             return
         try:
-            self._store.write_options(uuid.UUID(self.id), self._current_options())
+            self._store.write_options(self.id, self._current_options())
         except OSError:
             log.warning("could not save the settings of session %s", self.id, exc_info=True)
 
     async def _restore_options(self) -> None:
         if self._store is None:
             return
-        saved = self._store.read_options(uuid.UUID(self.id))
+        saved = self._store.read_options(self.id)
         order = {config_id: i for i, config_id in enumerate(self._RESTORE_ORDER)}
         for config_id in sorted(saved, key=lambda c: (order.get(c, len(order)), c)):
             if self._current_options().get(config_id) == saved[config_id]:
@@ -536,7 +537,7 @@ class Session:
 
     async def send_update(self, update: Any) -> None:
         try:
-            await self.client.session_update(session_id=self.id, update=update)
+            await self.client.session_update(session_id=str(self.id), update=update)
         except PeerClosed:
             pass  # the client is gone; keep draining so flushes still complete
         except Exception:
@@ -571,9 +572,8 @@ class Session:
             text = next((b.text for b in blocks if isinstance(b, schema.TextContent)), "")
             title = _title_from(text)
             self._titled = True
-        sid = uuid.UUID(self.id)
         try:
-            self._store.write_index(sid, cwd=self.cwd, title=title)
+            self._store.write_index(self.id, cwd=self.cwd, title=title)
         except OSError:
             log.warning("could not update the session index of %s", self.id, exc_info=True)
             return
@@ -611,7 +611,7 @@ class Session:
             if not may_run:
                 return schema.PromptResponse(stop_reason="cancelled")
             if self._closed.is_set():
-                raise RequestError(-32002, f"session {self.id} is closed")
+                raise closed_session(self.id)
             return await self._run_prompt(blocks, ticket.cancelled)
         finally:
             # Last, and synchronous: the next turn starts only once this response is
@@ -698,7 +698,7 @@ class Session:
             except PermissionFailed as exc:
                 # Fail closed: nothing pending runs, and the turn ends with the reason.
                 await self._reject_pending(conv, "The permission request failed; nothing was run.")
-                raise RequestError(-32603, f"{exc}; nothing was run") from None
+                raise internal(f"{exc}; nothing was run") from None
             except BaseException:
                 # Whatever else went wrong (a cancel is handled in _run), the actions that
                 # were waiting must not be left pending: the next run would take them as
@@ -793,14 +793,12 @@ class Session:
         if error is not None or status == Status.ERROR:
             failure = describe_model_failure(error, code, detail, self.model)
             if failure is not None:  # the model call failed: say what, and what to do
-                raise RequestError(
-                    -32603,
+                raise internal(
                     failure.message,
                     {"code": code, "status": str(getattr(status, "value", status)), "model": failure.data()},
                 )
             message = detail or (str(error) if error is not None else "the agent failed")
-            raise RequestError(
-                -32603,
+            raise internal(
                 f"the agent's turn failed ({code or type(error).__name__}): {_one_line(message)}",
                 {"code": code, "status": str(status.value if hasattr(status, 'value') else status)},
             )
