@@ -22,7 +22,6 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-import attrs
 import trio
 
 from .. import schema
@@ -31,6 +30,7 @@ from ..rpc import PeerClosed, RequestError
 from . import commands
 from .notices import mcp_failure_notices, retry_note, supports_compaction, watch_mcp_startup
 from .bridge import Flush, ThreadBridge
+from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
 from .errors import closed_session, describe, internal, sole_error
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
@@ -59,12 +59,6 @@ log = logging.getLogger(__name__)
 CANCEL_DEADLINE = 10.0
 # How long closing a session may take (tool executors, terminals).
 CLOSE_DEADLINE = 5.0
-
-
-@attrs.frozen
-class _EndTurn:
-    seq: int
-    fail_open: str | None  # close unfinished tool calls as failed with this reason
 
 
 class Session:
@@ -143,8 +137,8 @@ class Session:
                 nursery.start_soon(self._pump)
                 self.conversation = await trio.to_thread.run_sync(
                     lambda: self._conversation_factory(
-                        callbacks=[lambda event: self._post_sdk("event", event)],
-                        token_callbacks=[lambda chunk: self._post_sdk("token", chunk)],
+                        callbacks=[self._post_event],
+                        token_callbacks=[self._post_token],
                     ),
                     limiter=self.limiter,
                 )
@@ -251,15 +245,24 @@ class Session:
         self._closed.set()
         await self._stopped.wait()
 
-    def _post_sdk(self, kind: str, obj: Any) -> None:
-        """SDK callback (any thread): hand over without waiting, tagged with the turn.
+    # SDK callbacks (any thread): hand over without waiting, tagged with the turn. The
+    # tag lets the pump drop what a finished turn's stragglers post (a tool thread that
+    # outlives an interrupt, a late token): nothing may follow a turn's response.
 
-        The tag lets the pump drop what a finished turn's stragglers post (a tool thread
-        that outlives an interrupt, a late token): nothing may follow a turn's response.
-        """
+    def _post_event(self, event: Any) -> None:
         bridge = self.bridge
         if bridge is not None:
-            bridge.post((kind, obj, self._turn_seq))
+            bridge.post(SdkEvent(event, self._turn_seq))
+
+    def _post_token(self, chunk: Any) -> None:
+        bridge = self.bridge
+        if bridge is not None:
+            bridge.post(TokenChunk(chunk, self._turn_seq))
+
+    def _post_note(self, update: Any, seq: int | None) -> None:
+        bridge = self.bridge
+        if bridge is not None:
+            bridge.post(SessionNote(update, seq))
 
     # --- modes and config options -------------------------------------------------
 
@@ -450,14 +453,14 @@ class Session:
 
         It also explains why a reply that was streaming may start over.
         """
-        self._post_sdk("update", retry_note(self.client, attempt, total, error))
+        self._post_note(retry_note(self.client, attempt, total, error), self._turn_seq)
 
     # --- the update pump ------------------------------------------------------------
 
     async def _pump(self) -> None:
         """Translate and send what the SDK posts, in order; the only sender of turn updates.
 
-        The pump also closes turns (an `_EndTurn` flush marker): from then on it drops
+        The pump also closes turns (an `EndTurn` flush marker): from then on it drops
         whatever a finished turn's stragglers still post (a tool thread outliving an
         interrupt, a late token), so nothing can follow the turn's response. A turn can
         also be closed from outside (`_ended_turn`, when its flush timed out): updates of
@@ -474,7 +477,7 @@ class Session:
                     item = items.pop(0)
                     if isinstance(item, Flush):
                         end = item.payload
-                        if isinstance(end, _EndTurn) and end.fail_open is not None:
+                        if isinstance(end, EndTurn) and end.fail_open is not None:
                             pending.extend(self._guard(self.translator.fail_open_tool_calls, end.fail_open))
                             pending_seq = pending_seq or end.seq
                         # Nothing more can come before the client acts or the turn ends: text
@@ -482,22 +485,23 @@ class Session:
                         seq_now = pending_seq or getattr(end, "seq", 0)
                         await self._send(pending, seq_now, release=True)
                         pending, pending_seq = [], 0
-                        if isinstance(end, _EndTurn):
+                        if isinstance(end, EndTurn):
                             self._ended_turn = max(self._ended_turn, end.seq)
                         item.done.set()
                         continue
-                    kind, obj, seq = item
+                    seq = item.seq
                     if seq is None or seq <= self._ended_turn:
-                        log.debug("dropping %s %s posted outside its turn", kind, type(obj).__name__)
+                        log.debug("dropping %s posted outside its turn", type(item).__name__)
                         continue
                     pending_seq = seq
-                    if kind == "update":  # already an ACP update (usage, notes from the session)
-                        pending.append(obj)
-                    elif kind == "token":
-                        self._note_finish_reason(obj)
-                        pending.extend(self._guard(self.translator.token, obj))
-                    else:
-                        pending.extend(self._guard(self.translator.event, obj))
+                    match item:
+                        case SessionNote(update=update):  # already an ACP update
+                            pending.append(update)
+                        case TokenChunk(chunk=chunk):
+                            self._note_finish_reason(chunk)
+                            pending.extend(self._guard(self.translator.token, chunk))
+                        case SdkEvent(event=event):
+                            pending.extend(self._guard(self.translator.event, event))
                 await self._send(pending, pending_seq)
         finally:
             # A cancelled pump must not leave anyone waiting on a flush it held.
@@ -579,7 +583,7 @@ class Session:
             return
         if title:
             update = schema.SessionInfoUpdate(title=title, updated_at=now_iso())
-            self.bridge.post(("update", update, seq))
+            self._post_note(update, seq)
 
     def prompt_received(self, key: Any) -> None:
         """The connection's reader read a prompt for this session (wire order, synchronous)."""
@@ -656,7 +660,7 @@ class Session:
             with trio.move_on_after(CANCEL_DEADLINE, shield=True):
                 if sent and stop_reason == "cancelled":
                     await self._note_interruption(self.conversation)
-                await self.bridge.flush(_EndTurn(seq, fail_open))
+                await self.bridge.flush(EndTurn(seq, fail_open))
             # Closed here too in case the flush timed out (a client that stopped reading):
             # whatever of this turn the pump still holds is then dropped, not sent late.
             self._ended_turn = max(self._ended_turn, seq)
@@ -845,7 +849,7 @@ class Session:
             size=size,
             cost=schema.Cost(amount=cost, currency="USD") if cost and math.isfinite(cost) else None,
         )
-        self.bridge.post(("update", update, seq))
+        self._post_note(update, seq)
 
 
 def _title_from(text: str) -> str | None:
