@@ -260,9 +260,9 @@ async def test_slash_commands(env, tmp_path, llm):
             assert "openai/scripted" in status and "always-approve" in status and "tokens" in status
             assert "No 'always' rules" in await say("/rules")
             assert "Choose one of" in await say("/confirm")
-            events_before = [type(e).__name__ for e in session.conversation.state.events]
+            events_before = [type(e).__name__ for e in session.conversation.sdk_conversation.state.events]
             assert "condensed" in await say("/condense")
-            events_after = [type(e).__name__ for e in session.conversation.state.events]
+            events_after = [type(e).__name__ for e in session.conversation.sdk_conversation.state.events]
             assert "Condensation" in events_after and "Condensation" not in events_before
             # Not one of ours: it goes to the model as text.
             requests = len(llm.requests)

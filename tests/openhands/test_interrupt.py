@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import trio
 
+from trio_acp.openhands.conversation import _FutureRun
 from trio_acp.openhands.loop_thread import LoopThread, wait_done
 from trio_acp.openhands.session import Session
 
@@ -20,8 +21,11 @@ class _Conversation:
     def __init__(self) -> None:
         self.interrupts = 0
 
-    def interrupt(self) -> None:
+    async def interrupt(self) -> None:
         self.interrupts += 1
+
+    async def stop_tools(self) -> None:
+        pass
 
 
 async def test_interrupting_a_run_that_ended_cancelled_is_not_an_error():
@@ -44,7 +48,7 @@ async def test_interrupting_a_run_that_ended_cancelled_is_not_an_error():
         fut = loop.submit(forever)
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(session._interrupt_until_done, conv, fut)
+                nursery.start_soon(session._interrupt_until_done, conv, _FutureRun(fut))
                 await trio.sleep(0.05)
                 fut.cancel()  # the run ends cancelled while we interrupt it
         assert conv.interrupts >= 1

@@ -81,7 +81,7 @@ async def test_every_warm_up_step_runs_after_session_new(env, tmp_path):
                 await session.warmed.wait()
                 assert session.warm_up_report == {"tools": "done", "model call path": "done"}
                 # The tools are up before any prompt asked for them.
-                assert "terminal" in session.conversation.agent.tools_map
+                assert "terminal" in session.conversation.sdk_conversation.agent.tools_map
                 r = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("terminal"))])
                 assert r.stop_reason == "end_turn"
     assert "hello from terminal" in client.tool_outputs()

@@ -7,14 +7,9 @@ answered as an agent message; any other `/word` goes to the model as ordinary te
 from __future__ import annotations
 
 import logging
-import re
-import threading
 from typing import Any
 
-import trio
-
 from .. import schema
-from .errors import SEE_LOG, describe
 from .permissions import MODE_IDS, MODES
 
 log = logging.getLogger(__name__)
@@ -80,107 +75,29 @@ async def run(session: Any, name: str, arg: str) -> str:
 
 
 async def condense(session: Any) -> str:
-    conv = session.conversation
-
-    def has_history() -> bool:
-        # Only the system prompt so far: the SDK would record a condensation request it
-        # cannot serve, and the next prompt would pay for it. Nothing to do, say so.
-        return any(type(e).__name__ != "SystemPromptEvent" for e in conv.state.view.events)
-
-    if not await trio.to_thread.run_sync(has_history, limiter=session.limiter):
+    result = await session.conversation.condense()
+    if result.empty:
         return "Nothing to condense yet: the conversation has no messages. `/condense` summarizes the history once there is some."
-    before = len(conv.state.events)
-    error, logged = await trio.to_thread.run_sync(_condense_now, conv, limiter=session.limiter)
-    if error is not None:
-        reason = _condense_failure(session.sdk, error, logged)
+    if result.failure is not None:
+        reason = result.failure
         # A compaction the SDK's request opened is over: once that request is on the
         # wire, say how it ended.
         await session.flush_turn_updates()
         for update in session.translator.end_compaction("failed", " ".join(reason.split())[:1000]):
             await session.send_update(update)
         return f"Could not condense: {reason}"
-    after = len(conv.state.events)
-    return f"Conversation condensed ({after - before} new event(s) in the history)."
-
-
-class _ThreadWarnings(logging.Handler):
-    """Warnings logged by the calling thread (the condenser's logger is shared by sessions)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.thread = threading.get_ident()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.thread == self.thread:
-            self.messages.append(record.getMessage())
-
-
-def _condense_now(conv: Any) -> tuple[Exception | None, list[str]]:
-    # When the summary's model call fails, the SDK logs why and raises without it
-    # ("Unable to compute forgotten events"): the log is where the reason is.
-    seen = _ThreadWarnings()
-    logger = logging.getLogger(CONDENSER_LOGGER)
-    events = conv.state.events
-    head = events[-1].id if len(events) else None
-    logger.addHandler(seen)
-    try:
-        conv.condense()
-        return None, seen.messages
-    except Exception as exc:
-        _forget_request(conv, head)
-        return exc, seen.messages
-    finally:
-        logger.removeHandler(seen)
-
-
-def _forget_request(conv: Any, head: Any) -> None:
-    """Put the conversation back where it was before a failed /condense.
-
-    The SDK keeps the condensation request it could not serve, and the next turn serves
-    it first — with the user's new message inside the summary, not answered. Moving the
-    conversation's head back leaves the request on an abandoned branch (still on disk,
-    out of the model's view).
-    """
-    if head is None:
-        return
-    try:
-        conv.navigate_to(head)
-    except Exception:
-        log.warning("could not drop the failed condensation request", exc_info=True)
-
-
-CONDENSER_LOGGER = "openhands.sdk.context.condenser"
-_LLM_FAILED = re.compile(r"LLM call failed: (.*?)(?:\. Reducing max event size.*)?$", re.S)
-
-
-def _condense_failure(sdk: Any, exc: Exception, logged: list[str]) -> str:
-    unchanged = "The history is unchanged"
-    if isinstance(exc, ValueError) and "condenser" in str(exc).lower():
-        # The SDK's text goes on with a Python snippet meant for SDK users.
-        return f"{str(exc).splitlines()[0]} {unchanged}."
-    if isinstance(exc, getattr(sdk, "NoCondensationAvailableException", ())):
-        for text in [str(exc), *reversed(logged)]:
-            found = _LLM_FAILED.search(text)
-            if found:
-                reason = " ".join(found.group(1).split())[:300]
-                return f"the model call that writes the summary failed ({reason}). {unchanged}."
-        return f"no summary could be written ({describe(exc)}). {unchanged}."
-    return f"{describe(exc)}. {unchanged}. ({SEE_LOG})"
+    return f"Conversation condensed ({result.added} new event(s) in the history)."
 
 
 def status_text(session: Any) -> str:
     lines = [f"- model: `{session.model}`", f"- approval mode: `{session.mode}`"]
-    try:
-        metrics = session.conversation.conversation_stats.get_combined_metrics()
-        usage = metrics.accumulated_token_usage
-        if usage is not None:
-            lines.append(
-                f"- tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion"
-            )
-        lines.append(f"- cost: ${metrics.accumulated_cost:.4f}")
-    except Exception:
+    usage = session.conversation.usage()
+    if usage is None:
         lines.append("- tokens: unknown")
+    else:
+        if usage.prompt_tokens is not None:
+            lines.append(f"- tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion")
+        lines.append(f"- cost: ${usage.cost or 0:.4f}")
     lines.append(f"- always-rules: {len(session.rules.rules)}")
     if session.rules.problem:
         lines.append(f"- rules file: {session.rules.problem}")

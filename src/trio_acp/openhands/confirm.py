@@ -153,11 +153,7 @@ async def confirm_pending(session: Any, conv: Any, cancel_event: trio.Event) -> 
     With any rejection, the SDK rejects the whole pending batch (it has no per-action
     reject), so nothing of that batch runs and the model is told which the user refused.
     """
-    sdk = session.sdk
-    pending = await trio.to_thread.run_sync(
-        lambda: sdk.ConversationState.get_unmatched_actions(conv.state.active_branch()),
-        limiter=session.limiter,
-    )
+    pending = await conv.pending_actions()
     # The tool calls were announced as they streamed; they must be on the wire before a
     # permission request that refers to them.
     await session.flush_turn_updates()
@@ -181,7 +177,7 @@ async def confirm_pending(session: Any, conv: Any, cancel_event: trio.Event) -> 
             allowed.append(action.tool_call_id)
     if refused:
         reason = "The user rejected: " + ", ".join(refused) + ". Nothing in this batch was run."
-        await trio.to_thread.run_sync(conv.reject_pending_actions, reason, limiter=session.limiter)
+        await conv.reject_pending(reason)
     else:
         for tool_call_id in allowed:
             await session.send_update(schema.ToolCallProgress(tool_call_id=tool_call_id, status="in_progress"))

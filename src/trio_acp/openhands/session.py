@@ -1,10 +1,8 @@
 """One ACP session: one OpenHands conversation, living in a nursery of its own.
 
 Threads and who owns what:
-- the conversation's `arun()` runs on the session's private asyncio loop thread
-  (`LoopThread`), so `interrupt()` can abort it mid-LLM-stream or mid-tool;
-- short blocking SDK calls (`send_message`, `close`) run on Trio worker threads under the
-  session's own `CapacityLimiter`, never on the Trio thread (they take the state lock);
+- the conversation (`conversation.py`) owns the SDK, its threads and its limiters;
+  the session only awaits it;
 - SDK callbacks (events, tokens) only `post()` to the session's `ThreadBridge`; the pump
   task, in the session's nursery, translates and sends them to the client in order.
 
@@ -14,9 +12,7 @@ then been queued on the connection's writer before the response (PROTOCOL §6.3)
 
 from __future__ import annotations
 
-import functools
 import logging
-import math
 import re
 import uuid
 from types import SimpleNamespace
@@ -28,27 +24,18 @@ from .. import schema
 from ..credentials import SecretValues, UpdateMask
 from ..rpc import PeerClosed, RequestError
 from . import commands
-from .notices import mcp_failure_notices, retry_note, supports_compaction, watch_mcp_startup
+from .conversation import ERROR, FINISHED, WAITING_FOR_CONFIRMATION, Conversation, LocalConversation
+from .notices import mcp_failure_notices, retry_note, supports_compaction
 from .bridge import Flush, ThreadBridge
 from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
 from .confirm import CANCELLED, PermissionFailed, confirm_pending
-from .errors import closed_session, describe, internal, sole_error
+from .errors import closed_session, internal, sole_error
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
-from .sdk import (
-    REASONING_EFFORTS,
-    confirmation_setup,
-    fork_conversation,
-    interruption_event,
-    supports_reasoning_effort,
-    warm_model_path,
-    warm_tool_schemas,
-)
-from .loop_thread import LoopThread, wait_done, wait_future
+from .sdk import REASONING_EFFORTS
 from .model_failures import describe_model_failure
-from .prompt import ImagePart, TextPart, prompt_to_parts
+from .prompt import prompt_to_parts
 from .config_options import client_takes_booleans, model_option, stream_option
-from .tool_processes import remove_editor_history, stop_tool_processes
 from .translate import Translator, coalesce
 from .turn_queue import TurnQueue
 
@@ -102,14 +89,9 @@ class Session:
         # One LLM switch at a time: each builds on the LLM the last one installed.
         self._llm_switch = trio.Lock()
         self._conversation_factory = conversation_factory
-        self.conversation: Any = None
+        self.conversation: Conversation | None = None
         self.translator = Translator(cwd, compaction=supports_compaction(client))
-        self.limiter = trio.CapacityLimiter(2)
-        # Interrupting has its own thread budget: a set_mode blocked on the SDK's lock
-        # behind a running tool must never delay a cancel.
-        self._interrupt_limiter = trio.CapacityLimiter(1)
         self.bridge: ThreadBridge | None = None
-        self._loop: LoopThread | None = None
         # Prompts in the order the client sent them; one turn at a time (turn_queue.py).
         self._queue = TurnQueue()
         # Which turn SDK callbacks belong to (None between turns), and the last turn the
@@ -135,19 +117,18 @@ class Session:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump)
-                self.conversation = await trio.to_thread.run_sync(
-                    lambda: self._conversation_factory(
-                        callbacks=[self._post_event],
-                        token_callbacks=[self._post_token],
-                    ),
-                    limiter=self.limiter,
+                self.conversation = await LocalConversation.open(
+                    self.sdk,
+                    self._conversation_factory,
+                    on_event=self._post_event,
+                    on_token=self._post_token,
+                    name=f"trio-acp-session-{self.id.hex[:8]}",
+                    make_llm=self._make_llm,
                 )
-                self._loop = LoopThread(f"trio-acp-session-{self.id.hex[:8]}")
                 await self._apply_mode(self.mode)
-                llm = self.conversation.agent.llm
-                if supports_reasoning_effort(self.sdk, llm):
-                    self.reasoning_effort = llm.reasoning_effort or "high"
-                self.stream = bool(getattr(llm, "stream", True))
+                llm = self.conversation.llm_options()
+                self.reasoning_effort = llm.reasoning_effort
+                self.stream = llm.stream
                 await self._restore_options()
                 nursery.start_soon(self._warm_up)
                 task_status.started()
@@ -166,39 +147,10 @@ class Session:
             self._stopped.set()
 
     async def _warm_up(self) -> None:
-        """Start the agent's tools (terminal shell, MCP servers) while the user types.
-
-        The SDK does this lazily on the first message, and the terminal's start-up alone
-        sleeps a second: done here, the first prompt does not wait for it. It is the SDK's
-        own thread-safe, idempotent initializer; if it fails, the first prompt tries again
-        and reports the error. Then the tools' schemas are built once, and meanwhile the
-        model call path is warmed (`warm_model_path`: the first call's lazy imports and
-        tokenizer; bench/README.md has the figures). A prompt sent before all this is
-        over waits for what it needs of it (the SDK's lock, the import lock).
-        """
-        conv = self.conversation
-        mcp_failures: list[str] = []
-        steps: dict[str, tuple[Any, Any, bool]] = {
-            # Touches no conversation state and owns nothing: not on the session's limiter,
-            # where it would hold up a set_mode right after session/new, and a close need
-            # not wait for it.
-            "model call path": (functools.partial(warm_model_path, self.sdk, conv.agent.llm), None, True),
-        }
-        ensure_ready = getattr(conv, "_ensure_agent_ready", None)
-        if ensure_ready is not None:
-
-            def tools() -> None:
-                with watch_mcp_startup() as failures:
-                    ensure_ready()
-                mcp_failures.extend(failures)
-                warm_tool_schemas(conv.agent)
-
-            # Not abandoned on cancel: a close must wait for it, or the shell it is starting
-            # would outlive the session (conv.close() would find no tools to close yet).
-            steps["tools"] = (tools, self.limiter, False)
-        async with trio.open_nursery() as nursery:
-            for name, step in steps.items():
-                nursery.start_soon(self._warm_step, name, *step)
+        """Start the tools while the user types (`Conversation.warm_up`); say which MCP
+        servers failed, once the client knows the session."""
+        assert self.conversation is not None
+        mcp_failures = await self.conversation.warm_up(self.warm_up_report)
         self.warmed.set()
         notices = mcp_failure_notices(self.client, mcp_failures)
         if notices:
@@ -206,32 +158,16 @@ class Session:
             for notice in notices:
                 await self.send_update(notice)
 
-    async def _warm_step(self, name: str, step: Any, limiter: Any, abandon: bool) -> None:
-        try:
-            await trio.to_thread.run_sync(step, limiter=limiter, abandon_on_cancel=abandon)
-        except Exception as exc:
-            self.warm_up_report[name] = f"failed: {describe(exc)}"
-            log.warning("warming up session %s (%s) failed; the first prompt will retry", self.id, name, exc_info=True)
-        else:
-            self.warm_up_report[name] = "done"
-
     async def published(self) -> None:
         """The client has been told the session id (run after the response)."""
         self._published.set()
 
     async def _shutdown_sdk(self) -> None:
         if self.conversation is not None:
-            conv = self.conversation
             try:
-                await trio.to_thread.run_sync(
-                    lambda: (stop_tool_processes(conv), conv.close(), remove_editor_history(conv)),
-                    limiter=self.limiter,
-                    abandon_on_cancel=True,
-                )
+                await self.conversation.close()
             except Exception:
                 log.exception("closing the conversation of session %s failed", self.id)
-        if self._loop is not None:
-            self._loop.stop()
         if self.bridge is not None:
             self.bridge.close()
 
@@ -309,21 +245,11 @@ class Session:
             )
         if choice.id == self.model:
             return
-        conv, sdk, make_llm = self.conversation, self.sdk, self._make_llm
-        effort, stream = self.reasoning_effort, self.stream
-
-        def switch() -> str | None:
-            llm = make_llm(choice)
-            update: dict[str, Any] = {"stream": stream}
-            new_effort = None
-            if supports_reasoning_effort(sdk, llm):
-                new_effort = effort or llm.reasoning_effort or "high"
-                update["reasoning_effort"] = new_effort
-            conv.switch_llm(llm.model_copy(update=update))  # takes the state lock
-            return new_effort
-
+        assert self.conversation is not None
         try:
-            new_effort = await trio.to_thread.run_sync(switch, limiter=self.limiter)
+            new_effort = await self.conversation.use_model(
+                choice, reasoning_effort=self.reasoning_effort, stream=self.stream
+            )
         except Exception as exc:
             log.warning("switching session %s to model %s failed", self.id, choice.id, exc_info=True)
             raise internal(f"model {choice.id!r} cannot be used: {_one_line(str(exc))[:500]}") from None
@@ -333,12 +259,8 @@ class Session:
     async def _set_stream(self, value: Any) -> None:
         if not isinstance(value, bool):
             raise RequestError.invalid_params("the stream option takes a boolean value")
-        conv = self.conversation
-
-        def switch() -> None:
-            conv.switch_llm(conv.agent.llm.model_copy(update={"stream": value}))
-
-        await trio.to_thread.run_sync(switch, limiter=self.limiter)
+        assert self.conversation is not None
+        await self.conversation.update_llm(stream=value)
         self.stream = value
 
     async def _set_reasoning_effort(self, value: Any) -> None:
@@ -346,25 +268,13 @@ class Session:
             raise RequestError.invalid_params("this model has no reasoning effort to choose")
         if value not in REASONING_EFFORTS:
             raise RequestError.invalid_params(f"reasoning effort must be one of {', '.join(REASONING_EFFORTS)}")
-        conv = self.conversation
-
-        def switch() -> None:
-            llm = conv.agent.llm
-            conv.switch_llm(llm.model_copy(update={"reasoning_effort": value}))
-
-        await trio.to_thread.run_sync(switch, limiter=self.limiter)
+        assert self.conversation is not None
+        await self.conversation.update_llm(reasoning_effort=value)
         self.reasoning_effort = value
 
     async def _apply_mode(self, mode: str) -> None:
-        policy, analyzer = confirmation_setup(self.sdk, mode)
-        conv = self.conversation
-
-        def apply() -> None:
-            # Both take the state lock: a worker thread, never the Trio thread.
-            conv.set_security_analyzer(analyzer)
-            conv.set_confirmation_policy(policy)
-
-        await trio.to_thread.run_sync(apply, limiter=self.limiter)
+        assert self.conversation is not None
+        await self.conversation.set_mode(mode)
         self.translator.action_status = "in_progress" if mode == ALWAYS_APPROVE else "pending"
 
     async def set_mode(self, mode: str, *, announce: bool) -> None:
@@ -436,8 +346,8 @@ class Session:
 
     async def fork_conversation(self, fork_id: uuid.UUID) -> None:
         """session/fork: copy this conversation, history and all, to `fork_id` on disk."""
-        conv, sdk = self.conversation, self.sdk
-        await trio.to_thread.run_sync(lambda: fork_conversation(sdk, conv, fork_id), limiter=self.limiter)
+        assert self.conversation is not None
+        await self.conversation.fork(fork_id)
 
     def keep_title(self) -> None:
         """The session already has its title (a fork's): the first prompt does not rename it."""
@@ -561,8 +471,8 @@ class Session:
 
     async def replay_history(self) -> None:
         """session/load: the whole conversation as updates, user messages included."""
-        conv = self.conversation
-        events = await trio.to_thread.run_sync(lambda: list(conv.state.events), limiter=self.limiter)
+        assert self.conversation is not None
+        events = await self.conversation.history()
         for update in coalesce(self._guard(self.translator.replay, events)):
             await self.send_update(update)
         self._titled = True  # a loaded session keeps the title it had
@@ -636,15 +546,18 @@ class Session:
                 await self.send_update(schema.AgentMessageChunk(content=schema.TextContent(text=text)))
                 stop_reason = "cancelled" if cancel_event.is_set() else "end_turn"
                 return schema.PromptResponse(stop_reason=stop_reason)
-            message = self._build_message(blocks)
+            parts = prompt_to_parts(blocks)
+            if not parts:
+                raise RequestError.invalid_params("the prompt has no content")
             self._record_turn(blocks, seq)
             conv = self.conversation
-            if conv.state.execution_status == self.sdk.ExecutionStatus.WAITING_FOR_CONFIRMATION:
+            assert conv is not None
+            if conv.status() == WAITING_FOR_CONFIRMATION:
                 # Left waiting by an earlier process (crash, kill) or turn: the SDK would run
                 # those actions as approved on the next run. Nobody approved them.
                 await self._reject_pending(conv, "Not approved before the session was reopened; nothing was run.")
-            start = len(conv.state.events)
-            await trio.to_thread.run_sync(conv.send_message, message, limiter=self.limiter)
+            start = conv.event_count()
+            await conv.send_message(parts)
             sent = True
             if cancel_event.is_set():
                 stop_reason = "cancelled"
@@ -688,7 +601,7 @@ class Session:
         # is shielded or synchronous, so the still-cancelled scope cannot interrupt it.
         cancel_event.set()
         with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-            if conv.state.execution_status == self.sdk.ExecutionStatus.WAITING_FOR_CONFIRMATION:
+            if conv.status() == WAITING_FOR_CONFIRMATION:
                 await self._reject_pending(conv, "The user cancelled before approving this action.")
         return "cancelled"
 
@@ -714,140 +627,89 @@ class Session:
                 await self._reject_pending(conv, "The user cancelled before approving this action.")
                 return "cancelled"
 
-    async def _note_interruption(self, conv: Any) -> None:
-        """Record in the conversation that the user cut this turn short (sdk.interruption_event).
-
-        Appended to the SDK's state directly (persisted, no callbacks): the client already
-        knows it cancelled; the model and a later `session/load` learn it from this.
-        """
-        sdk = self.sdk
-
-        def note() -> None:
-            with conv.state:  # the SDK's state lock: a worker thread, never the Trio thread
-                if conv.state.execution_status == sdk.ExecutionStatus.FINISHED:
-                    return  # the reply was complete when the cancel landed
-                conv.state.append_event(interruption_event(sdk))
-
+    async def _note_interruption(self, conv: Conversation) -> None:
+        """Record in the conversation that the user cut this turn short (sdk.interruption_event)."""
         try:
-            # Abandonable: a run that outlived its interrupt may still hold the lock, and a
-            # cancel must answer within its budget rather than wait for it.
-            await trio.to_thread.run_sync(note, limiter=self._interrupt_limiter, abandon_on_cancel=True)
+            await conv.note_interruption()
         except Exception:
             log.warning("could not record the interruption in session %s", self.id, exc_info=True)
 
-    async def _reject_pending(self, conv: Any, reason: str) -> None:
+    async def _reject_pending(self, conv: Conversation, reason: str) -> None:
         with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-            await trio.to_thread.run_sync(conv.reject_pending_actions, reason, limiter=self.limiter)
+            await conv.reject_pending(reason)
 
     async def _run_once(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
-        assert self._loop is not None
-        fut = self._loop.submit(conv.arun)
+        run = conv.start_run()
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._interrupt_when, cancel_event, conv, fut)
-                try:
-                    await wait_future(fut)
-                    error = None
-                except Exception as exc:
-                    error = exc
+                nursery.start_soon(self._interrupt_when, cancel_event, conv, run)
+                error = await run.outcome()
                 nursery.cancel_scope.cancel()
         except BaseException:
             # The handler itself was cancelled (connection closing, $/cancel_request):
             # the SDK must still stop before we let go of it.
             with trio.move_on_after(CANCEL_DEADLINE, shield=True):
                 cancel_event.set()
-                await self._interrupt_until_done(conv, fut)
+                await self._interrupt_until_done(conv, run)
             raise
         if cancel_event.is_set():
             return "cancelled"
         return self._stop_reason(conv, start, error)
 
-    async def _interrupt_when(self, cancel_event: trio.Event, conv: Any, fut: Any) -> None:
+    async def _interrupt_when(self, cancel_event: trio.Event, conv: Conversation, run: Any) -> None:
         await cancel_event.wait()
         with trio.move_on_after(CANCEL_DEADLINE):
-            await self._interrupt_until_done(conv, fut)
+            await self._interrupt_until_done(conv, run)
 
-    async def _interrupt_until_done(self, conv: Any, fut: Any) -> None:
+    async def _interrupt_until_done(self, conv: Conversation, run: Any) -> None:
         # interrupt() lands only once arun() has registered its task; a cancel that races
         # the run's first instructions falls back to pause(), which arun() then
         # overrides. Interrupting again until the run is over closes that window.
         delay = 0.02
         first = True
-        while not fut.done():
-            await trio.to_thread.run_sync(conv.interrupt, limiter=self._interrupt_limiter)
+        while not run.done():
+            await conv.interrupt()
             if first:
                 first = False
-                await trio.to_thread.run_sync(stop_tool_processes, conv, limiter=self._interrupt_limiter)
+                await conv.stop_tools()
             with trio.move_on_after(delay):
-                # Only that the run is over: a run cancelled outright (interrupted before
-                # it started) ends with a cancelled future, which is not an error here.
-                await wait_done(fut)
+                await run.wait_done()
             delay = min(delay * 2, 0.5)
 
-    def _stop_reason(self, conv: Any, start: int, error: BaseException | None) -> str:
-        status = conv.state.execution_status
-        Status = self.sdk.ExecutionStatus
-        if status == Status.FINISHED and error is None:
+    def _stop_reason(self, conv: Conversation, start: int, error: BaseException | None) -> str:
+        status = conv.status()
+        if status == FINISHED and error is None:
             return "end_turn"
-        if status == Status.WAITING_FOR_CONFIRMATION and error is None:
+        if status == WAITING_FOR_CONFIRMATION and error is None:
             return "confirm"
-        code, detail = self._last_error(conv, start)
+        code, detail = conv.last_error(start)
         if code == "MaxIterationsReached":
             return "max_turn_requests"
-        if error is not None or status == Status.ERROR:
+        if error is not None or status == ERROR:
             failure = describe_model_failure(error, code, detail, self.model)
             if failure is not None:  # the model call failed: say what, and what to do
                 raise internal(
                     failure.message,
-                    {"code": code, "status": str(getattr(status, "value", status)), "model": failure.data()},
+                    {"code": code, "status": status, "model": failure.data()},
                 )
             message = detail or (str(error) if error is not None else "the agent failed")
             raise internal(
                 f"the agent's turn failed ({code or type(error).__name__}): {_one_line(message)}",
-                {"code": code, "status": str(status.value if hasattr(status, 'value') else status)},
+                {"code": code, "status": status},
             )
         # PAUSED, STUCK, IDLE: the turn is over without an error.
         return "end_turn"
 
-    @staticmethod
-    def _last_error(conv: Any, start: int) -> tuple[str | None, str | None]:
-        events = conv.state.events
-        for index in range(len(events) - 1, start - 1, -1):
-            event = events[index]
-            if type(event).__name__ == "ConversationErrorEvent":
-                return event.code, event.detail
-        return None, None
-
-    def _build_message(self, blocks: list[Any]) -> Any:
-        sdk = self.sdk
-        content: list[Any] = []
-        for part in prompt_to_parts(blocks):
-            if isinstance(part, TextPart):
-                content.append(sdk.TextContent(text=part.text))
-            elif isinstance(part, ImagePart):
-                content.append(sdk.ImageContent(image_urls=[part.url]))
-        if not content:
-            raise RequestError.invalid_params("the prompt has no content")
-        return sdk.Message(role="user", content=content)
-
     def _post_usage(self, seq: int) -> None:
-        try:
-            metrics = self.conversation.conversation_stats.get_combined_metrics()
-        except Exception:
+        assert self.conversation is not None
+        usage = self.conversation.usage()
+        if usage is None or usage.context_window <= 0:
             return
-        usages = getattr(metrics, "token_usages", None) or []
-        if not usages:
-            return
-        last = usages[-1]
-        size = getattr(last, "context_window", 0) or 0
-        if size <= 0:
-            return
-        used = (last.prompt_tokens or 0) + (last.completion_tokens or 0)
-        cost = metrics.accumulated_cost
+        cost = usage.cost
         update = schema.UsageUpdate(
-            used=used,
-            size=size,
-            cost=schema.Cost(amount=cost, currency="USD") if cost and math.isfinite(cost) else None,
+            used=usage.last_used,
+            size=usage.context_window,
+            cost=schema.Cost(amount=cost, currency="USD") if cost else None,
         )
         self._post_note(update, seq)
 
