@@ -400,5 +400,5 @@ async def test_a_session_that_cannot_start_raises_the_failure_itself_not_a_group
     session = Session(session_id=uuid.UUID(int=0), cwd="/", sdk=None, conversation_factory=factory, client=None)
     async with trio.open_nursery() as nursery:
         with pytest.raises(OSError) as info:
-            await nursery.start(session.run)
+            await nursery.start(session.serve)
     assert info.value.filename == "/x/base_state.json"

@@ -260,7 +260,7 @@ class OpenHandsAgent:
         )
         retries.session = session
         try:
-            await self._nursery.start(session.run)
+            await self._nursery.start(session.serve)
         except Exception as exc:
             log.exception("starting session %s failed", sid)
             raise await _open_failure(sdk, store, sid, exc, existing=existing) from None

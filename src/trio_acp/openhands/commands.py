@@ -7,10 +7,14 @@ answered as an agent message; any other `/word` goes to the model as ordinary te
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import schema
-from .permissions import MODE_IDS, MODES
+from .permissions import MODE_IDS, MODES, RuleBook
+
+if TYPE_CHECKING:
+    from .conversation import Conversation
+    from .outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +26,29 @@ COMMANDS: list[tuple[str, str, str | None]] = [
     ("rules", "List the 'always' permission rules, or revoke them.", "revoke N | clear"),
 ]
 NAMES = {name for name, _, _ in COMMANDS}
+
+
+class CommandHost(Protocol):
+    """What the slash commands use of their session (nothing else of it)."""
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def rules(self) -> RuleBook: ...
+
+    @property
+    def conversation(self) -> Conversation | None: ...
+
+    @property
+    def outbox(self) -> Outbox: ...
+
+    async def set_mode(self, mode: str, *, announce: bool) -> None: ...
+
+    async def send_update(self, update: Any) -> None: ...
 
 
 def available_commands() -> schema.AvailableCommandsUpdate:
@@ -51,7 +78,7 @@ def parse(blocks: list[Any]) -> tuple[str, str] | None:
     return name, rest.strip()
 
 
-async def run(session: Any, name: str, arg: str) -> str:
+async def execute(session: CommandHost, name: str, arg: str) -> str:
     """Run a command; returns the text to show the user (Markdown)."""
     if name == "help":
         lines = ["Commands:"]
@@ -74,7 +101,8 @@ async def run(session: Any, name: str, arg: str) -> str:
     raise AssertionError(name)
 
 
-async def condense(session: Any) -> str:
+async def condense(session: CommandHost) -> str:
+    assert session.conversation is not None
     result = await session.conversation.condense()
     if result.empty:
         return "Nothing to condense yet: the conversation has no messages. `/condense` summarizes the history once there is some."
@@ -82,16 +110,16 @@ async def condense(session: Any) -> str:
         reason = result.failure
         # A compaction the SDK's request opened is over: once that request is on the
         # wire, say how it ended.
-        await session.flush_turn_updates()
-        for update in session.translator.end_compaction("failed", " ".join(reason.split())[:1000]):
+        await session.outbox.flush()
+        for update in session.outbox.end_compaction("failed", " ".join(reason.split())[:1000]):
             await session.send_update(update)
         return f"Could not condense: {reason}"
     return f"Conversation condensed ({result.added} new event(s) in the history)."
 
 
-def status_text(session: Any) -> str:
+def status_text(session: CommandHost) -> str:
     lines = [f"- model: `{session.model}`", f"- approval mode: `{session.mode}`"]
-    usage = session.conversation.usage()
+    usage = session.conversation.usage() if session.conversation is not None else None
     if usage is None:
         lines.append("- tokens: unknown")
     else:
@@ -104,7 +132,7 @@ def status_text(session: Any) -> str:
     return "Status:\n" + "\n".join(lines)
 
 
-def rules_text(session: Any, arg: str) -> str:
+def rules_text(session: CommandHost, arg: str) -> str:
     book = session.rules
     note = f"\n\nNote: {book.problem}." if book.problem else ""
     return _rules_text(book, arg) + note

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -24,17 +25,45 @@ from .permissions import (
     REJECT_ALWAYS,
     REJECT_ONCE,
     Rule,
+    RuleBook,
     Scope,
     action_scope,
     permission_options,
 )
 from .translate import present, tool_family, tool_locations
 
+if TYPE_CHECKING:
+    from .conversation import Conversation
+
 log = logging.getLogger(__name__)
 
 CANCELLED = "cancelled"
 # How much of a file the permission preview may read to show an edit's diff.
 PREVIEW_LIMIT = 256 * 1024
+
+
+class PermissionClient(Protocol):
+    async def request_permission(self, request: schema.RequestPermissionRequest) -> Any: ...
+
+
+class Asker(Protocol):
+    """What asking permission needs of its session (nothing else of it)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def cwd(self) -> str: ...
+
+    @property
+    def rules(self) -> RuleBook: ...
+
+    @property
+    def client(self) -> PermissionClient: ...
+
+    async def flush_turn_updates(self) -> None: ...
+
+    async def send_update(self, update: Any) -> None: ...
 
 
 class PermissionFailed(Exception):
@@ -89,7 +118,7 @@ def preview(tool: str, args: dict[str, Any], cwd: str, risk: str | None) -> list
     return content
 
 
-async def ask(session: Any, action: Any, scope: Scope, cancel_event: trio.Event) -> str:
+async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Event) -> str:
     """Put one action to the user; returns an option kind, or CANCELLED. Raises PermissionFailed."""
     args = action_arguments(action)
     risk = getattr(getattr(action, "security_risk", None), "value", None)
@@ -147,7 +176,7 @@ async def ask(session: Any, action: Any, scope: Scope, cancel_event: trio.Event)
     raise PermissionFailed(f"the client answered with an option we did not offer: {schema.to_wire(outcome)!r}")
 
 
-async def confirm_pending(session: Any, conv: Any, cancel_event: trio.Event) -> str:
+async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio.Event) -> str:
     """Decide on every pending action. Returns "continue" or CANCELLED; raises PermissionFailed.
 
     With any rejection, the SDK rejects the whole pending batch (it has no per-action

@@ -3,11 +3,11 @@
 Threads and who owns what:
 - the conversation (`conversation.py`) owns the SDK, its threads and its limiters;
   the session only awaits it;
-- SDK callbacks (events, tokens) only `post()` to the session's `ThreadBridge`; the pump
-  task, in the session's nursery, translates and sends them to the client in order.
-
-A turn's response is sent only after `bridge.flush()`: every update of the turn has
-then been queued on the connection's writer before the response (PROTOCOL §6.3).
+- SDK callbacks (events, tokens) only `post()` to the session's outbox (`outbox.py`),
+  whose pump, in the session's nursery, translates and sends them to the client in order;
+- a prompt turn (`turn.py`) runs the conversation and ends with the outbox's end-of-turn
+  rule: every update of the turn has been queued on the connection's writer before the
+  response (PROTOCOL §6.3).
 """
 
 from __future__ import annotations
@@ -24,26 +24,22 @@ from .. import schema
 from ..credentials import SecretValues, UpdateMask
 from ..rpc import PeerClosed, RequestError
 from . import commands
-from .conversation import ERROR, FINISHED, WAITING_FOR_CONFIRMATION, Conversation, LocalConversation
+from .conversation import Conversation, LocalConversation
+from .outbox import Outbox
 from .notices import mcp_failure_notices, retry_note, supports_compaction
-from .bridge import Flush, ThreadBridge
-from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
-from .confirm import CANCELLED, PermissionFailed, confirm_pending
+from . import turn
+from .confirm import confirm_pending
 from .errors import closed_session, internal, sole_error
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
 from .sdk import REASONING_EFFORTS
-from .model_failures import describe_model_failure
-from .prompt import prompt_to_parts
 from .config_options import client_takes_booleans, model_option, stream_option
-from .translate import Translator, coalesce
+from .translate import Translator
 from .turn_queue import TurnQueue
 
 log = logging.getLogger(__name__)
 
-# How long a cancelled turn may take to stop the SDK before we give up waiting and
-# answer anyway. interrupt() lands in milliseconds; this bounds a misbehaving tool.
-CANCEL_DEADLINE = 10.0
+CANCEL_DEADLINE = turn.CANCEL_DEADLINE
 # How long closing a session may take (tool executors, terminals).
 CLOSE_DEADLINE = 5.0
 
@@ -74,8 +70,6 @@ class Session:
         self.mode = mode
         secrets = secrets if secrets is not None else SecretValues()
         self.rules = RuleBook(rules_path, mask=secrets.mask)
-        # A credential split across streamed chunks is in no single frame: masked here.
-        self._update_mask = UpdateMask(secrets)
         self._store = store
         self._titled = False
         # The model's reasoning effort, when it has one to choose (else no option).
@@ -90,16 +84,14 @@ class Session:
         self._llm_switch = trio.Lock()
         self._conversation_factory = conversation_factory
         self.conversation: Conversation | None = None
-        self.translator = Translator(cwd, compaction=supports_compaction(client))
-        self.bridge: ThreadBridge | None = None
+        # A credential split across streamed chunks is in no single frame: the outbox
+        # masks what it sends.
+        self.outbox = Outbox(
+            Translator(cwd, compaction=supports_compaction(client)), UpdateMask(secrets), self.send_update
+        )
         # Prompts in the order the client sent them; one turn at a time (turn_queue.py).
         self._queue = TurnQueue()
-        # Which turn SDK callbacks belong to (None between turns), and the last turn the
-        # pump has closed: anything tagged with a closed turn is dropped.
-        self._turn_seq: int | None = None
         self._turns = 0
-        self._ended_turn = 0
-        self._finish_reason: str | None = None
         self._closed = trio.Event()
         self._stopped = trio.Event()
         # Set once the client has the session id (the response to session/new, load...):
@@ -111,17 +103,16 @@ class Session:
 
     # --- lifetime -------------------------------------------------------------------
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The session's own nursery: lives until `close()`; builds the conversation."""
-        self.bridge = ThreadBridge()
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._pump)
+                nursery.start_soon(self.outbox.pump)
                 self.conversation = await LocalConversation.open(
                     self.sdk,
                     self._conversation_factory,
-                    on_event=self._post_event,
-                    on_token=self._post_token,
+                    on_event=self.outbox.post_event,
+                    on_token=self.outbox.post_token,
                     name=f"trio-acp-session-{self.id.hex[:8]}",
                     make_llm=self._make_llm,
                 )
@@ -168,8 +159,7 @@ class Session:
                 await self.conversation.close()
             except Exception:
                 log.exception("closing the conversation of session %s failed", self.id)
-        if self.bridge is not None:
-            self.bridge.close()
+        self.outbox.close()
 
     async def close(self) -> None:
         """Cancel any turn as if by session/cancel, let it answer, then free everything."""
@@ -180,25 +170,6 @@ class Session:
             await self._queue.wait_idle()
         self._closed.set()
         await self._stopped.wait()
-
-    # SDK callbacks (any thread): hand over without waiting, tagged with the turn. The
-    # tag lets the pump drop what a finished turn's stragglers post (a tool thread that
-    # outlives an interrupt, a late token): nothing may follow a turn's response.
-
-    def _post_event(self, event: Any) -> None:
-        bridge = self.bridge
-        if bridge is not None:
-            bridge.post(SdkEvent(event, self._turn_seq))
-
-    def _post_token(self, chunk: Any) -> None:
-        bridge = self.bridge
-        if bridge is not None:
-            bridge.post(TokenChunk(chunk, self._turn_seq))
-
-    def _post_note(self, update: Any, seq: int | None) -> None:
-        bridge = self.bridge
-        if bridge is not None:
-            bridge.post(SessionNote(update, seq))
 
     # --- modes and config options -------------------------------------------------
 
@@ -275,7 +246,7 @@ class Session:
     async def _apply_mode(self, mode: str) -> None:
         assert self.conversation is not None
         await self.conversation.set_mode(mode)
-        self.translator.action_status = "in_progress" if mode == ALWAYS_APPROVE else "pending"
+        self.outbox.actions_run_unasked(mode == ALWAYS_APPROVE)
 
     async def set_mode(self, mode: str, *, announce: bool) -> None:
         """Switch the approval mode; `announce` sends current_mode_update and config_option_update."""
@@ -355,99 +326,14 @@ class Session:
 
     async def flush_turn_updates(self) -> None:
         """Wait until everything the SDK posted so far has been sent to the client."""
-        assert self.bridge is not None
-        await self.bridge.flush()
+        await self.outbox.flush()
 
     def note_retry(self, attempt: int, total: int, error: BaseException | None) -> None:
         """SDK thread: a model call failed and will be retried — say so, it can take a while.
 
         It also explains why a reply that was streaming may start over.
         """
-        self._post_note(retry_note(self.client, attempt, total, error), self._turn_seq)
-
-    # --- the update pump ------------------------------------------------------------
-
-    async def _pump(self) -> None:
-        """Translate and send what the SDK posts, in order; the only sender of turn updates.
-
-        The pump also closes turns (an `EndTurn` flush marker): from then on it drops
-        whatever a finished turn's stragglers still post (a tool thread outliving an
-        interrupt, a late token), so nothing can follow the turn's response. A turn can
-        also be closed from outside (`_ended_turn`, when its flush timed out): updates of
-        a closed turn are dropped right up to the moment they would be sent.
-        """
-        assert self.bridge is not None
-        items: list[Any] = []
-        try:
-            while True:
-                items = await self.bridge.receive_batch()
-                pending: list[Any] = []
-                pending_seq = 0
-                while items:
-                    item = items.pop(0)
-                    if isinstance(item, Flush):
-                        end = item.payload
-                        if isinstance(end, EndTurn) and end.fail_open is not None:
-                            pending.extend(self._guard(self.translator.fail_open_tool_calls, end.fail_open))
-                            pending_seq = pending_seq or end.seq
-                        # Nothing more can come before the client acts or the turn ends: text
-                        # held back as a possible credential goes now, as part of this turn.
-                        seq_now = pending_seq or getattr(end, "seq", 0)
-                        await self._send(pending, seq_now, release=True)
-                        pending, pending_seq = [], 0
-                        if isinstance(end, EndTurn):
-                            self._ended_turn = max(self._ended_turn, end.seq)
-                        item.done.set()
-                        continue
-                    seq = item.seq
-                    if seq is None or seq <= self._ended_turn:
-                        log.debug("dropping %s posted outside its turn", type(item).__name__)
-                        continue
-                    pending_seq = seq
-                    match item:
-                        case SessionNote(update=update):  # already an ACP update
-                            pending.append(update)
-                        case TokenChunk(chunk=chunk):
-                            self._note_finish_reason(chunk)
-                            pending.extend(self._guard(self.translator.token, chunk))
-                        case SdkEvent(event=event):
-                            pending.extend(self._guard(self.translator.event, event))
-                await self._send(pending, pending_seq)
-        finally:
-            # A cancelled pump must not leave anyone waiting on a flush it held.
-            for item in items:
-                if isinstance(item, Flush):
-                    item.done.set()
-
-    @staticmethod
-    def _guard(fn: Any, arg: Any) -> list[Any]:
-        # A translation bug must cost one update, never the session (or the agent: an
-        # exception here would leave the session's nursery and take the others down).
-        try:
-            return fn(arg)
-        except Exception:
-            log.exception("translating %r failed", type(arg).__name__)
-            return []
-
-    def _note_finish_reason(self, chunk: Any) -> None:
-        # The SDK drops the model's finish_reason; the stream still carries it, and it is
-        # how `max_tokens` and `refusal` stop reasons are told apart from `end_turn`.
-        for choice in getattr(chunk, "choices", None) or ():
-            reason = getattr(choice, "finish_reason", None)
-            if reason:
-                self._finish_reason = reason
-
-    async def _send(self, updates: list[Any], seq: int, *, release: bool = False) -> None:
-        try:
-            merged = coalesce(updates)
-        except Exception:
-            log.exception("coalescing updates failed; sending them as they are")
-            merged = updates
-        merged = self._update_mask.apply(merged, release=release)
-        for update in merged:
-            if seq and seq <= self._ended_turn:
-                return  # the turn was closed while we waited to send: never after its response
-            await self.send_update(update)
+        self.outbox.post_note(retry_note(self.client, attempt, total, error))
 
     async def send_update(self, update: Any) -> None:
         try:
@@ -472,12 +358,10 @@ class Session:
     async def replay_history(self) -> None:
         """session/load: the whole conversation as updates, user messages included."""
         assert self.conversation is not None
-        events = await self.conversation.history()
-        for update in coalesce(self._guard(self.translator.replay, events)):
-            await self.send_update(update)
+        await self.outbox.replay(await self.conversation.history())
         self._titled = True  # a loaded session keeps the title it had
 
-    def _record_turn(self, blocks: list[Any], seq: int) -> None:
+    def record_turn(self, blocks: list[Any], seq: int) -> None:
         """Keep `session/list` current; the first prompt also names the session."""
         if self._store is None:
             return
@@ -493,7 +377,7 @@ class Session:
             return
         if title:
             update = schema.SessionInfoUpdate(title=title, updated_at=now_iso())
-            self._post_note(update, seq)
+            self.outbox.post_note(update, seq)
 
     def prompt_received(self, key: Any) -> None:
         """The connection's reader read a prompt for this session (wire order, synchronous)."""
@@ -519,188 +403,27 @@ class Session:
                 may_run = await self._queue.wait_turn(ticket)
             except BaseException as exc:
                 # `$/cancel_request` for a queued prompt: it ends as a cancelled turn would.
-                if not _only_cancelled(exc):
+                if not turn.only_cancelled(exc):
                     raise
                 may_run = False
             if not may_run:
                 return schema.PromptResponse(stop_reason="cancelled")
             if self._closed.is_set():
                 raise closed_session(self.id)
-            return await self._run_prompt(blocks, ticket.cancelled)
+            self._turns += 1
+            return await turn.play_prompt(self, blocks, ticket.cancelled, self._turns)
         finally:
             # Last, and synchronous: the next turn starts only once this response is
             # about to be queued, so none of its updates can precede it on the wire.
             self._queue.release(ticket)
 
-    async def _run_prompt(self, blocks: list[Any], cancel_event: trio.Event) -> schema.PromptResponse:
-        self._turns += 1
-        seq = self._turn_seq = self._turns
-        self._finish_reason = None
-        assert self.bridge is not None
-        stop_reason: str | None = None
-        sent = False
-        try:
-            command = commands.parse(blocks)
-            if command is not None:
-                text = await commands.run(self, *command)
-                await self.send_update(schema.AgentMessageChunk(content=schema.TextContent(text=text)))
-                stop_reason = "cancelled" if cancel_event.is_set() else "end_turn"
-                return schema.PromptResponse(stop_reason=stop_reason)
-            parts = prompt_to_parts(blocks)
-            if not parts:
-                raise RequestError.invalid_params("the prompt has no content")
-            self._record_turn(blocks, seq)
-            conv = self.conversation
-            assert conv is not None
-            if conv.status() == WAITING_FOR_CONFIRMATION:
-                # Left waiting by an earlier process (crash, kill) or turn: the SDK would run
-                # those actions as approved on the next run. Nobody approved them.
-                await self._reject_pending(conv, "Not approved before the session was reopened; nothing was run.")
-            start = conv.event_count()
-            await conv.send_message(parts)
-            sent = True
-            if cancel_event.is_set():
-                stop_reason = "cancelled"
-            else:
-                stop_reason = await self._run(conv, cancel_event, start)
-            self._post_usage(seq)
-        finally:
-            # Every update of this turn goes out before its response, errors included;
-            # tool calls the turn announced but never finished are closed as failed.
-            fail_open = None if stop_reason == "end_turn" else (
-                "Cancelled." if stop_reason == "cancelled" else "The turn ended with an error."
-            )
-            with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-                if sent and stop_reason == "cancelled":
-                    await self._note_interruption(self.conversation)
-                await self.bridge.flush(EndTurn(seq, fail_open))
-            # Closed here too in case the flush timed out (a client that stopped reading):
-            # whatever of this turn the pump still holds is then dropped, not sent late.
-            self._ended_turn = max(self._ended_turn, seq)
-            self._turn_seq = None
-        if stop_reason == "end_turn":
-            stop_reason = {"length": "max_tokens", "content_filter": "refusal"}.get(
-                self._finish_reason or "", "end_turn"
-            )
-        return schema.PromptResponse(stop_reason=stop_reason)
+    async def execute_command(self, name: str, arg: str) -> str:
+        return await commands.execute(self, name, arg)
 
-    async def _run(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
-        """Run the conversation until the turn is over, asking permission as the SDK stops for it.
+    async def confirm_pending(self, conv: Conversation, cancel_event: trio.Event) -> str:
+        return await confirm_pending(self, conv, cancel_event)
 
-        If this request itself is cancelled — `$/cancel_request` for the prompt (also while
-        a permission request is pending), or the connection closing — the turn ends as a
-        session/cancel would: the SDK is stopped, nothing pending runs, and the answer is
-        the `cancelled` stop reason rather than an error.
-        """
-        try:
-            return await self._run_turn(conv, cancel_event, start)
-        except BaseException as exc:
-            if not _only_cancelled(exc):
-                raise
-        # Swallowing the Cancelled is deliberate; everything from here to the response
-        # is shielded or synchronous, so the still-cancelled scope cannot interrupt it.
-        cancel_event.set()
-        with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-            if conv.status() == WAITING_FOR_CONFIRMATION:
-                await self._reject_pending(conv, "The user cancelled before approving this action.")
-        return "cancelled"
-
-    async def _run_turn(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
-        while True:
-            outcome = await self._run_once(conv, cancel_event, start)
-            if outcome != "confirm":
-                return outcome
-            try:
-                decision = await confirm_pending(self, conv, cancel_event)
-            except PermissionFailed as exc:
-                # Fail closed: nothing pending runs, and the turn ends with the reason.
-                await self._reject_pending(conv, "The permission request failed; nothing was run.")
-                raise internal(f"{exc}; nothing was run") from None
-            except BaseException:
-                # Whatever else went wrong (a cancel is handled in _run), the actions that
-                # were waiting must not be left pending: the next run would take them as
-                # approved.
-                await self._reject_pending(conv, "No approval was given; nothing was run.")
-                raise
-            if decision == CANCELLED or cancel_event.is_set():
-                # Rejected now, or the next run would take the pending actions as approved.
-                await self._reject_pending(conv, "The user cancelled before approving this action.")
-                return "cancelled"
-
-    async def _note_interruption(self, conv: Conversation) -> None:
-        """Record in the conversation that the user cut this turn short (sdk.interruption_event)."""
-        try:
-            await conv.note_interruption()
-        except Exception:
-            log.warning("could not record the interruption in session %s", self.id, exc_info=True)
-
-    async def _reject_pending(self, conv: Conversation, reason: str) -> None:
-        with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-            await conv.reject_pending(reason)
-
-    async def _run_once(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
-        run = conv.start_run()
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._interrupt_when, cancel_event, conv, run)
-                error = await run.outcome()
-                nursery.cancel_scope.cancel()
-        except BaseException:
-            # The handler itself was cancelled (connection closing, $/cancel_request):
-            # the SDK must still stop before we let go of it.
-            with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-                cancel_event.set()
-                await self._interrupt_until_done(conv, run)
-            raise
-        if cancel_event.is_set():
-            return "cancelled"
-        return self._stop_reason(conv, start, error)
-
-    async def _interrupt_when(self, cancel_event: trio.Event, conv: Conversation, run: Any) -> None:
-        await cancel_event.wait()
-        with trio.move_on_after(CANCEL_DEADLINE):
-            await self._interrupt_until_done(conv, run)
-
-    async def _interrupt_until_done(self, conv: Conversation, run: Any) -> None:
-        # interrupt() lands only once arun() has registered its task; a cancel that races
-        # the run's first instructions falls back to pause(), which arun() then
-        # overrides. Interrupting again until the run is over closes that window.
-        delay = 0.02
-        first = True
-        while not run.done():
-            await conv.interrupt()
-            if first:
-                first = False
-                await conv.stop_tools()
-            with trio.move_on_after(delay):
-                await run.wait_done()
-            delay = min(delay * 2, 0.5)
-
-    def _stop_reason(self, conv: Conversation, start: int, error: BaseException | None) -> str:
-        status = conv.status()
-        if status == FINISHED and error is None:
-            return "end_turn"
-        if status == WAITING_FOR_CONFIRMATION and error is None:
-            return "confirm"
-        code, detail = conv.last_error(start)
-        if code == "MaxIterationsReached":
-            return "max_turn_requests"
-        if error is not None or status == ERROR:
-            failure = describe_model_failure(error, code, detail, self.model)
-            if failure is not None:  # the model call failed: say what, and what to do
-                raise internal(
-                    failure.message,
-                    {"code": code, "status": status, "model": failure.data()},
-                )
-            message = detail or (str(error) if error is not None else "the agent failed")
-            raise internal(
-                f"the agent's turn failed ({code or type(error).__name__}): {_one_line(message)}",
-                {"code": code, "status": status},
-            )
-        # PAUSED, STUCK, IDLE: the turn is over without an error.
-        return "end_turn"
-
-    def _post_usage(self, seq: int) -> None:
+    def post_usage(self, seq: int) -> None:
         assert self.conversation is not None
         usage = self.conversation.usage()
         if usage is None or usage.context_window <= 0:
@@ -711,7 +434,7 @@ class Session:
             size=usage.context_window,
             cost=schema.Cost(amount=cost, currency="USD") if cost else None,
         )
-        self._post_note(update, seq)
+        self.outbox.post_note(update, seq)
 
 
 def _title_from(text: str) -> str | None:
@@ -720,14 +443,6 @@ def _title_from(text: str) -> str | None:
     if not words:
         return None
     return words if len(words) <= 80 else words[:79].rstrip() + "…"
-
-
-def _only_cancelled(exc: BaseException) -> bool:
-    if isinstance(exc, trio.Cancelled):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_only_cancelled(e) for e in exc.exceptions)
-    return False
 
 
 def _one_line(text: str) -> str:
