@@ -22,7 +22,7 @@ from ..credentials import SecretValues, secret_values
 from ..rpc import RequestError, after_response, current_request_id
 from . import commands
 from .damage import find_damage
-from .errors import SEE_LOG, busy, describe, explained, internal, not_configured, unknown_session
+from .errors import SEE_LOG, busy, describe, explained, internal, leaves, not_configured, reraise, unknown_session
 from .models import model_choices
 from .sdk import SdkLoader, build_agent, build_choice_llm, build_llm, fork_conversation, mask_in_conversation
 from .session import Session
@@ -472,6 +472,7 @@ class OpenHandsAgent:
         session = self._sessions.get(validate_session_id(session_id))
         if session is None:
             raise unknown_session(session_id)
+        session.check_alive()
         return session
 
     def request_received(self, method: str, params: Any) -> None:
@@ -596,11 +597,33 @@ def _short(exc: BaseException) -> str:
 
 @asynccontextmanager
 async def open_openhands_agent(**kwargs: Any) -> AsyncIterator[OpenHandsAgent]:
-    async with trio.open_nursery() as nursery:
-        agent = OpenHandsAgent(nursery, **kwargs)
-        try:
-            yield agent
-        finally:
-            with trio.move_on_after(10, shield=True):
-                await agent.aclose()
-            nursery.cancel_scope.cancel()
+    """The agent for the duration of the block; leaving it closes every session.
+
+    Like `rpc.open_peer`, it raises one exception, never Trio's group: the body's own
+    exception as itself, else the one failure inside (each session has an error boundary
+    of its own, so a failing session never gets here).
+    """
+    body_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            agent = OpenHandsAgent(nursery, **kwargs)
+            try:
+                yield agent
+            except BaseException as exc:
+                body_error = exc
+                raise
+            finally:
+                with trio.move_on_after(10, shield=True):
+                    await agent.aclose()
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if body_error is not None:
+            mine = {id(leaf) for leaf in leaves(body_error)}
+            for leaf in leaves(group):
+                if id(leaf) not in mine and not isinstance(leaf, trio.Cancelled):
+                    log.error("the OpenHands agent failed", exc_info=leaf)
+            reraise(body_error)
+        failures = [leaf for leaf in leaves(group) if not isinstance(leaf, trio.Cancelled)] or leaves(group)
+        for leaf in failures[1:]:
+            log.error("the OpenHands agent failed", exc_info=leaf)
+        reraise(failures[0])

@@ -14,7 +14,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ..rpc import ErrorCode, RequestError
 
@@ -55,6 +55,17 @@ def sole_error(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
+
+
+def reraise(exc: BaseException) -> NoReturn:
+    """Raise `exc` from inside an `except` block without making the group being handled
+    its `__context__` (the trick Trio's own nursery uses; as `rpc.open_peer` does)."""
+    context = exc.__context__
+    try:
+        raise exc
+    finally:
+        exc.__context__ = context
+        del exc, context
 
 
 def leaves(exc: BaseException) -> list[BaseException]:

@@ -29,7 +29,7 @@ from .outbox import Outbox
 from .notices import mcp_failure_notices, retry_note, supports_compaction
 from . import turn
 from .confirm import confirm_pending
-from .errors import closed_session, internal, sole_error
+from .errors import SEE_LOG, closed_session, describe, internal, leaves, sole_error
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
 from .sdk import REASONING_EFFORTS
@@ -100,11 +100,20 @@ class Session:
         # Set when the warm-up after session/new is over; what each step did.
         self.warmed = trio.Event()
         self.warm_up_report: dict[str, str] = {}
+        # What ended the session, if a failure did (`serve`, the session's error boundary).
+        self.failure: str | None = None
 
     # --- lifetime -------------------------------------------------------------------
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """The session's own nursery: lives until `close()`; builds the conversation."""
+        """The session's own nursery: lives until `close()`; builds the conversation.
+
+        Once started, it is the session's error boundary (as a server's per-request one):
+        a failure inside the session's tasks is logged and ends this session — its turn
+        answers with the failure, later requests for it too — and never reaches the
+        agent's nursery, where it would take the agent and the other sessions down.
+        """
+        started = False
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self.outbox.pump)
@@ -123,9 +132,13 @@ class Session:
                 await self._restore_options()
                 nursery.start_soon(self._warm_up)
                 task_status.started()
+                started = True
                 await self._closed.wait()
                 nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
+            if started and all(isinstance(leaf, (Exception, trio.Cancelled)) for leaf in leaves(group)):
+                self._fail(group)
+                return
             # The conversation could not be built (damaged files, ...): that one failure
             # is what the caller reports, not Trio's "Exceptions from Trio nursery".
             error = sole_error(group)
@@ -136,6 +149,17 @@ class Session:
             with trio.move_on_after(CLOSE_DEADLINE, shield=True):
                 await self._shutdown_sdk()
             self._stopped.set()
+
+    def _fail(self, group: BaseExceptionGroup) -> None:
+        self.failure = describe(group)
+        log.error("session %s failed; it is closed", self.id, exc_info=group)
+        # The running turn and the queued ones end now, answered with the failure.
+        self._queue.cancel_all()
+
+    def check_alive(self) -> None:
+        """Raise the session's failure, if it failed (see `serve`)."""
+        if self.failure is not None:
+            raise internal(f"session {self.id} failed: {self.failure} ({SEE_LOG})")
 
     async def _warm_up(self) -> None:
         """Start the tools while the user types (`Conversation.warm_up`); say which MCP
@@ -406,12 +430,17 @@ class Session:
                 if not turn.only_cancelled(exc):
                     raise
                 may_run = False
+            self.check_alive()
             if not may_run:
                 return schema.PromptResponse(stop_reason="cancelled")
             if self._closed.is_set():
                 raise closed_session(self.id)
             self._turns += 1
-            return await turn.play_prompt(self, blocks, ticket.cancelled, self._turns)
+            try:
+                response = await turn.play_prompt(self, blocks, ticket.cancelled, self._turns)
+            finally:
+                self.check_alive()  # the session failed during the turn: that is the answer
+            return response
         finally:
             # Last, and synchronous: the next turn starts only once this response is
             # about to be queued, so none of its updates can precede it on the wire.
