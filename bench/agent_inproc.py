@@ -14,7 +14,7 @@ paced  `--paced` posts `--gap-us` µs apart: the cost of each post() call in the
        posts (the GIL is free, the Trio thread drains every item, so every post schedules
        a wake-up with `run_sync_soon`: the worst case), then it spins (holds the GIL like a
        CPU-bound litellm parsing the next chunk: the Trio thread gets in less often).
-pump   the session's real update pump (`Session._pump`: bridge → Translator.token →
+pump   the session's real update pump (`Outbox.pump`: bridge → Translator.token →
        coalesce → client.session_update) fed `--tokens` litellm-shaped token chunks from a
        plain thread, back to back: the Trio side's capacity in tokens per second, and how
        many updates coalescing makes of them (the client here is a counter: no JSON).
@@ -26,6 +26,7 @@ import argparse
 import statistics
 import threading
 import time
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -165,32 +166,31 @@ def _fake_chunks(text: str, size: int) -> list[Any]:
 
 
 async def pump(tokens: int) -> dict[str, Any]:
-    from trio_acp.openhands.session import Session
+    from trio_acp.credentials import SecretValues, UpdateMask
+    from trio_acp.openhands.outbox import Outbox
+    from trio_acp.openhands.translate import Translator
 
     text = long_text(tokens)
     chunks = _fake_chunks(text, 4)
     client = _CountingClient(len(text))
-    session = Session(
-        session_id="00000000-0000-0000-0000-000000000000",
-        cwd="/",
-        sdk=SimpleNamespace(),
-        conversation_factory=None,
-        client=client,
-    )
-    # Just the pump of Session.run(): no conversation behind it.
-    session.bridge = ThreadBridge()
-    session._turn_seq = 1
+
+    async def send_update(update: Any) -> None:
+        await client.session_update(session_id=str(uuid.UUID(int=0)), update=update)
+
+    # Just a session's outbox and its pump: no conversation behind it.
+    outbox = Outbox(Translator("/"), UpdateMask(SecretValues()), send_update, ThreadBridge())
+    outbox.begin_turn(1)
     producer: dict[str, float] = {}
 
     def produce() -> None:
-        post = session._post_sdk
+        post = outbox.post_token
         c0 = time.thread_time()
         for chunk in chunks:
-            post("token", chunk)
+            post(chunk)
         producer["cpu"] = time.thread_time() - c0
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(session._pump)
+        nursery.start_soon(outbox.pump)
         c0 = time.process_time()
         t0 = time.perf_counter()
         thread = threading.Thread(target=produce, name="bench-pump-producer")

@@ -82,7 +82,7 @@ async def _main(url, home, ws, switches, forks):
                     switches,
                 ),
             )
-            session = agent._sessions[sid]
+            session = agent._sessions[uuid.UUID(sid)]
             _line("copy", await _timed(lambda i: session.fork_conversation(uuid.uuid4()), forks))
             await api.set_session_config_option(
                 session_id=sid, config_id="model", value="openai/scripted"

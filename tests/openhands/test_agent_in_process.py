@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import sys
+import uuid
 
 import psutil
 import pytest
@@ -113,7 +114,7 @@ async def test_a_prompt_sent_while_a_turn_runs_is_queued_and_a_cancel_ends_both(
                 nursery.start_soon(prompt, "first", scenario_prompt("slow", chunks=40, delay_ms=50))
                 await client.got.wait()
                 nursery.start_soon(prompt, "queued", scenario_prompt("echo", "queued"))
-                while agent._sessions[sid].queued == 0:
+                while agent._sessions[uuid.UUID(sid)].queued == 0:
                     await trio.sleep(0.01)
                 assert "queued" not in result  # waiting behind the running turn, not refused
                 await conn.agent.cancel(session_id=sid)
@@ -245,7 +246,7 @@ async def test_slash_commands(env, tmp_path, llm):
     async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
         async with open_in_memory_pair(agent, client) as (_, conn):
             sid = await _start(conn, tmp_path)
-            session = agent._sessions[sid]
+            session = agent._sessions[uuid.UUID(sid)]
             await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "remember me")))
 
             async def say(text):
@@ -259,9 +260,9 @@ async def test_slash_commands(env, tmp_path, llm):
             assert "openai/scripted" in status and "always-approve" in status and "tokens" in status
             assert "No 'always' rules" in await say("/rules")
             assert "Choose one of" in await say("/confirm")
-            events_before = [type(e).__name__ for e in session.conversation.state.events]
+            events_before = [type(e).__name__ for e in session.conversation.sdk_conversation.state.events]
             assert "condensed" in await say("/condense")
-            events_after = [type(e).__name__ for e in session.conversation.state.events]
+            events_after = [type(e).__name__ for e in session.conversation.sdk_conversation.state.events]
             assert "Condensation" in events_after and "Condensation" not in events_before
             # Not one of ours: it goes to the model as text.
             requests = len(llm.requests)

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -396,8 +397,8 @@ async def test_a_session_that_cannot_start_raises_the_failure_itself_not_a_group
     def factory(**_):
         raise OSError(28, "No space left on device", "/x/base_state.json")
 
-    session = Session(session_id="0" * 32, cwd="/", sdk=None, conversation_factory=factory, client=None)
+    session = Session(session_id=uuid.UUID(int=0), cwd="/", sdk=None, conversation_factory=factory, client=None)
     async with trio.open_nursery() as nursery:
         with pytest.raises(OSError) as info:
-            await nursery.start(session.run)
+            await nursery.start(session.serve)
     assert info.value.filename == "/x/base_state.json"

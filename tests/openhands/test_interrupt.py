@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from types import SimpleNamespace
 
 import trio
 
+from trio_acp.openhands.conversation import _FutureRun
 from trio_acp.openhands.loop_thread import LoopThread, wait_done
-from trio_acp.openhands.session import Session
+from trio_acp.openhands.turn import interrupt_until_done
 
 
 class _Conversation:
@@ -20,8 +19,11 @@ class _Conversation:
     def __init__(self) -> None:
         self.interrupts = 0
 
-    def interrupt(self) -> None:
+    async def interrupt(self) -> None:
         self.interrupts += 1
+
+    async def stop_tools(self) -> None:
+        pass
 
 
 async def test_interrupting_a_run_that_ended_cancelled_is_not_an_error():
@@ -38,13 +40,11 @@ async def test_interrupting_a_run_that_ended_cancelled_is_not_an_error():
         fut.cancel()
         with trio.fail_after(5):
             await wait_done(fut)
-        session = Session(session_id=str(uuid.uuid4()), cwd="/", sdk=SimpleNamespace(),
-                          conversation_factory=None, client=None)
         conv = _Conversation()
         fut = loop.submit(forever)
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(session._interrupt_until_done, conv, fut)
+                nursery.start_soon(interrupt_until_done, conv, _FutureRun(fut))
                 await trio.sleep(0.05)
                 fut.cancel()  # the run ends cancelled while we interrupt it
         assert conv.interrupts >= 1

@@ -8,6 +8,7 @@ in-process on the scripted model (the SDK imported once for the test session).
 from __future__ import annotations
 
 import json
+import uuid
 
 import hypothesis
 import psutil
@@ -237,7 +238,7 @@ async def test_closing_a_session_removes_the_file_editors_temporary_history(env,
                 sid = await raw.open_session(tmp_path)
                 await raw.prompt(3, sid, scenario_prompt("edit", path=str(tmp_path / "f.txt")))
                 assert (await raw.until(lambda f: f.get("id") == 3))["result"]["stopReason"] == "end_turn"
-                dirs = editor_history_dirs(agent._sessions[sid].conversation)
+                dirs = editor_history_dirs(agent._sessions[uuid.UUID(sid)].conversation.sdk_conversation)
                 assert dirs and all(d.is_dir() for d in dirs)
                 await raw.send({"jsonrpc": "2.0", "id": 4, "method": "session/close", "params": {"sessionId": sid}})
                 await raw.until(lambda f: f.get("id") == 4)

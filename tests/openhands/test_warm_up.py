@@ -9,6 +9,7 @@ fails costs nothing but its own time.
 from __future__ import annotations
 
 import os
+import uuid
 
 import trio
 
@@ -76,11 +77,11 @@ async def test_every_warm_up_step_runs_after_session_new(env, tmp_path):
             async with open_in_memory_pair(agent, client) as (_, conn):
                 await conn.agent.initialize(protocol_version=1)
                 sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-                session = agent._sessions[sid]
+                session = agent._sessions[uuid.UUID(sid)]
                 await session.warmed.wait()
                 assert session.warm_up_report == {"tools": "done", "model call path": "done"}
                 # The tools are up before any prompt asked for them.
-                assert "terminal" in session.conversation.agent.tools_map
+                assert "terminal" in session.conversation.sdk_conversation.agent.tools_map
                 r = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("terminal"))])
                 assert r.stop_reason == "end_turn"
     assert "hello from terminal" in client.tool_outputs()
@@ -95,7 +96,7 @@ async def test_a_failed_warm_up_step_costs_the_session_nothing(env, tmp_path, mo
             async with open_in_memory_pair(agent, client) as (_, conn):
                 await conn.agent.initialize(protocol_version=1)
                 sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-                session = agent._sessions[sid]
+                session = agent._sessions[uuid.UUID(sid)]
                 await session.warmed.wait()
                 report = session.warm_up_report
                 assert report["tools"].startswith("failed:") and "bash" in report["tools"]

@@ -23,7 +23,7 @@ from ..rpc import RequestError, after_response, current_request_id
 from . import commands
 from .agent_spec import build_session_agent, hook_config
 from .damage import find_damage
-from .errors import SEE_LOG, describe, explained
+from .errors import SEE_LOG, busy, describe, explained, internal, leaves, not_configured, reraise, unknown_session
 from .models import model_choices
 from .sdk import SdkLoader, build_agent, build_choice_llm, build_llm, fork_conversation, mask_in_conversation
 from .session import Session
@@ -40,12 +40,15 @@ AUTH_METHOD_ID = "openhands-settings"
 TERMINAL_AUTH_METHOD_ID = "openhands-terminal-setup"
 
 
-def validate_session_id(session_id: str) -> str:
-    """Session ids are UUIDs we made; anything else never reaches a path."""
+def validate_session_id(session_id: str) -> uuid.UUID:
+    """The boundary: a request's session id, parsed once into the UUID used inside.
+
+    Session ids are UUIDs we made; anything else never reaches a path.
+    """
     sid = parse_session_id(session_id)
     if sid is None:
-        raise RequestError(-32002, f"unknown session: {session_id!r}")
-    return str(sid)
+        raise unknown_session(session_id)
+    return sid
 
 
 class OpenHandsAgent:
@@ -63,8 +66,8 @@ class OpenHandsAgent:
         # The credential values to mask (credentials.py); shared with the server's stream.
         self.secrets = secrets if secrets is not None else SecretValues()
         self._client: Any = None
-        self._sessions: dict[str, Session] = {}
-        self._locks: dict[str, trio.Lock] = {}
+        self._sessions: dict[uuid.UUID, Session] = {}
+        self._locks: dict[uuid.UUID, trio.Lock] = {}
         # Prompts the reader has registered with their session, by request id, until
         # their task picks them up (`request_received`, `prompt`).
         self._received_prompts: dict[Any, Session] = {}
@@ -78,7 +81,7 @@ class OpenHandsAgent:
         try:
             settings = load_settings(self._env)
         except SettingsError as exc:
-            raise RequestError(-32000, str(exc)) from None
+            raise not_configured(str(exc)) from None
         # Masked from now on, before anything can quote them (a validation error, say).
         self.secrets.add(secret_values(settings.llm or {}))
         return settings
@@ -156,7 +159,7 @@ class OpenHandsAgent:
             raise RequestError.invalid_params(f"unknown auth method {params.method_id!r}")
         settings = self._settings()
         if settings.llm is None:
-            raise RequestError(-32000, settings.missing_model_message())
+            raise not_configured(settings.missing_model_message())
         self._logged_out = None
         return schema.AuthenticateResponse()
 
@@ -184,8 +187,7 @@ class OpenHandsAgent:
         if _settings_identity(self._env) != self._logged_out:
             self._logged_out = None  # the settings were written since: configured again
             return
-        raise RequestError(
-            -32000,
+        raise not_configured(
             "logged out: configure a model again (the terminal set-up, `trio-acp setup`, or the "
             "OpenHands CLI), or authenticate with the configured one",
         )
@@ -198,32 +200,31 @@ class OpenHandsAgent:
         if not os.path.isdir(cwd):
             raise RequestError.invalid_params(f"cwd is not an existing directory: {cwd}")
 
-    async def _open_session(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> Session:
+    async def _open_session(self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None) -> Session:
         """Start a session (new, or an existing conversation from disk) in the agent's nursery."""
         self._check_cwd(cwd)
         settings = self._settings()
         if settings.llm is None:
-            raise RequestError(-32000, settings.missing_model_message())
+            raise not_configured(settings.missing_model_message())
         self._check_logged_in()
         try:
             models = model_choices(settings, self._env)
         except SettingsError as exc:
-            raise RequestError(-32000, str(exc)) from None
+            raise not_configured(str(exc)) from None
         sdk = await self._sdk_loader.get()
         retries = RetryRelay()
         try:
             llm = build_llm(sdk, settings.llm, retry_listener=retries, sources=settings.sources)
         except Exception as exc:
-            raise RequestError(
-                -32000, f"the model settings are not usable: {_short(exc)} (from {settings.settings_file} / LLM_*)"
+            raise not_configured(
+                f"the model settings are not usable: {_short(exc)} (from {settings.settings_file} / LLM_*)"
             ) from None
-        sid = uuid.UUID(session_id)
         store = SessionStore(settings.conversations_dir)
         existing = store.exists(sid)
         try:
             setup = read_session_setup(settings, cwd, store.dir_for(sid), mcp_config(mcp_servers or []), self._env)
         except SettingsError as exc:
-            raise RequestError(-32000, str(exc)) from None
+            raise RequestError.invalid_params(str(exc)) from None
         try:
             # Skills are read from disk (the project's, the user's): off the Trio thread.
             agent = await trio.to_thread.run_sync(
@@ -258,7 +259,7 @@ class OpenHandsAgent:
             return conversation
 
         session = Session(
-            session_id=session_id,
+            session_id=sid,
             cwd=cwd,
             sdk=sdk,
             conversation_factory=factory,
@@ -273,19 +274,19 @@ class OpenHandsAgent:
         )
         retries.session = session
         try:
-            await self._nursery.start(session.run)
+            await self._nursery.start(session.serve)
         except Exception as exc:
-            log.exception("starting session %s failed", session_id)
+            log.exception("starting session %s failed", sid)
             raise await _open_failure(sdk, store, sid, exc, existing=existing) from None
         if self._logged_out is not None:  # a logout came while this session was starting
             await session.close()
-            raise RequestError(-32000, "logged out while the session was starting")
-        self._sessions[session_id] = session
+            raise not_configured("logged out while the session was starting")
+        self._sessions[sid] = session
         try:
             store.write_index(sid, cwd=cwd)
         except OSError:
             # Only session/list reads the index; the session itself is fine.
-            log.warning("could not write the session index of %s", session_id, exc_info=True)
+            log.warning("could not write the session index of %s", sid, exc_info=True)
         # Session-level updates go after the response, never before it.
         after_response(lambda: session.send_update(commands.available_commands()))
         after_response(session.published)
@@ -293,36 +294,33 @@ class OpenHandsAgent:
 
     @explained("session/new")
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
-        session = await self._open_session(str(uuid.uuid4()), params.cwd, params.mcp_servers)
+        session = await self._open_session(uuid.uuid4(), params.cwd, params.mcp_servers)
         return schema.NewSessionResponse(
-            session_id=session.id, modes=session.mode_state(), config_options=session.config_options()
+            session_id=str(session.id), modes=session.mode_state(), config_options=session.config_options()
         )
 
-    def _lock_for(self, session_id: str) -> trio.Lock:
+    def _lock_for(self, sid: uuid.UUID) -> trio.Lock:
         # Reopening and deleting a session close and re-register it across awaits: one at a
         # time per id, or two loads could both open it and orphan one.
-        return self._locks.setdefault(session_id, trio.Lock())
+        return self._locks.setdefault(sid, trio.Lock())
 
     async def _existing(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> Session:
-        sid = parse_session_id(session_id)
-        if sid is None:
-            raise RequestError(-32002, f"unknown session: {session_id!r}")
-        async with self._lock_for(str(sid)):
+        sid = validate_session_id(session_id)
+        async with self._lock_for(sid):
             return await self._reopen(sid, cwd, mcp_servers)
 
     async def _reopen(self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None) -> Session:
-        session_id = str(sid)
-        live = self._sessions.get(str(sid))
+        live = self._sessions.get(sid)
         if live is not None:
             if live.busy:
-                raise RequestError(-32600, f"session {sid} is running a prompt turn; cancel it first")
+                raise busy(f"session {sid} is running a prompt turn; cancel it first")
             # Reopen from disk so the new cwd and MCP servers apply; history is on disk.
             self._sessions.pop(live.id, None)
             await live.close()
         self._check_cwd(cwd)
         if not SessionStore(self._settings().conversations_dir).exists(sid):
-            raise RequestError(-32002, f"unknown session: {session_id}")
-        return await self._open_session(str(sid), cwd, mcp_servers)
+            raise unknown_session(sid)
+        return await self._open_session(sid, cwd, mcp_servers)
 
     @explained("session/load")
     async def load_session(self, params: schema.LoadSessionRequest) -> schema.LoadSessionResponse:
@@ -350,40 +348,38 @@ class OpenHandsAgent:
             raise RequestError.invalid_params(
                 "systemPrompt is not supported (trio-acp does not advertise sessionCapabilities.systemPrompt)"
             )
-        sid = parse_session_id(params.session_id)
-        if sid is None:
-            raise RequestError(-32002, f"unknown session: {params.session_id!r}")
+        sid = validate_session_id(params.session_id)
         self._check_cwd(params.cwd)
         settings = self._settings()
         if settings.llm is None:
-            raise RequestError(-32000, settings.missing_model_message())
+            raise not_configured(settings.missing_model_message())
         self._check_logged_in()
         store = SessionStore(settings.conversations_dir)
         fork_id = uuid.uuid4()
         values: dict[str, Any] = {}
-        async with self._lock_for(str(sid)):
-            live = self._sessions.get(str(sid))
+        async with self._lock_for(sid):
+            live = self._sessions.get(sid)
             if live is not None:
                 if live.busy:
-                    raise RequestError(-32600, f"session {sid} is running a prompt turn; fork it when the turn is over")
+                    raise busy(f"session {sid} is running a prompt turn; fork it when the turn is over")
                 values = live.config_values()
                 try:
                     await live.fork_conversation(fork_id)
                 except Exception as exc:
                     log.exception("forking session %s failed", sid)
                     await trio.to_thread.run_sync(store.delete, fork_id)
-                    raise RequestError(-32603, f"could not fork session {sid}: {_short(exc)}") from None
+                    raise internal(f"could not fork session {sid}: {_short(exc)}") from None
             elif store.exists(sid):
                 values = store.read_options(sid)  # the choices it was saved with
                 await self._fork_stored(sid, fork_id, settings, store)
             else:
-                raise RequestError(-32002, f"unknown session: {sid}")
+                raise unknown_session(sid)
         parent = store.read(store.dir_for(sid))
         rules = store.dir_for(sid) / RULES_FILE
         try:
             if rules.is_file():
                 shutil.copyfile(rules, store.dir_for(fork_id) / RULES_FILE)
-            session = await self._open_session(str(fork_id), params.cwd, params.mcp_servers)
+            session = await self._open_session(fork_id, params.cwd, params.mcp_servers)
         except BaseException:
             await trio.to_thread.run_sync(store.delete, fork_id)
             raise
@@ -401,7 +397,7 @@ class OpenHandsAgent:
             except RequestError as exc:
                 log.warning("the fork %s could not take %s=%r: %s", fork_id, config_id, value, exc.message)
         return unstable.ForkSessionResponse(
-            session_id=session.id, modes=session.mode_state(), config_options=session.config_options()
+            session_id=str(session.id), modes=session.mode_state(), config_options=session.config_options()
         )
 
     async def _fork_stored(self, sid: uuid.UUID, fork_id: uuid.UUID, settings: Settings, store: SessionStore) -> None:
@@ -412,7 +408,7 @@ class OpenHandsAgent:
         try:
             agent = build_agent(sdk, build_llm(sdk, settings.llm or {}))
         except Exception as exc:
-            raise RequestError(-32000, f"the model settings are not usable: {_short(exc)}") from None
+            raise not_configured(f"the model settings are not usable: {_short(exc)}") from None
 
         def fork() -> None:
             conv = sdk.Conversation(
@@ -432,7 +428,7 @@ class OpenHandsAgent:
         except Exception as exc:
             log.exception("forking the stored session %s failed", sid)
             await trio.to_thread.run_sync(store.delete, fork_id)
-            raise RequestError(-32603, f"could not fork session {sid}: {_short(exc)}") from None
+            raise internal(f"could not fork session {sid}: {_short(exc)}") from None
 
     @explained("session/list")
     async def list_sessions(self, params: schema.ListSessionsRequest) -> schema.ListSessionsResponse:
@@ -456,15 +452,15 @@ class OpenHandsAgent:
         sid = parse_session_id(params.session_id)
         if sid is None:
             return schema.DeleteSessionResponse()  # unknown ids succeed silently (spec: SHOULD)
-        async with self._lock_for(str(sid)):
-            live = self._sessions.pop(str(sid), None)
+        async with self._lock_for(sid):
+            live = self._sessions.pop(sid, None)
             if live is not None:
                 await live.close()
             store = SessionStore(self._settings().conversations_dir)
             try:
                 await trio.to_thread.run_sync(store.delete, sid)
             except DeleteError as exc:
-                raise RequestError(-32603, f"could not delete session {sid}: {exc}") from None
+                raise internal(f"could not delete session {sid}: {exc}") from None
         return schema.DeleteSessionResponse()
 
     @explained("session/set_mode")
@@ -489,7 +485,8 @@ class OpenHandsAgent:
     def _session(self, session_id: str) -> Session:
         session = self._sessions.get(validate_session_id(session_id))
         if session is None:
-            raise RequestError(-32002, f"unknown session: {session_id}")
+            raise unknown_session(session_id)
+        session.check_alive()
         return session
 
     def request_received(self, method: str, params: Any) -> None:
@@ -501,7 +498,7 @@ class OpenHandsAgent:
         if method != "session/prompt":
             return
         sid = parse_session_id(params.session_id)
-        session = self._sessions.get(str(sid)) if sid is not None else None
+        session = self._sessions.get(sid) if sid is not None else None
         if session is None:
             return
         key = current_request_id.get()
@@ -596,7 +593,7 @@ def _settings_identity(env) -> tuple[Any, ...]:
 async def _open_failure(sdk: Any, store: SessionStore, sid: uuid.UUID, exc: Exception, *, existing: bool) -> RequestError:
     """What to tell the user when a session's conversation could not be opened."""
     if not existing:
-        return RequestError(-32603, f"could not start the session: {describe(exc)} ({SEE_LOG})")
+        return internal(f"could not start the session: {describe(exc)} ({SEE_LOG})")
     directory = store.dir_for(sid)
     try:
         damage = await trio.to_thread.run_sync(
@@ -610,9 +607,8 @@ async def _open_failure(sdk: Any, store: SessionStore, sid: uuid.UUID, exc: Exce
         log.exception("looking for damage in %s failed", directory)
         damage = None
     if damage is not None:
-        return RequestError(-32603, damage.message(str(sid)), {"path": str(damage.path)})
-    return RequestError(
-        -32603,
+        return internal(damage.message(str(sid)), {"path": str(damage.path)})
+    return internal(
         f"session {sid} cannot be opened: {describe(exc)}. Its files are in {directory}; "
         f"delete the session (session/delete) if they cannot be repaired ({SEE_LOG})",
     )
@@ -624,11 +620,33 @@ def _short(exc: BaseException) -> str:
 
 @asynccontextmanager
 async def open_openhands_agent(**kwargs: Any) -> AsyncIterator[OpenHandsAgent]:
-    async with trio.open_nursery() as nursery:
-        agent = OpenHandsAgent(nursery, **kwargs)
-        try:
-            yield agent
-        finally:
-            with trio.move_on_after(10, shield=True):
-                await agent.aclose()
-            nursery.cancel_scope.cancel()
+    """The agent for the duration of the block; leaving it closes every session.
+
+    Like `rpc.open_peer`, it raises one exception, never Trio's group: the body's own
+    exception as itself, else the one failure inside (each session has an error boundary
+    of its own, so a failing session never gets here).
+    """
+    body_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            agent = OpenHandsAgent(nursery, **kwargs)
+            try:
+                yield agent
+            except BaseException as exc:
+                body_error = exc
+                raise
+            finally:
+                with trio.move_on_after(10, shield=True):
+                    await agent.aclose()
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if body_error is not None:
+            mine = {id(leaf) for leaf in leaves(body_error)}
+            for leaf in leaves(group):
+                if id(leaf) not in mine and not isinstance(leaf, trio.Cancelled):
+                    log.error("the OpenHands agent failed", exc_info=leaf)
+            reraise(body_error)
+        failures = [leaf for leaf in leaves(group) if not isinstance(leaf, trio.Cancelled)] or leaves(group)
+        for leaf in failures[1:]:
+            log.error("the OpenHands agent failed", exc_info=leaf)
+        reraise(failures[0])

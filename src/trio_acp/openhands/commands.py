@@ -7,15 +7,14 @@ answered as an agent message; any other `/word` goes to the model as ordinary te
 from __future__ import annotations
 
 import logging
-import re
-import threading
-from typing import Any
-
-import trio
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import schema
-from .errors import SEE_LOG, describe
-from .permissions import MODE_IDS, MODES
+from .permissions import MODE_IDS, MODES, RuleBook
+
+if TYPE_CHECKING:
+    from .conversation import Conversation
+    from .outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +27,29 @@ COMMANDS: list[tuple[str, str, str | None]] = [
     ("skills", "List the skills and project context (AGENTS.md, .openhands/) this session loaded.", None),
 ]
 NAMES = {name for name, _, _ in COMMANDS}
+
+
+class CommandHost(Protocol):
+    """What the slash commands use of their session (nothing else of it)."""
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def rules(self) -> RuleBook: ...
+
+    @property
+    def conversation(self) -> Conversation | None: ...
+
+    @property
+    def outbox(self) -> Outbox: ...
+
+    async def set_mode(self, mode: str, *, announce: bool) -> None: ...
+
+    async def send_update(self, update: Any) -> None: ...
 
 
 def available_commands() -> schema.AvailableCommandsUpdate:
@@ -57,7 +79,7 @@ def parse(blocks: list[Any]) -> tuple[str, str] | None:
     return name, rest.strip()
 
 
-async def run(session: Any, name: str, arg: str) -> str:
+async def execute(session: CommandHost, name: str, arg: str) -> str:
     """Run a command; returns the text to show the user (Markdown)."""
     if name == "help":
         lines = ["Commands:"]
@@ -78,14 +100,12 @@ async def run(session: Any, name: str, arg: str) -> str:
     if name == "rules":
         return rules_text(session, arg)
     if name == "skills":
-        return skills_text(session.conversation.agent)
+        return skills_text(session.conversation.skills() if session.conversation is not None else [])
     raise AssertionError(name)
 
 
-def skills_text(agent: Any) -> str:
+def skills_text(skills: list[Any]) -> str:
     """The skills in the agent's context: always-on ones, then those a keyword triggers."""
-    context = getattr(agent, "agent_context", None)
-    skills = list(getattr(context, "skills", None) or [])
     if not skills:
         return (
             "No skills are loaded. The agent reads `AGENTS.md` and `.agents/skills/`, "
@@ -110,115 +130,38 @@ def skills_text(agent: Any) -> str:
     return "\n".join(lines)
 
 
-async def condense(session: Any) -> str:
-    conv = session.conversation
-
-    def has_history() -> bool:
-        # Only the system prompt so far: the SDK would record a condensation request it
-        # cannot serve, and the next prompt would pay for it. Nothing to do, say so.
-        return any(type(e).__name__ != "SystemPromptEvent" for e in conv.state.view.events)
-
-    if not await trio.to_thread.run_sync(has_history, limiter=session.limiter):
+async def condense(session: CommandHost) -> str:
+    assert session.conversation is not None
+    result = await session.conversation.condense()
+    if result.empty:
         return "Nothing to condense yet: the conversation has no messages. `/condense` summarizes the history once there is some."
-    before = len(conv.state.events)
-    error, logged = await trio.to_thread.run_sync(_condense_now, conv, limiter=session.limiter)
-    if error is not None:
-        reason = _condense_failure(session.sdk, error, logged)
+    if result.failure is not None:
+        reason = result.failure
         # A compaction the SDK's request opened is over: once that request is on the
         # wire, say how it ended.
-        await session.flush_turn_updates()
-        for update in session.translator.end_compaction("failed", " ".join(reason.split())[:1000]):
+        await session.outbox.flush()
+        for update in session.outbox.end_compaction("failed", " ".join(reason.split())[:1000]):
             await session.send_update(update)
         return f"Could not condense: {reason}"
-    after = len(conv.state.events)
-    return f"Conversation condensed ({after - before} new event(s) in the history)."
+    return f"Conversation condensed ({result.added} new event(s) in the history)."
 
 
-class _ThreadWarnings(logging.Handler):
-    """Warnings logged by the calling thread (the condenser's logger is shared by sessions)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.thread = threading.get_ident()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.thread == self.thread:
-            self.messages.append(record.getMessage())
-
-
-def _condense_now(conv: Any) -> tuple[Exception | None, list[str]]:
-    # When the summary's model call fails, the SDK logs why and raises without it
-    # ("Unable to compute forgotten events"): the log is where the reason is.
-    seen = _ThreadWarnings()
-    logger = logging.getLogger(CONDENSER_LOGGER)
-    events = conv.state.events
-    head = events[-1].id if len(events) else None
-    logger.addHandler(seen)
-    try:
-        conv.condense()
-        return None, seen.messages
-    except Exception as exc:
-        _forget_request(conv, head)
-        return exc, seen.messages
-    finally:
-        logger.removeHandler(seen)
-
-
-def _forget_request(conv: Any, head: Any) -> None:
-    """Put the conversation back where it was before a failed /condense.
-
-    The SDK keeps the condensation request it could not serve, and the next turn serves
-    it first — with the user's new message inside the summary, not answered. Moving the
-    conversation's head back leaves the request on an abandoned branch (still on disk,
-    out of the model's view).
-    """
-    if head is None:
-        return
-    try:
-        conv.navigate_to(head)
-    except Exception:
-        log.warning("could not drop the failed condensation request", exc_info=True)
-
-
-CONDENSER_LOGGER = "openhands.sdk.context.condenser"
-_LLM_FAILED = re.compile(r"LLM call failed: (.*?)(?:\. Reducing max event size.*)?$", re.S)
-
-
-def _condense_failure(sdk: Any, exc: Exception, logged: list[str]) -> str:
-    unchanged = "The history is unchanged"
-    if isinstance(exc, ValueError) and "condenser" in str(exc).lower():
-        # The SDK's text goes on with a Python snippet meant for SDK users.
-        return f"{str(exc).splitlines()[0]} {unchanged}."
-    if isinstance(exc, getattr(sdk, "NoCondensationAvailableException", ())):
-        for text in [str(exc), *reversed(logged)]:
-            found = _LLM_FAILED.search(text)
-            if found:
-                reason = " ".join(found.group(1).split())[:300]
-                return f"the model call that writes the summary failed ({reason}). {unchanged}."
-        return f"no summary could be written ({describe(exc)}). {unchanged}."
-    return f"{describe(exc)}. {unchanged}. ({SEE_LOG})"
-
-
-def status_text(session: Any) -> str:
+def status_text(session: CommandHost) -> str:
     lines = [f"- model: `{session.model}`", f"- approval mode: `{session.mode}`"]
-    try:
-        metrics = session.conversation.conversation_stats.get_combined_metrics()
-        usage = metrics.accumulated_token_usage
-        if usage is not None:
-            lines.append(
-                f"- tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion"
-            )
-        lines.append(f"- cost: ${metrics.accumulated_cost:.4f}")
-    except Exception:
+    usage = session.conversation.usage() if session.conversation is not None else None
+    if usage is None:
         lines.append("- tokens: unknown")
+    else:
+        if usage.prompt_tokens is not None:
+            lines.append(f"- tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion")
+        lines.append(f"- cost: ${usage.cost or 0:.4f}")
     lines.append(f"- always-rules: {len(session.rules.rules)}")
     if session.rules.problem:
         lines.append(f"- rules file: {session.rules.problem}")
     return "Status:\n" + "\n".join(lines)
 
 
-def rules_text(session: Any, arg: str) -> str:
+def rules_text(session: CommandHost, arg: str) -> str:
     book = session.rules
     note = f"\n\nNote: {book.problem}." if book.problem else ""
     return _rules_text(book, arg) + note

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -23,17 +24,45 @@ from .permissions import (
     REJECT_ALWAYS,
     REJECT_ONCE,
     Rule,
+    RuleBook,
     Scope,
     action_scope,
     permission_options,
 )
 from .translate import permission_preview, present, tool_arguments, tool_locations
 
+if TYPE_CHECKING:
+    from .conversation import Conversation
+
 log = logging.getLogger(__name__)
 
 CANCELLED = "cancelled"
 # How much of a file the permission preview may read to show an edit's diff.
 PREVIEW_LIMIT = 256 * 1024
+
+
+class PermissionClient(Protocol):
+    async def request_permission(self, request: schema.RequestPermissionRequest) -> Any: ...
+
+
+class Asker(Protocol):
+    """What asking permission needs of its session (nothing else of it)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def cwd(self) -> str: ...
+
+    @property
+    def rules(self) -> RuleBook: ...
+
+    @property
+    def client(self) -> PermissionClient: ...
+
+    async def flush_turn_updates(self) -> None: ...
+
+    async def send_update(self, update: Any) -> None: ...
 
 
 class PermissionFailed(Exception):
@@ -64,7 +93,7 @@ def preview(tool: str, args: dict[str, Any], cwd: str, risk: str | None) -> list
     return content
 
 
-async def ask(session: Any, action: Any, scope: Scope, cancel_event: trio.Event) -> str:
+async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Event) -> str:
     """Put one action to the user; returns an option kind, or CANCELLED. Raises PermissionFailed."""
     args = action_arguments(action)
     risk = getattr(getattr(action, "security_risk", None), "value", None)
@@ -85,7 +114,7 @@ async def ask(session: Any, action: Any, scope: Scope, cancel_event: trio.Event)
         raw_input=args or None,
     )
     request = schema.RequestPermissionRequest(
-        session_id=session.id, tool_call=tool_call, options=permission_options(scope.label())
+        session_id=str(session.id), tool_call=tool_call, options=permission_options(scope.label())
     )
     result: dict[str, Any] = {}
     async with trio.open_nursery() as nursery:
@@ -122,17 +151,13 @@ async def ask(session: Any, action: Any, scope: Scope, cancel_event: trio.Event)
     raise PermissionFailed(f"the client answered with an option we did not offer: {schema.to_wire(outcome)!r}")
 
 
-async def confirm_pending(session: Any, conv: Any, cancel_event: trio.Event) -> str:
+async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio.Event) -> str:
     """Decide on every pending action. Returns "continue" or CANCELLED; raises PermissionFailed.
 
     With any rejection, the SDK rejects the whole pending batch (it has no per-action
     reject), so nothing of that batch runs and the model is told which the user refused.
     """
-    sdk = session.sdk
-    pending = await trio.to_thread.run_sync(
-        lambda: sdk.ConversationState.get_unmatched_actions(conv.state.active_branch()),
-        limiter=session.limiter,
-    )
+    pending = await conv.pending_actions()
     # The tool calls were announced as they streamed; they must be on the wire before a
     # permission request that refers to them.
     await session.flush_turn_updates()
@@ -156,7 +181,7 @@ async def confirm_pending(session: Any, conv: Any, cancel_event: trio.Event) -> 
             allowed.append(action.tool_call_id)
     if refused:
         reason = "The user rejected: " + ", ".join(refused) + ". Nothing in this batch was run."
-        await trio.to_thread.run_sync(conv.reject_pending_actions, reason, limiter=session.limiter)
+        await conv.reject_pending(reason)
     else:
         for tool_call_id in allowed:
             await session.send_update(schema.ToolCallProgress(tool_call_id=tool_call_id, status="in_progress"))

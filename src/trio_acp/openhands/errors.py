@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-from ..rpc import RequestError
+from ..rpc import ErrorCode, RequestError
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +26,46 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 SEE_LOG = "the agent's log (stderr, or TRIO_ACP_LOG_FILE) has the details"
 
 
+def internal(message: str, data: Any = None) -> RequestError:
+    """`-32603` with a message that says what failed (not the bare "Internal error")."""
+    return RequestError(ErrorCode.INTERNAL_ERROR, message, data)
+
+
+def not_configured(message: str) -> RequestError:
+    """`-32000`: no usable model until the user configures or authenticates."""
+    return RequestError.auth_required(message)
+
+
+def busy(message: str) -> RequestError:
+    """`-32600`: the request cannot be served in the session's current state."""
+    return RequestError(ErrorCode.INVALID_REQUEST, message)
+
+
+def unknown_session(session_id: str | uuid.UUID) -> RequestError:
+    """`-32002` for an id that names no session here (malformed ones included)."""
+    return RequestError(ErrorCode.RESOURCE_NOT_FOUND, f"unknown session: {str(session_id)!r}")
+
+
+def closed_session(session_id: uuid.UUID) -> RequestError:
+    return RequestError(ErrorCode.RESOURCE_NOT_FOUND, f"session {session_id} is closed")
+
+
 def sole_error(exc: BaseException) -> BaseException:
     """The one failure inside (nested) single-member exception groups, else `exc` itself."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
+
+
+def reraise(exc: BaseException) -> NoReturn:
+    """Raise `exc` from inside an `except` block without making the group being handled
+    its `__context__` (the trick Trio's own nursery uses; as `rpc.open_peer` does)."""
+    context = exc.__context__
+    try:
+        raise exc
+    finally:
+        exc.__context__ = context
+        del exc, context
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -78,7 +114,7 @@ def explained(action: str) -> Callable[[F], F]:
                 if isinstance(leaf, RequestError):
                     raise leaf from None
                 log.error("%s failed", action, exc_info=exc)
-                raise RequestError(-32603, f"{action} failed: {describe(exc)} ({SEE_LOG})") from None
+                raise internal(f"{action} failed: {describe(exc)} ({SEE_LOG})") from None
 
         return explaining  # type: ignore[return-value]
 

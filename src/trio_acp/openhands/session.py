@@ -1,78 +1,54 @@
 """One ACP session: one OpenHands conversation, living in a nursery of its own.
 
 Threads and who owns what:
-- the conversation's `arun()` runs on the session's private asyncio loop thread
-  (`LoopThread`), so `interrupt()` can abort it mid-LLM-stream or mid-tool;
-- short blocking SDK calls (`send_message`, `close`) run on Trio worker threads under the
-  session's own `CapacityLimiter`, never on the Trio thread (they take the state lock);
-- SDK callbacks (events, tokens) only `post()` to the session's `ThreadBridge`; the pump
-  task, in the session's nursery, translates and sends them to the client in order.
-
-A turn's response is sent only after `bridge.flush()`: every update of the turn has
-then been queued on the connection's writer before the response
-(docs/ARCHITECTURE.md#d5-every-update-of-a-turn-before-its-response).
+- the conversation (`conversation.py`) owns the SDK, its threads and its limiters;
+  the session only awaits it;
+- SDK callbacks (events, tokens) only `post()` to the session's outbox (`outbox.py`),
+  whose pump, in the session's nursery, translates and sends them to the client in order;
+- a prompt turn (`turn.py`) runs the conversation and ends with the outbox's end-of-turn
+  rule: every update of the turn has been queued on the connection's writer before the
+  response (docs/ARCHITECTURE.md#d5-every-update-of-a-turn-before-its-response).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import math
 import re
 import uuid
 from types import SimpleNamespace
 from typing import Any
 
-import attrs
 import trio
 
 from .. import schema
 from ..credentials import SecretValues, UpdateMask
 from ..rpc import PeerClosed, RequestError
 from . import commands
-from .notices import mcp_failure_notices, retry_note, supports_compaction, watch_mcp_startup
-from .bridge import Flush, ThreadBridge
-from .confirm import CANCELLED, PermissionFailed, confirm_pending
-from .errors import describe, sole_error
+from .conversation import Conversation, LocalConversation
+from .outbox import Outbox
+from .notices import mcp_failure_notices, retry_note, supports_compaction
+from . import turn
+from .confirm import confirm_pending
+from .errors import SEE_LOG, closed_session, describe, internal, leaves, sole_error
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .store import now_iso
-from .sdk import (
-    REASONING_EFFORTS,
-    confirmation_setup,
-    fork_conversation,
-    interruption_event,
-    supports_reasoning_effort,
-    warm_model_path,
-    warm_tool_schemas,
-)
-from .loop_thread import LoopThread, wait_done, wait_future
-from .model_failures import describe_model_failure
-from .prompt import ImagePart, TextPart, prompt_to_parts
+from .sdk import REASONING_EFFORTS
 from .config_options import client_takes_booleans, model_option, stream_option
-from .tool_processes import remove_editor_history, stop_tool_processes
-from .translate import Translator, coalesce, one_line
+from .translate import Translator, one_line
 from .turn_queue import TurnQueue
 
 log = logging.getLogger(__name__)
 
-# How long a cancelled turn may take to stop the SDK before we give up waiting and
-# answer anyway. interrupt() lands in milliseconds; this bounds a misbehaving tool.
-CANCEL_DEADLINE = 10.0
+CANCEL_DEADLINE = turn.CANCEL_DEADLINE
 # How long closing a session may take (tool executors, terminals).
 CLOSE_DEADLINE = 5.0
-
-
-@attrs.frozen
-class _EndTurn:
-    seq: int
-    fail_open: str | None  # close unfinished tool calls as failed with this reason
 
 
 class Session:
     def __init__(
         self,
         *,
-        session_id: str,
+        session_id: uuid.UUID,
         cwd: str,
         sdk: SimpleNamespace,
         conversation_factory: Any,
@@ -85,6 +61,7 @@ class Session:
         make_llm: Any = None,
         secrets: SecretValues | None = None,
     ) -> None:
+        # Parsed once, where the request came in (agent.py); str() only on the wire.
         self.id = session_id
         self.cwd = cwd
         self.sdk = sdk
@@ -93,8 +70,6 @@ class Session:
         self.mode = mode
         secrets = secrets if secrets is not None else SecretValues()
         self.rules = RuleBook(rules_path, mask=secrets.mask)
-        # A credential split across streamed chunks is in no single frame: masked here.
-        self._update_mask = UpdateMask(secrets)
         self._store = store
         self._titled = False
         # The model's reasoning effort, when it has one to choose (else no option).
@@ -108,22 +83,15 @@ class Session:
         # One LLM switch at a time: each builds on the LLM the last one installed.
         self._llm_switch = trio.Lock()
         self._conversation_factory = conversation_factory
-        self.conversation: Any = None
-        self.translator = Translator(cwd, compaction=supports_compaction(client))
-        self.limiter = trio.CapacityLimiter(2)
-        # Interrupting has its own thread budget: a set_mode blocked on the SDK's lock
-        # behind a running tool must never delay a cancel.
-        self._interrupt_limiter = trio.CapacityLimiter(1)
-        self.bridge: ThreadBridge | None = None
-        self._loop: LoopThread | None = None
+        self.conversation: Conversation | None = None
+        # A credential split across streamed chunks is in no single frame: the outbox
+        # masks what it sends.
+        self.outbox = Outbox(
+            Translator(cwd, compaction=supports_compaction(client)), UpdateMask(secrets), self.send_update
+        )
         # Prompts in the order the client sent them; one turn at a time (turn_queue.py).
         self._queue = TurnQueue()
-        # Which turn SDK callbacks belong to (None between turns), and the last turn the
-        # pump has closed: anything tagged with a closed turn is dropped.
-        self._turn_seq: int | None = None
         self._turns = 0
-        self._ended_turn = 0
-        self._finish_reason: str | None = None
         self._closed = trio.Event()
         self._stopped = trio.Event()
         # Set once the client has the session id (the response to session/new, load...):
@@ -132,34 +100,45 @@ class Session:
         # Set when the warm-up after session/new is over; what each step did.
         self.warmed = trio.Event()
         self.warm_up_report: dict[str, str] = {}
+        # What ended the session, if a failure did (`serve`, the session's error boundary).
+        self.failure: str | None = None
 
     # --- lifetime -------------------------------------------------------------------
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """The session's own nursery: lives until `close()`; builds the conversation."""
-        self.bridge = ThreadBridge()
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The session's own nursery: lives until `close()`; builds the conversation.
+
+        Once started, it is the session's error boundary (as a server's per-request one):
+        a failure inside the session's tasks is logged and ends this session — its turn
+        answers with the failure, later requests for it too — and never reaches the
+        agent's nursery, where it would take the agent and the other sessions down.
+        """
+        started = False
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._pump)
-                self.conversation = await trio.to_thread.run_sync(
-                    lambda: self._conversation_factory(
-                        callbacks=[lambda event: self._post_sdk("event", event)],
-                        token_callbacks=[lambda chunk: self._post_sdk("token", chunk)],
-                    ),
-                    limiter=self.limiter,
+                nursery.start_soon(self.outbox.pump)
+                self.conversation = await LocalConversation.open(
+                    self.sdk,
+                    self._conversation_factory,
+                    on_event=self.outbox.post_event,
+                    on_token=self.outbox.post_token,
+                    name=f"trio-acp-session-{self.id.hex[:8]}",
+                    make_llm=self._make_llm,
                 )
-                self._loop = LoopThread(f"trio-acp-session-{self.id[:8]}")
                 await self._apply_mode(self.mode)
-                llm = self.conversation.agent.llm
-                if supports_reasoning_effort(self.sdk, llm):
-                    self.reasoning_effort = llm.reasoning_effort or "high"
-                self.stream = bool(getattr(llm, "stream", True))
+                llm = self.conversation.llm_options()
+                self.reasoning_effort = llm.reasoning_effort
+                self.stream = llm.stream
                 await self._restore_options()
                 nursery.start_soon(self._warm_up)
                 task_status.started()
+                started = True
                 await self._closed.wait()
                 nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
+            if started and all(isinstance(leaf, (Exception, trio.Cancelled)) for leaf in leaves(group)):
+                self._fail(group)
+                return
             # The conversation could not be built (damaged files, ...): that one failure
             # is what the caller reports, not Trio's "Exceptions from Trio nursery".
             error = sole_error(group)
@@ -171,40 +150,22 @@ class Session:
                 await self._shutdown_sdk()
             self._stopped.set()
 
+    def _fail(self, group: BaseExceptionGroup) -> None:
+        self.failure = describe(group)
+        log.error("session %s failed; it is closed", self.id, exc_info=group)
+        # The running turn and the queued ones end now, answered with the failure.
+        self._queue.cancel_all()
+
+    def check_alive(self) -> None:
+        """Raise the session's failure, if it failed (see `serve`)."""
+        if self.failure is not None:
+            raise internal(f"session {self.id} failed: {self.failure} ({SEE_LOG})")
+
     async def _warm_up(self) -> None:
-        """Start the agent's tools (terminal shell, MCP servers) while the user types.
-
-        The SDK does this lazily on the first message, and the terminal's start-up alone
-        sleeps a second: done here, the first prompt does not wait for it. It is the SDK's
-        own thread-safe, idempotent initializer; if it fails, the first prompt tries again
-        and reports the error. Then the tools' schemas are built once, and meanwhile the
-        model call path is warmed (`warm_model_path`: the first call's lazy imports and
-        tokenizer; bench/README.md has the figures). A prompt sent before all this is
-        over waits for what it needs of it (the SDK's lock, the import lock).
-        """
-        conv = self.conversation
-        mcp_failures: list[str] = []
-        steps: dict[str, tuple[Any, Any, bool]] = {
-            # Touches no conversation state and owns nothing: not on the session's limiter,
-            # where it would hold up a set_mode right after session/new, and a close need
-            # not wait for it.
-            "model call path": (functools.partial(warm_model_path, self.sdk, conv.agent.llm), None, True),
-        }
-        ensure_ready = getattr(conv, "_ensure_agent_ready", None)
-        if ensure_ready is not None:
-
-            def tools() -> None:
-                with watch_mcp_startup() as failures:
-                    ensure_ready()
-                mcp_failures.extend(failures)
-                warm_tool_schemas(conv.agent)
-
-            # Not abandoned on cancel: a close must wait for it, or the shell it is starting
-            # would outlive the session (conv.close() would find no tools to close yet).
-            steps["tools"] = (tools, self.limiter, False)
-        async with trio.open_nursery() as nursery:
-            for name, step in steps.items():
-                nursery.start_soon(self._warm_step, name, *step)
+        """Start the tools while the user types (`Conversation.warm_up`); say which MCP
+        servers failed, once the client knows the session."""
+        assert self.conversation is not None
+        mcp_failures = await self.conversation.warm_up(self.warm_up_report)
         self.warmed.set()
         notices = mcp_failure_notices(self.client, mcp_failures)
         if notices:
@@ -212,34 +173,17 @@ class Session:
             for notice in notices:
                 await self.send_update(notice)
 
-    async def _warm_step(self, name: str, step: Any, limiter: Any, abandon: bool) -> None:
-        try:
-            await trio.to_thread.run_sync(step, limiter=limiter, abandon_on_cancel=abandon)
-        except Exception as exc:
-            self.warm_up_report[name] = f"failed: {describe(exc)}"
-            log.warning("warming up session %s (%s) failed; the first prompt will retry", self.id, name, exc_info=True)
-        else:
-            self.warm_up_report[name] = "done"
-
     async def published(self) -> None:
         """The client has been told the session id (run after the response)."""
         self._published.set()
 
     async def _shutdown_sdk(self) -> None:
         if self.conversation is not None:
-            conv = self.conversation
             try:
-                await trio.to_thread.run_sync(
-                    lambda: (stop_tool_processes(conv), conv.close(), remove_editor_history(conv)),
-                    limiter=self.limiter,
-                    abandon_on_cancel=True,
-                )
+                await self.conversation.close()
             except Exception:
                 log.exception("closing the conversation of session %s failed", self.id)
-        if self._loop is not None:
-            self._loop.stop()
-        if self.bridge is not None:
-            self.bridge.close()
+        self.outbox.close()
 
     async def close(self) -> None:
         """Cancel any turn as if by session/cancel, let it answer, then free everything."""
@@ -250,16 +194,6 @@ class Session:
             await self._queue.wait_idle()
         self._closed.set()
         await self._stopped.wait()
-
-    def _post_sdk(self, kind: str, obj: Any) -> None:
-        """SDK callback (any thread): hand over without waiting, tagged with the turn.
-
-        The tag lets the pump drop what a finished turn's stragglers post (a tool thread
-        that outlives an interrupt, a late token): nothing may follow a turn's response.
-        """
-        bridge = self.bridge
-        if bridge is not None:
-            bridge.post((kind, obj, self._turn_seq))
 
     # --- modes and config options -------------------------------------------------
 
@@ -306,36 +240,22 @@ class Session:
             )
         if choice.id == self.model:
             return
-        conv, sdk, make_llm = self.conversation, self.sdk, self._make_llm
-        effort, stream = self.reasoning_effort, self.stream
-
-        def switch() -> str | None:
-            llm = make_llm(choice)
-            update: dict[str, Any] = {"stream": stream}
-            new_effort = None
-            if supports_reasoning_effort(sdk, llm):
-                new_effort = effort or llm.reasoning_effort or "high"
-                update["reasoning_effort"] = new_effort
-            conv.switch_llm(llm.model_copy(update=update))  # takes the state lock
-            return new_effort
-
+        assert self.conversation is not None
         try:
-            new_effort = await trio.to_thread.run_sync(switch, limiter=self.limiter)
+            new_effort = await self.conversation.use_model(
+                choice, reasoning_effort=self.reasoning_effort, stream=self.stream
+            )
         except Exception as exc:
             log.warning("switching session %s to model %s failed", self.id, choice.id, exc_info=True)
-            raise RequestError(-32603, f"model {choice.id!r} cannot be used: {one_line(exc, 500)}") from None
+            raise internal(f"model {choice.id!r} cannot be used: {one_line(exc, 500)}") from None
         self.model = choice.id
         self.reasoning_effort = new_effort
 
     async def _set_stream(self, value: Any) -> None:
         if not isinstance(value, bool):
             raise RequestError.invalid_params("the stream option takes a boolean value")
-        conv = self.conversation
-
-        def switch() -> None:
-            conv.switch_llm(conv.agent.llm.model_copy(update={"stream": value}))
-
-        await trio.to_thread.run_sync(switch, limiter=self.limiter)
+        assert self.conversation is not None
+        await self.conversation.update_llm(stream=value)
         self.stream = value
 
     async def _set_reasoning_effort(self, value: Any) -> None:
@@ -343,26 +263,14 @@ class Session:
             raise RequestError.invalid_params("this model has no reasoning effort to choose")
         if value not in REASONING_EFFORTS:
             raise RequestError.invalid_params(f"reasoning effort must be one of {', '.join(REASONING_EFFORTS)}")
-        conv = self.conversation
-
-        def switch() -> None:
-            llm = conv.agent.llm
-            conv.switch_llm(llm.model_copy(update={"reasoning_effort": value}))
-
-        await trio.to_thread.run_sync(switch, limiter=self.limiter)
+        assert self.conversation is not None
+        await self.conversation.update_llm(reasoning_effort=value)
         self.reasoning_effort = value
 
     async def _apply_mode(self, mode: str) -> None:
-        policy, analyzer = confirmation_setup(self.sdk, mode)
-        conv = self.conversation
-
-        def apply() -> None:
-            # Both take the state lock: a worker thread, never the Trio thread.
-            conv.set_security_analyzer(analyzer)
-            conv.set_confirmation_policy(policy)
-
-        await trio.to_thread.run_sync(apply, limiter=self.limiter)
-        self.translator.action_status = "in_progress" if mode == ALWAYS_APPROVE else "pending"
+        assert self.conversation is not None
+        await self.conversation.set_mode(mode)
+        self.outbox.actions_run_unasked(mode == ALWAYS_APPROVE)
 
     async def set_mode(self, mode: str, *, announce: bool) -> None:
         """Switch the approval mode; `announce` sends current_mode_update and config_option_update."""
@@ -412,14 +320,14 @@ class Session:
         if self._store is None:
             return
         try:
-            self._store.write_options(uuid.UUID(self.id), self._current_options())
+            self._store.write_options(self.id, self._current_options())
         except OSError:
             log.warning("could not save the settings of session %s", self.id, exc_info=True)
 
     async def _restore_options(self) -> None:
         if self._store is None:
             return
-        saved = self._store.read_options(uuid.UUID(self.id))
+        saved = self._store.read_options(self.id)
         order = {config_id: i for i, config_id in enumerate(self._RESTORE_ORDER)}
         for config_id in sorted(saved, key=lambda c: (order.get(c, len(order)), c)):
             if self._current_options().get(config_id) == saved[config_id]:
@@ -433,8 +341,8 @@ class Session:
 
     async def fork_conversation(self, fork_id: uuid.UUID) -> None:
         """session/fork: copy this conversation, history and all, to `fork_id` on disk."""
-        conv, sdk = self.conversation, self.sdk
-        await trio.to_thread.run_sync(lambda: fork_conversation(sdk, conv, fork_id), limiter=self.limiter)
+        assert self.conversation is not None
+        await self.conversation.fork(fork_id)
 
     def keep_title(self) -> None:
         """The session already has its title (a fork's): the first prompt does not rename it."""
@@ -442,102 +350,18 @@ class Session:
 
     async def flush_turn_updates(self) -> None:
         """Wait until everything the SDK posted so far has been sent to the client."""
-        assert self.bridge is not None
-        await self.bridge.flush()
+        await self.outbox.flush()
 
     def note_retry(self, attempt: int, total: int, error: BaseException | None) -> None:
         """SDK thread: a model call failed and will be retried — say so, it can take a while.
 
         It also explains why a reply that was streaming may start over.
         """
-        self._post_sdk("update", retry_note(self.client, attempt, total, error))
-
-    # --- the update pump ------------------------------------------------------------
-
-    async def _pump(self) -> None:
-        """Translate and send what the SDK posts, in order; the only sender of turn updates.
-
-        The pump also closes turns (an `_EndTurn` flush marker): from then on it drops
-        whatever a finished turn's stragglers still post (a tool thread outliving an
-        interrupt, a late token), so nothing can follow the turn's response. A turn can
-        also be closed from outside (`_ended_turn`, when its flush timed out): updates of
-        a closed turn are dropped right up to the moment they would be sent.
-        """
-        assert self.bridge is not None
-        items: list[Any] = []
-        try:
-            while True:
-                items = await self.bridge.receive_batch()
-                pending: list[Any] = []
-                pending_seq = 0
-                while items:
-                    item = items.pop(0)
-                    if isinstance(item, Flush):
-                        end = item.payload
-                        if isinstance(end, _EndTurn) and end.fail_open is not None:
-                            pending.extend(self._guard(self.translator.fail_open_tool_calls, end.fail_open))
-                            pending_seq = pending_seq or end.seq
-                        # Nothing more can come before the client acts or the turn ends: text
-                        # held back as a possible credential goes now, as part of this turn.
-                        seq_now = pending_seq or getattr(end, "seq", 0)
-                        await self._send(pending, seq_now, release=True)
-                        pending, pending_seq = [], 0
-                        if isinstance(end, _EndTurn):
-                            self._ended_turn = max(self._ended_turn, end.seq)
-                        item.done.set()
-                        continue
-                    kind, obj, seq = item
-                    if seq is None or seq <= self._ended_turn:
-                        log.debug("dropping %s %s posted outside its turn", kind, type(obj).__name__)
-                        continue
-                    pending_seq = seq
-                    if kind == "update":  # already an ACP update (usage, notes from the session)
-                        pending.append(obj)
-                    elif kind == "token":
-                        self._note_finish_reason(obj)
-                        pending.extend(self._guard(self.translator.token, obj))
-                    else:
-                        pending.extend(self._guard(self.translator.event, obj))
-                await self._send(pending, pending_seq)
-        finally:
-            # A cancelled pump must not leave anyone waiting on a flush it held.
-            for item in items:
-                if isinstance(item, Flush):
-                    item.done.set()
-
-    @staticmethod
-    def _guard(fn: Any, arg: Any) -> list[Any]:
-        # A translation bug must cost one update, never the session (or the agent: an
-        # exception here would leave the session's nursery and take the others down).
-        try:
-            return fn(arg)
-        except Exception:
-            log.exception("translating %r failed", type(arg).__name__)
-            return []
-
-    def _note_finish_reason(self, chunk: Any) -> None:
-        # The SDK drops the model's finish_reason; the stream still carries it, and it is
-        # how `max_tokens` and `refusal` stop reasons are told apart from `end_turn`.
-        for choice in getattr(chunk, "choices", None) or ():
-            reason = getattr(choice, "finish_reason", None)
-            if reason:
-                self._finish_reason = reason
-
-    async def _send(self, updates: list[Any], seq: int, *, release: bool = False) -> None:
-        try:
-            merged = coalesce(updates)
-        except Exception:
-            log.exception("coalescing updates failed; sending them as they are")
-            merged = updates
-        merged = self._update_mask.apply(merged, release=release)
-        for update in merged:
-            if seq and seq <= self._ended_turn:
-                return  # the turn was closed while we waited to send: never after its response
-            await self.send_update(update)
+        self.outbox.post_note(retry_note(self.client, attempt, total, error))
 
     async def send_update(self, update: Any) -> None:
         try:
-            await self.client.session_update(session_id=self.id, update=update)
+            await self.client.session_update(session_id=str(self.id), update=update)
         except PeerClosed:
             pass  # the client is gone; keep draining so flushes still complete
         except Exception:
@@ -557,13 +381,11 @@ class Session:
 
     async def replay_history(self) -> None:
         """session/load: the whole conversation as updates, user messages included."""
-        conv = self.conversation
-        events = await trio.to_thread.run_sync(lambda: list(conv.state.events), limiter=self.limiter)
-        for update in coalesce(self._guard(self.translator.replay, events)):
-            await self.send_update(update)
+        assert self.conversation is not None
+        await self.outbox.replay(await self.conversation.history())
         self._titled = True  # a loaded session keeps the title it had
 
-    def _record_turn(self, blocks: list[Any], seq: int) -> None:
+    def record_turn(self, blocks: list[Any], seq: int) -> None:
         """Keep `session/list` current; the first prompt also names the session."""
         if self._store is None:
             return
@@ -572,15 +394,14 @@ class Session:
             text = next((b.text for b in blocks if isinstance(b, schema.TextContent)), "")
             title = _title_from(text)
             self._titled = True
-        sid = uuid.UUID(self.id)
         try:
-            self._store.write_index(sid, cwd=self.cwd, title=title)
+            self._store.write_index(self.id, cwd=self.cwd, title=title)
         except OSError:
             log.warning("could not update the session index of %s", self.id, exc_info=True)
             return
         if title:
             update = schema.SessionInfoUpdate(title=title, updated_at=now_iso())
-            self.bridge.post(("update", update, seq))
+            self.outbox.post_note(update, seq)
 
     def prompt_received(self, key: Any) -> None:
         """The connection's reader read a prompt for this session (wire order, synchronous)."""
@@ -606,249 +427,43 @@ class Session:
                 may_run = await self._queue.wait_turn(ticket)
             except BaseException as exc:
                 # `$/cancel_request` for a queued prompt: it ends as a cancelled turn would.
-                if not _only_cancelled(exc):
+                if not turn.only_cancelled(exc):
                     raise
                 may_run = False
+            self.check_alive()
             if not may_run:
                 return schema.PromptResponse(stop_reason="cancelled")
             if self._closed.is_set():
-                raise RequestError(-32002, f"session {self.id} is closed")
-            return await self._run_prompt(blocks, ticket.cancelled)
+                raise closed_session(self.id)
+            self._turns += 1
+            try:
+                response = await turn.play_prompt(self, blocks, ticket.cancelled, self._turns)
+            finally:
+                self.check_alive()  # the session failed during the turn: that is the answer
+            return response
         finally:
             # Last, and synchronous: the next turn starts only once this response is
             # about to be queued, so none of its updates can precede it on the wire.
             self._queue.release(ticket)
 
-    async def _run_prompt(self, blocks: list[Any], cancel_event: trio.Event) -> schema.PromptResponse:
-        self._turns += 1
-        seq = self._turn_seq = self._turns
-        self._finish_reason = None
-        assert self.bridge is not None
-        stop_reason: str | None = None
-        sent = False
-        try:
-            command = commands.parse(blocks)
-            if command is not None:
-                text = await commands.run(self, *command)
-                await self.send_update(schema.AgentMessageChunk(content=schema.TextContent(text=text)))
-                stop_reason = "cancelled" if cancel_event.is_set() else "end_turn"
-                return schema.PromptResponse(stop_reason=stop_reason)
-            message = self._build_message(blocks)
-            self._record_turn(blocks, seq)
-            conv = self.conversation
-            if conv.state.execution_status == self.sdk.ExecutionStatus.WAITING_FOR_CONFIRMATION:
-                # Left waiting by an earlier process (crash, kill) or turn: the SDK would run
-                # those actions as approved on the next run. Nobody approved them.
-                await self._reject_pending(conv, "Not approved before the session was reopened; nothing was run.")
-            start = len(conv.state.events)
-            await trio.to_thread.run_sync(conv.send_message, message, limiter=self.limiter)
-            sent = True
-            if cancel_event.is_set():
-                stop_reason = "cancelled"
-            else:
-                stop_reason = await self._run(conv, cancel_event, start)
-            self._post_usage(seq)
-        finally:
-            # Every update of this turn goes out before its response, errors included;
-            # tool calls the turn announced but never finished are closed as failed.
-            fail_open = None if stop_reason == "end_turn" else (
-                "Cancelled." if stop_reason == "cancelled" else "The turn ended with an error."
-            )
-            with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-                if sent and stop_reason == "cancelled":
-                    await self._note_interruption(self.conversation)
-                await self.bridge.flush(_EndTurn(seq, fail_open))
-            # Closed here too in case the flush timed out (a client that stopped reading):
-            # whatever of this turn the pump still holds is then dropped, not sent late.
-            self._ended_turn = max(self._ended_turn, seq)
-            self._turn_seq = None
-        if stop_reason == "end_turn":
-            stop_reason = {"length": "max_tokens", "content_filter": "refusal"}.get(
-                self._finish_reason or "", "end_turn"
-            )
-        return schema.PromptResponse(stop_reason=stop_reason)
+    async def execute_command(self, name: str, arg: str) -> str:
+        return await commands.execute(self, name, arg)
 
-    async def _run(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
-        """Run the conversation until the turn is over, asking permission as the SDK stops for it.
+    async def confirm_pending(self, conv: Conversation, cancel_event: trio.Event) -> str:
+        return await confirm_pending(self, conv, cancel_event)
 
-        If this request itself is cancelled — `$/cancel_request` for the prompt (also while
-        a permission request is pending), or the connection closing — the turn ends as a
-        session/cancel would: the SDK is stopped, nothing pending runs, and the answer is
-        the `cancelled` stop reason rather than an error.
-        """
-        try:
-            return await self._run_turn(conv, cancel_event, start)
-        except BaseException as exc:
-            if not _only_cancelled(exc):
-                raise
-        # Swallowing the Cancelled is deliberate; everything from here to the response
-        # is shielded or synchronous, so the still-cancelled scope cannot interrupt it.
-        cancel_event.set()
-        with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-            if conv.state.execution_status == self.sdk.ExecutionStatus.WAITING_FOR_CONFIRMATION:
-                await self._reject_pending(conv, "The user cancelled before approving this action.")
-        return "cancelled"
-
-    async def _run_turn(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
-        while True:
-            outcome = await self._run_once(conv, cancel_event, start)
-            if outcome != "confirm":
-                return outcome
-            try:
-                decision = await confirm_pending(self, conv, cancel_event)
-            except PermissionFailed as exc:
-                # Fail closed: nothing pending runs, and the turn ends with the reason.
-                await self._reject_pending(conv, "The permission request failed; nothing was run.")
-                raise RequestError(-32603, f"{exc}; nothing was run") from None
-            except BaseException:
-                # Whatever else went wrong (a cancel is handled in _run), the actions that
-                # were waiting must not be left pending: the next run would take them as
-                # approved.
-                await self._reject_pending(conv, "No approval was given; nothing was run.")
-                raise
-            if decision == CANCELLED or cancel_event.is_set():
-                # Rejected now, or the next run would take the pending actions as approved.
-                await self._reject_pending(conv, "The user cancelled before approving this action.")
-                return "cancelled"
-
-    async def _note_interruption(self, conv: Any) -> None:
-        """Record in the conversation that the user cut this turn short (sdk.interruption_event).
-
-        Appended to the SDK's state directly (persisted, no callbacks): the client already
-        knows it cancelled; the model and a later `session/load` learn it from this.
-        """
-        sdk = self.sdk
-
-        def note() -> None:
-            with conv.state:  # the SDK's state lock: a worker thread, never the Trio thread
-                if conv.state.execution_status == sdk.ExecutionStatus.FINISHED:
-                    return  # the reply was complete when the cancel landed
-                conv.state.append_event(interruption_event(sdk))
-
-        try:
-            # Abandonable: a run that outlived its interrupt may still hold the lock, and a
-            # cancel must answer within its budget rather than wait for it.
-            await trio.to_thread.run_sync(note, limiter=self._interrupt_limiter, abandon_on_cancel=True)
-        except Exception:
-            log.warning("could not record the interruption in session %s", self.id, exc_info=True)
-
-    async def _reject_pending(self, conv: Any, reason: str) -> None:
-        with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-            await trio.to_thread.run_sync(conv.reject_pending_actions, reason, limiter=self.limiter)
-
-    async def _run_once(self, conv: Any, cancel_event: trio.Event, start: int) -> str:
-        assert self._loop is not None
-        fut = self._loop.submit(conv.arun)
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._interrupt_when, cancel_event, conv, fut)
-                try:
-                    await wait_future(fut)
-                    error = None
-                except Exception as exc:
-                    error = exc
-                nursery.cancel_scope.cancel()
-        except BaseException:
-            # The handler itself was cancelled (connection closing, $/cancel_request):
-            # the SDK must still stop before we let go of it.
-            with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-                cancel_event.set()
-                await self._interrupt_until_done(conv, fut)
-            raise
-        if cancel_event.is_set():
-            return "cancelled"
-        return self._stop_reason(conv, start, error)
-
-    async def _interrupt_when(self, cancel_event: trio.Event, conv: Any, fut: Any) -> None:
-        await cancel_event.wait()
-        with trio.move_on_after(CANCEL_DEADLINE):
-            await self._interrupt_until_done(conv, fut)
-
-    async def _interrupt_until_done(self, conv: Any, fut: Any) -> None:
-        # interrupt() lands only once arun() has registered its task; a cancel that races
-        # the run's first instructions falls back to pause(), which arun() then
-        # overrides. Interrupting again until the run is over closes that window.
-        delay = 0.02
-        first = True
-        while not fut.done():
-            await trio.to_thread.run_sync(conv.interrupt, limiter=self._interrupt_limiter)
-            if first:
-                first = False
-                await trio.to_thread.run_sync(stop_tool_processes, conv, limiter=self._interrupt_limiter)
-            with trio.move_on_after(delay):
-                # Only that the run is over: a run cancelled outright (interrupted before
-                # it started) ends with a cancelled future, which is not an error here.
-                await wait_done(fut)
-            delay = min(delay * 2, 0.5)
-
-    def _stop_reason(self, conv: Any, start: int, error: BaseException | None) -> str:
-        status = conv.state.execution_status
-        Status = self.sdk.ExecutionStatus
-        if status == Status.FINISHED and error is None:
-            return "end_turn"
-        if status == Status.WAITING_FOR_CONFIRMATION and error is None:
-            return "confirm"
-        code, detail = self._last_error(conv, start)
-        if code == "MaxIterationsReached":
-            return "max_turn_requests"
-        if error is not None or status == Status.ERROR:
-            failure = describe_model_failure(error, code, detail, self.model)
-            if failure is not None:  # the model call failed: say what, and what to do
-                raise RequestError(
-                    -32603,
-                    failure.message,
-                    {"code": code, "status": str(getattr(status, "value", status)), "model": failure.data()},
-                )
-            message = detail or (str(error) if error is not None else "the agent failed")
-            raise RequestError(
-                -32603,
-                f"the agent's turn failed ({code or type(error).__name__}): {one_line(message, 2000)}",
-                {"code": code, "status": str(status.value if hasattr(status, 'value') else status)},
-            )
-        # PAUSED, STUCK, IDLE: the turn is over without an error.
-        return "end_turn"
-
-    @staticmethod
-    def _last_error(conv: Any, start: int) -> tuple[str | None, str | None]:
-        events = conv.state.events
-        for index in range(len(events) - 1, start - 1, -1):
-            event = events[index]
-            if type(event).__name__ == "ConversationErrorEvent":
-                return event.code, event.detail
-        return None, None
-
-    def _build_message(self, blocks: list[Any]) -> Any:
-        sdk = self.sdk
-        content: list[Any] = []
-        for part in prompt_to_parts(blocks):
-            if isinstance(part, TextPart):
-                content.append(sdk.TextContent(text=part.text))
-            elif isinstance(part, ImagePart):
-                content.append(sdk.ImageContent(image_urls=[part.url]))
-        if not content:
-            raise RequestError.invalid_params("the prompt has no content")
-        return sdk.Message(role="user", content=content)
-
-    def _post_usage(self, seq: int) -> None:
-        try:
-            metrics = self.conversation.conversation_stats.get_combined_metrics()
-        except Exception:
+    def post_usage(self, seq: int) -> None:
+        assert self.conversation is not None
+        usage = self.conversation.usage()
+        if usage is None or usage.context_window <= 0:
             return
-        usages = getattr(metrics, "token_usages", None) or []
-        if not usages:
-            return
-        last = usages[-1]
-        size = getattr(last, "context_window", 0) or 0
-        if size <= 0:
-            return
-        used = (last.prompt_tokens or 0) + (last.completion_tokens or 0)
-        cost = metrics.accumulated_cost
+        cost = usage.cost
         update = schema.UsageUpdate(
-            used=used,
-            size=size,
-            cost=schema.Cost(amount=cost, currency="USD") if cost and math.isfinite(cost) else None,
+            used=usage.last_used,
+            size=usage.context_window,
+            cost=schema.Cost(amount=cost, currency="USD") if cost else None,
         )
-        self.bridge.post(("update", update, seq))
+        self.outbox.post_note(update, seq)
 
 
 def _title_from(text: str) -> str | None:
@@ -858,10 +473,3 @@ def _title_from(text: str) -> str | None:
         return None
     return words if len(words) <= 80 else words[:79].rstrip() + "…"
 
-
-def _only_cancelled(exc: BaseException) -> bool:
-    if isinstance(exc, trio.Cancelled):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_only_cancelled(e) for e in exc.exceptions)
-    return False

@@ -1,0 +1,48 @@
+"""What a session's bridge carries to its outbox: one frozen class per kind.
+
+SDK callbacks (on the SDK's threads) post `SdkEvent` and `TokenChunk`; the session posts
+`SessionNote` (updates of its own: usage, titles, retry notes). Each carries the turn it
+belongs to (`seq`, None between turns), so the outbox can drop what a finished turn's
+stragglers post. `EndTurn` is the payload of the flush marker that closes a turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class SdkEvent:
+    """An event of the conversation (`openhands.sdk` Event), to translate."""
+
+    event: Any
+    seq: int | None
+
+
+@attrs.frozen
+class TokenChunk:
+    """One streamed chunk of the model's reply (a LiteLLM delta), to translate."""
+
+    chunk: Any
+    seq: int | None
+
+
+@attrs.frozen
+class SessionNote:
+    """An ACP update the session made itself; sent as it is."""
+
+    update: Any
+    seq: int | None
+
+
+BridgeItem = SdkEvent | TokenChunk | SessionNote
+
+
+@attrs.frozen
+class EndTurn:
+    """Flush payload: turn `seq` is over (its response goes next)."""
+
+    seq: int
+    fail_open: str | None  # close unfinished tool calls as failed with this reason

@@ -1,0 +1,176 @@
+"""A session's outbox: bridge items → translation → coalescing → the client, in order.
+
+What the SDK's threads post (`bridge_items.py`) is tagged with the turn it belongs to.
+The pump is the only sender of a turn's updates, and it closes turns: a turn's response
+is sent only after `end_turn` returns, by which time every update of the turn has been
+queued on the connection's writer (docs/ARCHITECTURE.md, "the end-of-turn rule"); from
+then on whatever a finished turn's stragglers still post (a tool thread outliving an
+interrupt, a late token) is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..credentials import UpdateMask
+from .bridge import Flush, ThreadBridge
+from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
+from .translate import Translator, coalesce
+
+log = logging.getLogger(__name__)
+
+
+class Outbox:
+    def __init__(
+        self,
+        translator: Translator,
+        update_mask: UpdateMask,
+        send_update: Callable[[Any], Awaitable[None]],
+        bridge: ThreadBridge | None = None,
+    ) -> None:
+        self._translator = translator
+        self._update_mask = update_mask
+        self._send_update = send_update
+        self.bridge = bridge if bridge is not None else ThreadBridge()
+        # Which turn SDK callbacks belong to (None between turns), and the last turn the
+        # pump has closed: anything tagged with a closed turn is dropped.
+        self.turn_seq: int | None = None
+        self.ended_turn = 0
+        # The model's finish_reason in the turn's stream (see `finish_reason`).
+        self.finish_reason: str | None = None
+
+    # --- producers (any thread; never wait) -------------------------------------------
+
+    def post_event(self, event: Any) -> None:
+        self.bridge.post(SdkEvent(event, self.turn_seq))
+
+    def post_token(self, chunk: Any) -> None:
+        self.bridge.post(TokenChunk(chunk, self.turn_seq))
+
+    def post_note(self, update: Any, seq: int | None = None) -> None:
+        """An update of the session's own, sent in order with the turn `seq` (default: the current one)."""
+        self.bridge.post(SessionNote(update, self.turn_seq if seq is None else seq))
+
+    # --- turns ------------------------------------------------------------------------
+
+    def begin_turn(self, seq: int) -> None:
+        self.turn_seq = seq
+        self.finish_reason = None
+
+    async def end_turn(self, seq: int, fail_open: str | None) -> None:
+        """Every update of turn `seq` is sent (unfinished tool calls closed as failed with
+        `fail_open`, if given); nothing of it can follow. Call shielded."""
+        try:
+            await self.bridge.flush(EndTurn(seq, fail_open))
+        finally:
+            # Closed here too in case the flush timed out (a client that stopped reading):
+            # whatever of this turn the pump still holds is then dropped, not sent late.
+            self.close_turn(seq)
+
+    def close_turn(self, seq: int) -> None:
+        self.ended_turn = max(self.ended_turn, seq)
+        self.turn_seq = None
+
+    async def flush(self) -> None:
+        """Wait until everything posted so far has been sent to the client."""
+        await self.bridge.flush()
+
+    def actions_run_unasked(self, unasked: bool) -> None:
+        """The approval mode changed: new tool calls are shown running, or pending."""
+        self._translator.action_status = "in_progress" if unasked else "pending"
+
+    def end_compaction(self, status: str, reason: str) -> list[Any]:
+        return self._translator.end_compaction(status, reason)
+
+    async def replay(self, events: list[Any]) -> None:
+        """session/load: the whole conversation as updates, sent at once."""
+        for update in coalesce(_guard(self._translator.replay, events)):
+            await self._send_update(update)
+
+    # --- the pump ---------------------------------------------------------------------
+
+    async def pump(self) -> None:
+        """Translate and send what is posted, in order; the only sender of turn updates.
+
+        It also closes turns (an `EndTurn` flush marker): from then on it drops whatever a
+        finished turn's stragglers still post. A turn can also be closed from outside
+        (`close_turn`, when its flush timed out): updates of a closed turn are dropped
+        right up to the moment they would be sent.
+        """
+        items: list[Any] = []
+        try:
+            while True:
+                items = await self.bridge.receive_batch()
+                pending: list[Any] = []
+                pending_seq = 0
+                while items:
+                    item = items.pop(0)
+                    if isinstance(item, Flush):
+                        end = item.payload
+                        if isinstance(end, EndTurn) and end.fail_open is not None:
+                            pending.extend(_guard(self._translator.fail_open_tool_calls, end.fail_open))
+                            pending_seq = pending_seq or end.seq
+                        # Nothing more can come before the client acts or the turn ends: text
+                        # held back as a possible credential goes now, as part of this turn.
+                        seq_now = pending_seq or getattr(end, "seq", 0)
+                        await self._send(pending, seq_now, release=True)
+                        pending, pending_seq = [], 0
+                        if isinstance(end, EndTurn):
+                            self.ended_turn = max(self.ended_turn, end.seq)
+                        item.done.set()
+                        continue
+                    seq = item.seq
+                    if seq is None or seq <= self.ended_turn:
+                        log.debug("dropping %s posted outside its turn", type(item).__name__)
+                        continue
+                    pending_seq = seq
+                    match item:
+                        case SessionNote(update=update):  # already an ACP update
+                            pending.append(update)
+                        case TokenChunk(chunk=chunk):
+                            self._note_finish_reason(chunk)
+                            pending.extend(_guard(self._translator.token, chunk))
+                        case SdkEvent(event=event):
+                            pending.extend(_guard(self._translator.event, event))
+                await self._send(pending, pending_seq)
+        finally:
+            # A cancelled pump must not leave anyone waiting on a flush it held.
+            for item in items:
+                if isinstance(item, Flush):
+                    item.done.set()
+
+    def _note_finish_reason(self, chunk: Any) -> None:
+        # The SDK drops the model's finish_reason; the stream still carries it, and it is
+        # how `max_tokens` and `refusal` stop reasons are told apart from `end_turn`.
+        for choice in getattr(chunk, "choices", None) or ():
+            reason = getattr(choice, "finish_reason", None)
+            if reason:
+                self.finish_reason = reason
+
+    async def _send(self, updates: list[Any], seq: int, *, release: bool = False) -> None:
+        try:
+            merged = coalesce(updates)
+        except Exception:
+            log.exception("coalescing updates failed; sending them as they are")
+            merged = updates
+        merged = self._update_mask.apply(merged, release=release)
+        for update in merged:
+            if seq and seq <= self.ended_turn:
+                return  # the turn was closed while we waited to send: never after its response
+            await self._send_update(update)
+
+    def close(self) -> None:
+        self.bridge.close()
+
+
+def _guard(fn: Any, arg: Any) -> list[Any]:
+    # A translation bug must cost one update, never the session (or the agent: an
+    # exception here would leave the session's nursery and take the others down).
+    try:
+        return fn(arg)
+    except Exception:
+        log.exception("translating %r failed", type(arg).__name__)
+        return []
+
