@@ -298,6 +298,8 @@ class OpenHandsAgent:
 
     async def _reopen(self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None) -> Session:
         session_id = str(sid)
+        # Before anything is closed: a load with a bad cwd must leave the live session be.
+        self._check_cwd(cwd)
         live = self._sessions.get(str(sid))
         if live is not None:
             if live.busy:
@@ -305,7 +307,6 @@ class OpenHandsAgent:
             # Reopen from disk so the new cwd and MCP servers apply; history is on disk.
             self._sessions.pop(live.id, None)
             await live.close()
-        self._check_cwd(cwd)
         if not SessionStore(self._settings().conversations_dir).exists(sid):
             raise RequestError(-32002, f"unknown session: {session_id}")
         return await self._open_session(str(sid), cwd, mcp_servers)
