@@ -16,7 +16,9 @@ Benchmarks print; they assert nothing.
 `python -m bench agent [...]` benchmarks the OpenHands agent itself instead (start-up,
 streaming, the thread bridge, cancel latency): see bench/agent_main.py and
 `python -m bench agent --help`. `python -m bench failures [...]`: how long a failing
-model keeps the editor waiting (bench/model_failures.py).
+model keeps the editor waiting (bench/model_failures.py). `python -m bench concurrency`: 50
+sessions prompting at once in one agent process (bench/concurrency.py). `python -m bench
+hostile`: a seeded corpus of hostile frames against one agent process (bench/hostile.py).
 """
 
 from __future__ import annotations
@@ -134,6 +136,16 @@ def main() -> None:
         from .agent_main import main as agent_main
 
         agent_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["concurrency"]:
+        from .concurrency import main as concurrency_main
+
+        concurrency_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["hostile"]:
+        from .hostile import main as hostile_main
+
+        hostile_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["failures"]:
         from .model_failures import main as failures_main
