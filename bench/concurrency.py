@@ -4,7 +4,8 @@ One agent process (raw frames, `trio_acp.testing.raw_agent`) against the scripte
 N `session/new`, then N `session/prompt` sent at once, each running one `terminal` tool
 call (always-approve mode) before it finishes. Printed: the agent's RSS and thread count
 (and its child processes) at start, with N idle sessions, at the peak while all N run, and
-after every session is closed; the per-session costs; and what was left behind: processes,
+after every session is closed (`--rounds` times over: memory that grows in every round is a
+leak); the per-session costs; and what was left behind: processes,
 entries in the agent's private TMPDIR (the file editor's `oh_editor_history_*` among them),
 and files outside the persistence directory and the workspace. Asserts nothing.
 """
@@ -58,7 +59,7 @@ class Sampler:
         self._thread.join()
 
 
-def run(n: int, *, settle: float = 2.0) -> dict:
+def run(n: int, *, rounds: int = 2, settle: float = 2.0) -> dict:
     root = Path(tempfile.mkdtemp(prefix="trio-acp-concurrency-"))
     persist, ws, tmp, home = root / "persist", root / "ws", root / "tmp", root / "home"
     for d in (persist, ws, tmp, home):
@@ -78,33 +79,40 @@ def run(n: int, *, settle: float = 2.0) -> dict:
             agent.result("session/close", {"sessionId": agent.new_session(str(ws), timeout=600)})
             time.sleep(settle)
             figures["start"] = snapshot(agent.pid)
-            t0 = time.perf_counter()
-            sids = [agent.new_session(str(ws), timeout=600) for _ in range(n)]
-            figures["new_s"] = time.perf_counter() - t0
-            time.sleep(settle)
-            figures["idle"] = snapshot(agent.pid)
-            ids = []
-            t0 = time.perf_counter()
-            with Sampler(agent.pid) as sampler:
-                for i, sid in enumerate(sids):
-                    rid = agent.new_id()
-                    ids.append(rid)
-                    agent.send({"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": {
-                        "sessionId": sid, "prompt": [{"type": "text", "text": scenario_prompt(
-                            "terminal", f"session {i}", command=f"echo concurrent-{i}")}]}})
-                replies = [agent.response(rid, timeout=600) for rid in ids]
-            figures["prompts_s"] = time.perf_counter() - t0
-            figures["active_peak"] = sampler.peak
-            figures["end_turn"] = sum(r.get("result", {}).get("stopReason") == "end_turn" for r in replies)
-            figures["errors"] = [r["error"]["message"][:120] for r in replies if "error" in r]
-            done = {f["params"]["sessionId"] for f in agent.frames if f.get("method") == "session/update"
-                    and f["params"]["update"].get("sessionUpdate") == "tool_call_update"
-                    and f["params"]["update"].get("status") == "completed"}
-            figures["tool_calls_completed"] = len(done & set(sids))
-            for sid in sids:
-                agent.result("session/close", {"sessionId": sid}, timeout=120)
-            time.sleep(settle)
-            figures["closed"] = snapshot(agent.pid)
+            figures["closed_rounds"] = []
+            for round_ in range(rounds):
+                t0 = time.perf_counter()
+                sids = [agent.new_session(str(ws), timeout=600) for _ in range(n)]
+                figures["new_s"] = time.perf_counter() - t0
+                time.sleep(settle)
+                figures["idle"] = snapshot(agent.pid)
+                ids = []
+                t0 = time.perf_counter()
+                with Sampler(agent.pid) as sampler:
+                    for i, sid in enumerate(sids):
+                        rid = agent.new_id()
+                        ids.append(rid)
+                        agent.send({"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": {
+                            "sessionId": sid, "prompt": [{"type": "text", "text": scenario_prompt(
+                                "terminal", f"session {i}", command=f"echo concurrent-{i}")}]}})
+                    replies = [agent.response(rid, timeout=600) for rid in ids]
+                figures["prompts_s"] = time.perf_counter() - t0
+                figures["active_peak"] = sampler.peak
+                figures["end_turn"] = sum(r.get("result", {}).get("stopReason") == "end_turn" for r in replies)
+                figures["errors"] = [r["error"]["message"][:120] for r in replies if "error" in r]
+                done = {f["params"]["sessionId"] for f in agent.frames if f.get("method") == "session/update"
+                        and f["params"]["update"].get("sessionUpdate") == "tool_call_update"
+                        and f["params"]["update"].get("status") == "completed"}
+                figures["tool_calls_completed"] = len(done & set(sids))
+                for sid in sids:
+                    agent.result("session/close", {"sessionId": sid}, timeout=120)
+                time.sleep(settle)
+                figures["closed"] = snapshot(agent.pid)
+                figures["closed_rounds"].append(figures["closed"])
+                if round_ == 0:
+                    first = {k: figures[k] for k in ("new_s", "idle", "prompts_s", "active_peak", "end_turn",
+                                                      "errors", "tool_calls_completed")}
+            figures.update(first)
             children = psutil.Process(agent.pid).children(recursive=True)
             figures["closed_children"] = [c.name() for c in children if c.status() != psutil.STATUS_ZOMBIE]
             figures["bad_lines"] = len(agent.bad_lines)
@@ -121,9 +129,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench concurrency", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=50, help="concurrent sessions (default 50)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="open, prompt and close the sessions this many times (default 2): memory that "
+                             "grows again in every round is a leak, memory kept once is the allocator's")
     args = parser.parse_args(argv)
     print(f"{os.cpu_count()} CPUs, load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-    f = run(args.sessions)
+    f = run(args.sessions, rounds=args.rounds)
     n = f["n"]
     print(f"{n} sessions: session/new ×{n} in {f['new_s']:.1f} s; {n} prompts with a terminal call each, "
           f"all sent at once, answered in {f['prompts_s']:.1f} s")
@@ -142,6 +153,8 @@ def main(argv: list[str] | None = None) -> None:
           "processes more than idle (peak)")
     print(f"after closing all:  RSS {closed['rss'] - start['rss']:+.1f} MiB, threads {closed['threads'] - start['threads']:+d}, "
           f"child processes {closed['children']} ({f['closed_children']}) vs {start['children']} at start")
+    print("RSS after each round's close: " + ", ".join(f"{c['rss']:.1f} MiB" for c in f["closed_rounds"])
+          + "; threads: " + ", ".join(str(c["threads"]) for c in f["closed_rounds"]))
     print(f"exit status {f['exit_status']}; left behind: processes {f['left_children']}, "
           f"TMPDIR entries {f['tmp_left'][:5]} ({len(f['tmp_left'])}), HOME entries {f['home_left'][:6]}")
 

@@ -51,10 +51,19 @@ class World:
         env = dict(os.environ)
         env.update(scripted_env(llm.base_url))
         env.update(OPENHANDS_PERSISTENCE_DIR=str(self.persist), HOME=str(self.home), TMPDIR=str(self.tmp),
-                   LLM_NUM_RETRIES="1", LLM_TIMEOUT="30", TRIO_ACP_DEFAULT_MODE="always-approve")
+                   LLM_NUM_RETRIES="1", LLM_TIMEOUT="120", TRIO_ACP_DEFAULT_MODE="always-approve")
         self.agent = RawAgent.spawn(env, cwd=str(self.ws))
         self.agent.initialize()
         self.sid = self.agent.new_session(str(self.ws))
+
+    def heavy_prompt(self, blocks: list[dict], timeout: float = 120) -> dict:
+        """A prompt in a session of its own, closed afterwards: what the model is sent for
+        a heavy prompt stays heavy for every later call of that session."""
+        sid = self.agent.new_session(str(self.ws))
+        try:
+            return self.agent.prompt(sid, blocks, timeout=timeout)
+        finally:
+            assert "result" in self.agent.request("session/close", {"sessionId": sid})
 
     def healthy(self) -> None:
         """Alive, stdout pure, and the next prompt works."""
@@ -219,18 +228,18 @@ def test_ten_thousand_content_blocks(world):
         lambda i: {"type": "audio", "mimeType": "audio/wav", "data": "AAAA"},
     ]
     blocks += [kinds[i % len(kinds)](i) for i in range(9_999)]
-    reply = world.agent.prompt(world.sid, blocks, timeout=120)
+    reply = world.heavy_prompt(blocks)
     assert reply.get("result", {}).get("stopReason") == "end_turn", reply
     world.healthy()
 
 
 def test_a_20_mib_embedded_blob(world):
     blob = base64.b64encode(os.urandom(15 << 20)).decode()  # 20 MiB of base64
-    reply = world.agent.prompt(world.sid, [
+    reply = world.heavy_prompt([
         {"type": "text", "text": scenario_prompt("echo", "blob")},
         {"type": "resource", "resource": {"uri": "file:///data.bin", "mimeType": "application/octet-stream",
                                           "blob": blob}},
-    ], timeout=120)
+    ])
     assert reply.get("result", {}).get("stopReason") == "end_turn", reply
     sent = json.dumps(world.llm.requests[-1].body)
     assert blob[:1000] not in sent and "bytes" in sent  # a note with the size, never the data
@@ -245,7 +254,7 @@ def test_resource_links_outside_the_workspace_are_not_read(world):
     blocks = [{"type": "text", "text": scenario_prompt("echo", "links")}]
     blocks += [{"type": "resource_link", "name": f"l{i}", "uri": uri} for i, uri in enumerate(links)]
     blocks += [{"type": "resource", "resource": {"uri": uri, "blob": "AAAA"}} for uri in links]
-    reply = world.agent.prompt(world.sid, blocks)
+    reply = world.heavy_prompt(blocks)
     assert reply.get("result", {}).get("stopReason") == "end_turn", reply
     assert SECRET not in json.dumps(world.llm.requests[-1].body)
     world.healthy()
@@ -271,8 +280,10 @@ def test_hostile_cwd(world):
                 continue
             reply = agent.request(method, {"cwd": cwd, "mcpServers": [], **extra})
             assert error_code(reply) == INVALID_PARAMS, (method, cwd, reply)
-    # The live session survived the loads and resumes refused for their cwd.
-    assert world.sid in [s["sessionId"] for s in agent.result("session/list", {})["sessions"]]
+    # The live session survived the loads and resumes refused for their cwd (it used to be
+    # closed before the cwd was checked, and its next prompt answered "unknown session").
+    reply = agent.prompt(world.sid, scenario_prompt("echo", "after the refused loads"))
+    assert reply.get("result", {}).get("stopReason") == "end_turn", reply
     # A cwd spelled with `..` that names a real directory is a real directory.
     odd = f"{world.ws}/../{world.ws.name}"
     sid = agent.new_session(odd)
