@@ -138,6 +138,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cases", type=int, default=3000, help="frames to send (default 3,000)")
     parser.add_argument("--burst", type=int, default=100, help="frames per unread burst (default 100)")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--blocks", type=int, default=10_000,
+                        help="then time one prompt of this many content blocks in a new session "
+                             "(default 10,000; 0: skip)")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="trio-acp-hostile-"))
     persist, ws, outside, tmp, home = (root / n for n in ("persist", "ws", "outside", "tmp", "home"))
@@ -153,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
         env = dict(os.environ)
         env.update(scripted_env(llm.base_url))
         env.update(OPENHANDS_PERSISTENCE_DIR=str(persist), TMPDIR=str(tmp), HOME=str(home), LLM_NUM_RETRIES="1",
-                   TRIO_ACP_DEFAULT_MODE="always-ask")  # nothing a fuzzed prompt asks for runs unasked
+                   LLM_TIMEOUT="1800", TRIO_ACP_DEFAULT_MODE="always-ask")  # nothing a fuzzed prompt asks for runs unasked
         agent = RawAgent.spawn(env, cwd=str(ws))
         try:
             agent.initialize()
@@ -192,6 +195,14 @@ def main(argv: list[str] | None = None) -> None:
                     health_failures += 1
                 print(f"\r{sent:,}/{args.cases:,} frames", end="", flush=True)
             print()
+            if args.blocks:
+                blocks = [{"type": "text", "text": scenario_prompt("slow", "many", chunks=3, delay_ms=1)}]
+                blocks += [{"type": "text", "text": f"b{i}"} for i in range(args.blocks - 1)]
+                many = agent.new_session(str(ws), timeout=300)
+                t0 = time.perf_counter()
+                reply = agent.prompt(many, blocks, timeout=1800)
+                print(f"one prompt of {args.blocks:,} content blocks: {time.perf_counter() - t0:.1f} s, "
+                      f"{reply.get('result') or reply.get('error')}")
         except Hang as exc:
             verdict = f"HANG: {exc}"
         finally:

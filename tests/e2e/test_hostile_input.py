@@ -218,7 +218,10 @@ def test_duplicate_in_flight_ids(world):
     world.healthy()
 
 
-def test_ten_thousand_content_blocks(world):
+def test_a_thousand_content_blocks(world):
+    # 1,000, not 10,000: the SDK's model call path costs ~10 ms of CPU per content part
+    # (a deep copy of the messages, then the openai client's per-part transform), so a
+    # 10,000-block prompt takes minutes (issue 13 notes; `python -m bench hostile --blocks`).
     blocks = [{"type": "text", "text": scenario_prompt("echo", "many")}]
     kinds = [
         lambda i: {"type": "text", "text": f"b{i}"},
@@ -227,7 +230,7 @@ def test_ten_thousand_content_blocks(world):
         lambda i: {"type": "image", "mimeType": "image/png", "data": "", "uri": f"file:///img/{i}.png"},
         lambda i: {"type": "audio", "mimeType": "audio/wav", "data": "AAAA"},
     ]
-    blocks += [kinds[i % len(kinds)](i) for i in range(9_999)]
+    blocks += [kinds[i % len(kinds)](i) for i in range(999)]
     reply = world.heavy_prompt(blocks)
     assert reply.get("result", {}).get("stopReason") == "end_turn", reply
     world.healthy()
@@ -251,7 +254,9 @@ def test_resource_links_outside_the_workspace_are_not_read(world):
     links = [f"file://{secret}", f"file://{world.ws}/../outside/secret.txt", "file:///etc/shadow",
              "file:///proc/self/environ", "file://host/share/x", "file:///dev/zero", "file:" + "/.." * 50,
              "https://example.invalid/x", "file:///%00nul", "file:///" + "a" * 5_000]
-    blocks = [{"type": "text", "text": scenario_prompt("echo", "links")}]
+    # A reply that does not echo the prompt: the scripted server's echo of very long
+    # lines is not what is tested here.
+    blocks = [{"type": "text", "text": scenario_prompt("slow", "links", chunks=3, delay_ms=1)}]
     blocks += [{"type": "resource_link", "name": f"l{i}", "uri": uri} for i, uri in enumerate(links)]
     blocks += [{"type": "resource", "resource": {"uri": uri, "blob": "AAAA"}} for uri in links]
     reply = world.heavy_prompt(blocks)
