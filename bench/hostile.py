@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> None:
     before = tree(outside)
     started = time.perf_counter()
     codes: collections.Counter[Any] = collections.Counter()
-    missing = duplicates = health_failures = sent = 0
+    missing = duplicates = health_failures = sent = reopened = 0
+    failure_examples: list[str] = []
     verdict = "survived"
     with ScriptedLLM() as llm:
         env = dict(os.environ)
@@ -191,8 +192,15 @@ def main(argv: list[str] | None = None) -> None:
                     duplicates += len(mine) > 1
                 codes.update(f.get("error", {}).get("code", "result") for f in answers)
                 reply = agent.prompt(sid, scenario_prompt("echo", "health"), timeout=120)
+                if reply.get("error", {}).get("code") == -32002:
+                    # The corpus closed or deleted the live session (its id is in the corpus):
+                    # a new one, and the prompt again.
+                    reopened += 1
+                    sid = gen.live_sid = agent.new_session(str(ws), timeout=300)
+                    reply = agent.prompt(sid, scenario_prompt("echo", "health"), timeout=120)
                 if reply.get("result", {}).get("stopReason") != "end_turn":
                     health_failures += 1
+                    failure_examples.append(str(reply.get("error"))[:200])
                 print(f"\r{sent:,}/{args.cases:,} frames", end="", flush=True)
             print()
             if args.blocks:
@@ -211,7 +219,8 @@ def main(argv: list[str] | None = None) -> None:
     elapsed = time.perf_counter() - started
     print(f"seed {args.seed}: {sent:,} frames in {elapsed:.0f} s, {verdict}; agent alive until the end: {alive}, "
           f"exit status {status}")
-    print(f"requests unanswered {missing}, answered twice {duplicates}, failed health prompts {health_failures}, "
+    print(f"requests unanswered {missing}, answered twice {duplicates}, failed health prompts {health_failures} "
+          f"{failure_examples[:2]}, live session closed by the corpus and reopened {reopened}×, "
           f"invalid stdout lines {len(agent.bad_lines)}")
     print("answers: " + ", ".join(f"{code}: {n}" for code, n in codes.most_common()))
     print(f"outside tree unchanged: {tree(outside) == before}; TMPDIR left: {sorted(p.name for p in tmp.iterdir())[:5]}; "

@@ -12,6 +12,7 @@ import os
 import time
 
 import psutil
+import pytest
 
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
 from trio_acp.testing.raw_agent import RawAgent
@@ -23,6 +24,7 @@ def live_children(pid: int) -> list[psutil.Process]:
     return [c for c in psutil.Process(pid).children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.timeout(300)  # the first session/new imports the SDK: slow on a loaded machine
 def test_eight_sessions_prompting_at_once_complete_and_clean_up(tmp_path):
     persist, ws, tmp = tmp_path / "persist", tmp_path / "ws", tmp_path / "tmp"
     for d in (persist, ws, tmp):

@@ -20,6 +20,9 @@ import pytest
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
 from trio_acp.testing.raw_agent import RawAgent
 
+# The first session/new imports the SDK (seconds; a minute or more on a loaded machine).
+pytestmark = pytest.mark.timeout(300)
+
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 UNKNOWN_SESSION = -32002
 SECRET = "sentinel-secret-7d1f"

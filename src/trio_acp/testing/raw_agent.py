@@ -237,7 +237,7 @@ class RawAgent:
     def initialize(self) -> dict[str, Any]:
         return self.result("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
 
-    def new_session(self, cwd: str, *, timeout: float = 90.0) -> str:
+    def new_session(self, cwd: str, *, timeout: float = 240.0) -> str:
         return self.result("session/new", {"cwd": cwd, "mcpServers": []}, timeout=timeout)["sessionId"]
 
     def prompt(self, session_id: str, blocks: list[dict[str, Any]] | str, *,
