@@ -20,6 +20,9 @@ model keeps the editor waiting (bench/model_failures.py). `python -m bench remot
 local conversation against the same one on an OpenHands agent-server (bench/remote.py).
 `python -m bench warm [...]`: a launch's spawn → `initialize` and → first `session/new`,
 cold vs through the warm server (bench/warm_start.py).
+`python -m bench concurrency`: 50 sessions prompting at once in one agent process
+(bench/concurrency.py). `python -m bench hostile`: a seeded corpus of hostile frames
+against one agent process (bench/hostile.py).
 """
 
 from __future__ import annotations
@@ -187,6 +190,16 @@ def main() -> None:
         from .warm_start import main as warm_main
 
         warm_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["concurrency"]:
+        from .concurrency import main as concurrency_main
+
+        concurrency_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["hostile"]:
+        from .hostile import main as hostile_main
+
+        hostile_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["failures"]:
         from .model_failures import main as failures_main

@@ -174,6 +174,22 @@ async def test_close_session_cancels_and_forgets_it(env, tmp_path):
             assert info.value.code == -32002
 
 
+async def test_a_load_or_resume_refused_for_its_cwd_leaves_the_live_session_alone(env, tmp_path):
+    # The cwd used to be checked after the live session was closed for the reopen: a
+    # refused load cost the session ("unknown session" on its next prompt).
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, Client()) as (_, conn):
+            sid = await _start(conn, tmp_path)
+            (tmp_path / "file").write_text("")
+            for bad in ["relative", str(tmp_path / "missing"), str(tmp_path / "file")]:
+                for call in (conn.agent.load_session, conn.agent.resume_session):
+                    with pytest.raises(RequestError) as info:
+                        await call(session_id=sid, cwd=bad, mcp_servers=[])
+                    assert info.value.code == -32602
+            reply = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "still here")))
+            assert reply.stop_reason == "end_turn"
+
+
 async def test_invalid_session_ids_never_reach_a_path(env, tmp_path):
     async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
         async with open_in_memory_pair(agent, Client()) as (_, conn):

@@ -310,6 +310,8 @@ class OpenHandsAgent:
             return await self._reopen(sid, cwd, mcp_servers)
 
     async def _reopen(self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None) -> Session:
+        # Before anything is closed: a load with a bad cwd must leave the live session be.
+        self._check_cwd(cwd)
         live = self._sessions.get(sid)
         if live is not None:
             if live.busy:
@@ -317,7 +319,6 @@ class OpenHandsAgent:
             # Reopen from disk so the new cwd and MCP servers apply; history is on disk.
             self._sessions.pop(live.id, None)
             await live.close()
-        self._check_cwd(cwd)
         if not SessionStore(self._settings().conversations_dir).exists(sid):
             raise unknown_session(sid)
         return await self._open_session(sid, cwd, mcp_servers)
