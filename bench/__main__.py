@@ -16,7 +16,9 @@ Benchmarks print; they assert nothing.
 `python -m bench agent [...]` benchmarks the OpenHands agent itself instead (start-up,
 streaming, the thread bridge, cancel latency): see bench/agent_main.py and
 `python -m bench agent --help`. `python -m bench failures [...]`: how long a failing
-model keeps the editor waiting (bench/model_failures.py).
+model keeps the editor waiting (bench/model_failures.py). `python -m bench history [...]`:
+`session/load` of a 10,000-event conversation and `session/list` over 1,000 sessions
+(bench/history.py).
 """
 
 from __future__ import annotations
@@ -134,6 +136,11 @@ def main() -> None:
         from .agent_main import main as agent_main
 
         agent_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["history"]:
+        from .history import main as history_main
+
+        history_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["failures"]:
         from .model_failures import main as failures_main
