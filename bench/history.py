@@ -157,14 +157,24 @@ class RawClient:
         return json.loads(line)
 
 
+_LOADER: Any = None
+
+
 @contextlib.asynccontextmanager
 async def agent(env: dict[str, str]):
+    """The agent on an in-memory connection, initialized, the SDK imported (a launch's
+    import is not what this measures: see `python -m bench agent --only startup`)."""
     from trio_acp.connection import open_agent_connection
     from trio_acp.openhands.agent import open_openhands_agent
+    from trio_acp.openhands.sdk import SdkLoader
 
+    global _LOADER
+    if _LOADER is None:
+        _LOADER = SdkLoader()
+    await _LOADER.get()
     agent_stream, client_stream = trio.testing.memory_stream_pair()
     raw = RawClient(client_stream)
-    async with open_openhands_agent(env=env) as oh_agent:
+    async with open_openhands_agent(env=env, sdk_loader=_LOADER) as oh_agent:
         async with open_agent_connection(agent_stream, oh_agent):
             await raw.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"protocolVersion": 1}})
             while (await raw.receive()).get("id") != "init":
