@@ -23,6 +23,8 @@ cold vs through the warm server (bench/warm_start.py).
 `python -m bench concurrency`: 50 sessions prompting at once in one agent process
 (bench/concurrency.py). `python -m bench hostile`: a seeded corpus of hostile frames
 against one agent process (bench/hostile.py).
+`python -m bench history [...]`: `session/load` of a 10,000-event conversation and
+`session/list` over 1,000 sessions (bench/history.py).
 """
 
 from __future__ import annotations
@@ -200,6 +202,11 @@ def main() -> None:
         from .hostile import main as hostile_main
 
         hostile_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["history"]:
+        from .history import main as history_main
+
+        history_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["failures"]:
         from .model_failures import main as failures_main

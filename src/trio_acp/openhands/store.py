@@ -61,9 +61,32 @@ class StoredSession:
     updated_at: str
 
 
+# A file's identity for the listing cache: replaced (new inode), rewritten (mtime, size) or
+# gone (None) all change it.
+_Stamp = tuple[int, int, int] | None
+
+
+def _stamp(path: str) -> _Stamp:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+_Listing = dict[str, tuple[tuple[_Stamp, ...], "StoredSession | None"]]
+_LISTINGS: dict[str, _Listing] = {}
+
+
 class SessionStore:
     def __init__(self, conversations_dir: Path) -> None:
         self.root = conversations_dir
+        # session/list reads two JSON files per session; an editor lists often and pages
+        # through. Parsed entries are kept per directory, keyed on the stamps of what they
+        # were read from (base_state.json, our index, the events directory, whose mtime
+        # moves when an event file is added or removed), so a list re-reads only what changed.
+        # Shared by every store of this directory (the agent makes one per request).
+        self._listing = _LISTINGS.setdefault(str(conversations_dir), {})
 
     def dir_for(self, sid: uuid.UUID) -> Path:
         return self.root / sid.hex
@@ -119,6 +142,20 @@ class SessionStore:
             log.warning("skipping %s in the session list: %s", directory, exc)
             return None
 
+    def _read_cached(self, path: str, name: str, seen: set[str]) -> StoredSession | None:
+        # Plain strings, not Path objects: with 1,000 sessions pathlib's overhead was most
+        # of a cached list's time.
+        seen.add(name)
+        stamps = (_stamp(f"{path}/{BASE_STATE}"), _stamp(f"{path}/{INDEX_FILE}"), _stamp(f"{path}/{EVENTS_DIR}"))
+        cached = self._listing.get(name)
+        if cached is not None and cached[0] == stamps:
+            return cached[1]
+        stored = self.read(Path(path))
+        # An entry read while its files changed is stored under the stamps taken before the
+        # read, so the next list sees the difference and reads it again.
+        self._listing[name] = (stamps, stored)
+        return stored
+
     def _read(self, directory: Path, sid: uuid.UUID) -> StoredSession | None:
         base_path = directory / BASE_STATE
         base = _read_json(base_path)
@@ -150,11 +187,18 @@ class SessionStore:
         """One page of sessions, newest first; raises ValueError for a cursor we did not make."""
         offset = _decode_cursor(cursor) if cursor else 0
         found: list[StoredSession] = []
-        if self.root.is_dir():
-            for directory in self.root.iterdir():
-                stored = self.read(directory) if directory.is_dir() else None
+        seen: set[str] = set()
+        try:
+            entries = list(os.scandir(self.root))
+        except (FileNotFoundError, NotADirectoryError):
+            entries = []
+        for entry in entries:
+            if entry.is_dir():
+                stored = self._read_cached(entry.path, entry.name, seen)
                 if stored is not None and (cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)):
                     found.append(stored)
+        for name in self._listing.keys() - seen:
+            self._listing.pop(name, None)  # deleted since the last list
         found.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
         page = found[offset : offset + PAGE_SIZE]
         more = offset + PAGE_SIZE < len(found)
