@@ -103,7 +103,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=50)
     args = parser.parse_args(argv)
     results = {}
-    for name, fn in (("fs/write_text_file pending", _cancel_write), ("terminal command (sleep 30)", _cancel_terminal)):
+    for name, fn in (
+        ("fs/write_text_file pending", _cancel_write),
+        ("terminal command (sleep 30)", _cancel_terminal),
+    ):
         released, done = trio.run(fn, args.runs)
         results[name] = {
             "thread released p50 ms": round(statistics.median(released) * 1000, 2),

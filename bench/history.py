@@ -61,7 +61,9 @@ def history_events(n: int, cwd: str) -> list[Any]:
 
     from trio_acp.openhands import sdk as oh_sdk
 
-    sdk_ns = types.SimpleNamespace(MessageEvent=MessageEvent, Message=Message, TextContent=TextContent)
+    sdk_ns = types.SimpleNamespace(
+        MessageEvent=MessageEvent, Message=Message, TextContent=TextContent
+    )
 
     def action(act, tool, call_id, rid, thought="", reasoning=None):
         arguments = json.dumps(act.model_dump(mode="json", exclude={"kind"}))
@@ -71,17 +73,23 @@ def history_events(n: int, cwd: str) -> list[Any]:
             action=act,
             tool_name=tool,
             tool_call_id=call_id,
-            tool_call=MessageToolCall(id=call_id, name=tool, arguments=arguments, origin="completion"),
+            tool_call=MessageToolCall(
+                id=call_id, name=tool, arguments=arguments, origin="completion"
+            ),
             llm_response_id=rid,
         )
 
     def observe(obs, tool, call_id, act):
-        return ObservationEvent(observation=obs, tool_name=tool, tool_call_id=call_id, action_id=act.id)
+        return ObservationEvent(
+            observation=obs, tool_name=tool, tool_call_id=call_id, action_id=act.id
+        )
 
     def say(text, rid, reasoning=None):
         return MessageEvent(
             source="agent",
-            llm_message=Message(role="assistant", content=[TextContent(text=text)], reasoning_content=reasoning),
+            llm_message=Message(
+                role="assistant", content=[TextContent(text=text)], reasoning_content=reasoning
+            ),
             llm_response_id=rid,
         )
 
@@ -91,43 +99,132 @@ def history_events(n: int, cwd: str) -> list[Any]:
         turn += 1
         rid = lambda k: f"chatcmpl-{turn}-{k}"  # noqa: E731
         call = lambda k: f"call_{turn}_{k}"  # noqa: E731
-        events.append(MessageEvent(source="user", llm_message=Message(
-            role="user", content=[TextContent(text=f"Turn {turn}: fix the failing test in module_{turn % 17}.py")])))
-        a = action(TerminalAction(command=f"pytest -q tests/test_{turn % 17}.py"), "terminal", call(1), rid(1),
-                   thought="Let me run the tests first.", reasoning="The user wants the test fixed; run it.")
-        events += [a, observe(TerminalObservation.from_text(
-            text="F.\n" + "E   AssertionError: expected 3, got 4\n" * 8 + "1 failed, 1 passed in 0.12s",
-            command=a.action.command, exit_code=1), "terminal", call(1), a)]
+        events.append(
+            MessageEvent(
+                source="user",
+                llm_message=Message(
+                    role="user",
+                    content=[
+                        TextContent(
+                            text=f"Turn {turn}: fix the failing test in module_{turn % 17}.py"
+                        )
+                    ],
+                ),
+            )
+        )
+        a = action(
+            TerminalAction(command=f"pytest -q tests/test_{turn % 17}.py"),
+            "terminal",
+            call(1),
+            rid(1),
+            thought="Let me run the tests first.",
+            reasoning="The user wants the test fixed; run it.",
+        )
+        events += [
+            a,
+            observe(
+                TerminalObservation.from_text(
+                    text="F.\n"
+                    + "E   AssertionError: expected 3, got 4\n" * 8
+                    + "1 failed, 1 passed in 0.12s",
+                    command=a.action.command,
+                    exit_code=1,
+                ),
+                "terminal",
+                call(1),
+                a,
+            ),
+        ]
         path = f"{cwd}/src/module_{turn % 17}.py"
         a = action(FileEditorAction(command="view", path=path), "file_editor", call(2), rid(2))
-        events += [a, observe(FileEditorObservation.from_text(
-            text="\n".join(f"{i:6}\tline {i} of the module" for i in range(1, 40)), command="view", path=path),
-            "file_editor", call(2), a)]
-        a = action(FileEditorAction(command="str_replace", path=path, old_str="return 4", new_str="return 3"),
-                   "file_editor", call(3), rid(3), thought="The constant is off by one.")
-        events += [a, observe(FileEditorObservation.from_text(
-            text="The file has been edited.", command="str_replace", path=path,
-            old_content="def f():\n    return 4\n", new_content="def f():\n    return 3\n"),
-            "file_editor", call(3), a)]
+        events += [
+            a,
+            observe(
+                FileEditorObservation.from_text(
+                    text="\n".join(f"{i:6}\tline {i} of the module" for i in range(1, 40)),
+                    command="view",
+                    path=path,
+                ),
+                "file_editor",
+                call(2),
+                a,
+            ),
+        ]
+        a = action(
+            FileEditorAction(
+                command="str_replace", path=path, old_str="return 4", new_str="return 3"
+            ),
+            "file_editor",
+            call(3),
+            rid(3),
+            thought="The constant is off by one.",
+        )
+        events += [
+            a,
+            observe(
+                FileEditorObservation.from_text(
+                    text="The file has been edited.",
+                    command="str_replace",
+                    path=path,
+                    old_content="def f():\n    return 4\n",
+                    new_content="def f():\n    return 3\n",
+                ),
+                "file_editor",
+                call(3),
+                a,
+            ),
+        ]
         a = action(ThinkAction(thought="Check the other callers too."), "think", call(4), rid(4))
         events += [a, observe(ThinkObservation(), "think", call(4), a)]
-        a = action(TaskTrackerAction(command="plan", task_list=[
-            TaskItem(title="Run the tests", status="done"), TaskItem(title="Fix the constant", status="done"),
-            TaskItem(title="Re-run", status="in_progress")]), "task_tracker", call(5), rid(5))
-        events += [a, observe(TaskTrackerObservation.from_text(text="Plan updated.", command="plan",
-                                                               task_list=a.action.task_list),
-                              "task_tracker", call(5), a)]
+        a = action(
+            TaskTrackerAction(
+                command="plan",
+                task_list=[
+                    TaskItem(title="Run the tests", status="done"),
+                    TaskItem(title="Fix the constant", status="done"),
+                    TaskItem(title="Re-run", status="in_progress"),
+                ],
+            ),
+            "task_tracker",
+            call(5),
+            rid(5),
+        )
+        events += [
+            a,
+            observe(
+                TaskTrackerObservation.from_text(
+                    text="Plan updated.", command="plan", task_list=a.action.task_list
+                ),
+                "task_tracker",
+                call(5),
+                a,
+            ),
+        ]
         if turn % 5 == 0:  # a permission the user refused
             a = action(TerminalAction(command="rm -rf build"), "terminal", call(6), rid(6))
-            events += [a, UserRejectObservation(tool_name="terminal", tool_call_id=call(6), action_id=a.id,
-                                                rejection_reason="User rejected the action.")]
+            events += [
+                a,
+                UserRejectObservation(
+                    tool_name="terminal",
+                    tool_call_id=call(6),
+                    action_id=a.id,
+                    rejection_reason="User rejected the action.",
+                ),
+            ]
         if turn % 7 == 0:  # a turn the user cut short
             events.append(oh_sdk.interruption_event(sdk_ns))
             continue
         if turn % 11 == 0:
-            events.append(AgentErrorEvent(tool_name="terminal", tool_call_id=call(7), error="Tool timed out."))
-        events.append(say(f"Fixed: module_{turn % 17}.py returned 4 instead of 3; the tests pass now.", rid(8),
-                          reasoning="Done; summarise."))
+            events.append(
+                AgentErrorEvent(tool_name="terminal", tool_call_id=call(7), error="Tool timed out.")
+            )
+        events.append(
+            say(
+                f"Fixed: module_{turn % 17}.py returned 4 instead of 3; the tests pass now.",
+                rid(8),
+                reasoning="Done; summarise.",
+            )
+        )
     return events[:n]
 
 
@@ -176,7 +273,14 @@ async def agent(env: dict[str, str]):
     raw = RawClient(client_stream)
     async with open_openhands_agent(env=env, sdk_loader=_LOADER) as oh_agent:
         async with open_agent_connection(agent_stream, oh_agent):
-            await raw.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"protocolVersion": 1}})
+            await raw.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": "init",
+                    "method": "initialize",
+                    "params": {"protocolVersion": 1},
+                }
+            )
             while (await raw.receive()).get("id") != "init":
                 pass
             yield raw
@@ -185,7 +289,14 @@ async def agent(env: dict[str, str]):
 
 async def _new_session(env: dict[str, str], cwd: str) -> str:
     async with agent(env) as raw:
-        await raw.send({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})
+        await raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "session/new",
+                "params": {"cwd": cwd, "mcpServers": []},
+            }
+        )
         while True:
             frame = await raw.receive()
             if frame.get("id") == 1:
@@ -214,7 +325,10 @@ def make_sessions(home: Path, seed_dir: Path, count: int, cwd: str) -> None:
         base["id"] = str(sid)
         (target / "base_state.json").write_text(json.dumps(base))
         index = json.loads((target / "trio_acp_session.json").read_text())
-        index.update(title=f"Session {i}: fix the failing test", updatedAt=f"2026-{1 + i % 12:02}-{1 + i % 28:02}T10:{i % 60:02}:00Z")
+        index.update(
+            title=f"Session {i}: fix the failing test",
+            updatedAt=f"2026-{1 + i % 12:02}-{1 + i % 28:02}T10:{i % 60:02}:00Z",
+        )
         (target / "trio_acp_session.json").write_text(json.dumps(index))
 
 
@@ -229,8 +343,14 @@ async def measure_load(env: dict[str, str], sid: str, cwd: str) -> dict[str, Any
     async with agent(env) as raw:
         rss_before = _maxrss_mb()
         start = time.perf_counter()
-        await raw.send({"jsonrpc": "2.0", "id": "load", "method": "session/load",
-                        "params": {"sessionId": sid, "cwd": cwd, "mcpServers": []}})
+        await raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "load",
+                "method": "session/load",
+                "params": {"sessionId": sid, "cwd": cwd, "mcpServers": []},
+            }
+        )
         first = None
         updates = 0
         received_before = raw.received
@@ -243,9 +363,14 @@ async def measure_load(env: dict[str, str], sid: str, cwd: str) -> dict[str, Any
             elif frame.get("id") == "load":
                 break
         seconds = time.perf_counter() - start
-        return {"seconds": seconds, "first_update_s": first, "updates": updates,
-                "bytes": raw.received - received_before, "rss_growth_mb": _maxrss_mb() - rss_before,
-                "error": frame.get("error")}
+        return {
+            "seconds": seconds,
+            "first_update_s": first,
+            "updates": updates,
+            "bytes": raw.received - received_before,
+            "rss_growth_mb": _maxrss_mb() - rss_before,
+            "error": frame.get("error"),
+        }
 
 
 async def measure_list(env: dict[str, str], cwd: str, runs: int) -> dict[str, Any]:
@@ -255,7 +380,9 @@ async def measure_list(env: dict[str, str], cwd: str, runs: int) -> dict[str, An
         async def call(params: dict) -> dict:
             nonlocal request_id
             request_id += 1
-            await raw.send({"jsonrpc": "2.0", "id": request_id, "method": "session/list", "params": params})
+            await raw.send(
+                {"jsonrpc": "2.0", "id": request_id, "method": "session/list", "params": params}
+            )
             while True:
                 frame = await raw.receive()
                 if frame.get("id") == request_id:
@@ -275,18 +402,33 @@ async def measure_list(env: dict[str, str], cwd: str, runs: int) -> dict[str, An
                 total += len(page["result"]["sessions"])
                 cursor = page["result"].get("nextCursor")
             walks.append(time.perf_counter() - start)
-        return {"first_page_cold_s": first_page[0], "first_page_warm_s": statistics.median(first_page[1:] or first_page),
-                "walk_cold_s": walks[0], "walk_warm_s": statistics.median(walks[1:] or walks), "listed": total}
+        return {
+            "first_page_cold_s": first_page[0],
+            "first_page_warm_s": statistics.median(first_page[1:] or first_page),
+            "walk_cold_s": walks[0],
+            "walk_warm_s": statistics.median(walks[1:] or walks),
+            "listed": total,
+        }
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench history", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=10_000, help="events in the long conversation")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench history", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--events", type=int, default=10_000, help="events in the long conversation"
+    )
     parser.add_argument("--sessions", type=int, default=1_000, help="sessions to list")
     parser.add_argument("--runs", type=int, default=5, help="list runs (the first is cold)")
-    parser.add_argument("--loads", type=int, default=1, help="session/load runs, each in a fresh agent")
-    parser.add_argument("--keep", metavar="DIR", help="build in DIR and keep it (reused if it exists)")
-    parser.add_argument("--json", action="store_true", help="print one JSON line instead of the table")
+    parser.add_argument(
+        "--loads", type=int, default=1, help="session/load runs, each in a fresh agent"
+    )
+    parser.add_argument(
+        "--keep", metavar="DIR", help="build in DIR and keep it (reused if it exists)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON line instead of the table"
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -299,7 +441,10 @@ def main(argv: list[str] | None = None) -> None:
             home_load, home_list = work / "load", work / "list"
             cwd = str(work / "ws")
             os.makedirs(cwd, exist_ok=True)
-            env_load, env_list = _agent_env(llm.base_url, home_load), _agent_env(llm.base_url, home_list)
+            env_load, env_list = (
+                _agent_env(llm.base_url, home_load),
+                _agent_env(llm.base_url, home_list),
+            )
             meta = work / "meta.json"
             t0 = time.perf_counter()
             if meta.exists():
@@ -325,24 +470,34 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(work, ignore_errors=True)
 
     load = min(loads, key=lambda r: r["seconds"])
-    result = {"events": args.events, "sessions": args.sessions, "build_s": built, "load": load,
-              "load_runs_s": [r["seconds"] for r in loads], "list": listing}
+    result = {
+        "events": args.events,
+        "sessions": args.sessions,
+        "build_s": built,
+        "load": load,
+        "load_runs_s": [r["seconds"] for r in loads],
+        "list": listing,
+    }
     if args.json:
         print(json.dumps(result))
         return
     print(f"history: python {platform_line()}")
     print(f"built {args.events:,} events + {args.sessions:,} sessions in {built:.1f} s")
     ok = load["seconds"] <= GOAL_LOAD_S and not load["error"]
-    print(f"session/load {args.events:,} events: {load['seconds'] * 1000:,.0f} ms "
-          f"(runs {', '.join(f'{s * 1000:,.0f}' for s in result['load_runs_s'])} ms; "
-          f"first update after {(load['first_update_s'] or 0) * 1000:,.0f} ms), "
-          f"{load['updates']:,} updates, {load['bytes'] / 1e6:.1f} MB, peak RSS +{load['rss_growth_mb']:.0f} MB"
-          f"{'' if not load['error'] else ' ERROR ' + str(load['error'])}  "
-          f"[goal ≤ {GOAL_LOAD_S:.0f} s: {'met' if ok else 'MISSED'}]")
+    print(
+        f"session/load {args.events:,} events: {load['seconds'] * 1000:,.0f} ms "
+        f"(runs {', '.join(f'{s * 1000:,.0f}' for s in result['load_runs_s'])} ms; "
+        f"first update after {(load['first_update_s'] or 0) * 1000:,.0f} ms), "
+        f"{load['updates']:,} updates, {load['bytes'] / 1e6:.1f} MB, peak RSS +{load['rss_growth_mb']:.0f} MB"
+        f"{'' if not load['error'] else ' ERROR ' + str(load['error'])}  "
+        f"[goal ≤ {GOAL_LOAD_S:.0f} s: {'met' if ok else 'MISSED'}]"
+    )
     ok = max(listing["first_page_warm_s"], listing["walk_warm_s"]) <= GOAL_LIST_S
-    print(f"session/list {listing['listed']:,} sessions: first page {listing['first_page_cold_s'] * 1000:,.0f} ms cold, "
-          f"{listing['first_page_warm_s'] * 1000:,.0f} ms warm; full walk {listing['walk_cold_s'] * 1000:,.0f} ms cold, "
-          f"{listing['walk_warm_s'] * 1000:,.0f} ms warm  [goal ≤ {GOAL_LIST_S * 1000:.0f} ms: {'met' if ok else 'MISSED'}]")
+    print(
+        f"session/list {listing['listed']:,} sessions: first page {listing['first_page_cold_s'] * 1000:,.0f} ms cold, "
+        f"{listing['first_page_warm_s'] * 1000:,.0f} ms warm; full walk {listing['walk_cold_s'] * 1000:,.0f} ms cold, "
+        f"{listing['walk_warm_s'] * 1000:,.0f} ms warm  [goal ≤ {GOAL_LIST_S * 1000:.0f} ms: {'met' if ok else 'MISSED'}]"
+    )
 
 
 def platform_line() -> str:

@@ -26,9 +26,24 @@ from typing import Any
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
 from trio_acp.testing.raw_agent import Hang, RawAgent, same_id
 
-METHODS = ["initialize", "authenticate", "session/new", "session/load", "session/resume", "session/list",
-           "session/prompt", "session/set_mode", "session/set_config_option", "session/close",
-           "session/fork", "session/delete", "_hostile/ext", "nonexistent", "", "$/cancel_request"]
+METHODS = [
+    "initialize",
+    "authenticate",
+    "session/new",
+    "session/load",
+    "session/resume",
+    "session/list",
+    "session/prompt",
+    "session/set_mode",
+    "session/set_config_option",
+    "session/close",
+    "session/fork",
+    "session/delete",
+    "_hostile/ext",
+    "nonexistent",
+    "",
+    "$/cancel_request",
+]
 NOTIFICATIONS = ["session/cancel", "$/cancel_request", "_hostile/note", "initialized"]
 
 
@@ -38,12 +53,30 @@ class Generator:
 
     def string(self) -> str:
         r = self.rng
-        return r.choice([
-            "", "x", "../../x", "/etc/passwd", "\x00", "a\x00b", "😀" * r.randint(1, 50), "\ud7ff",
-            "x" * r.randint(1000, 200_000), f"{self.ws}/..", self.outside, f"file://{self.outside}/secret.txt",
-            "00000000-0000-0000-0000-000000000000", self.live_sid, self.live_sid.upper(),
-            "{" + self.live_sid + "}", "urn:uuid:" + self.live_sid, "%2e%2e%2f", "\u202e", "\r\n",
-        ])
+        return r.choice(
+            [
+                "",
+                "x",
+                "../../x",
+                "/etc/passwd",
+                "\x00",
+                "a\x00b",
+                "😀" * r.randint(1, 50),
+                "\ud7ff",
+                "x" * r.randint(1000, 200_000),
+                f"{self.ws}/..",
+                self.outside,
+                f"file://{self.outside}/secret.txt",
+                "00000000-0000-0000-0000-000000000000",
+                self.live_sid,
+                self.live_sid.upper(),
+                "{" + self.live_sid + "}",
+                "urn:uuid:" + self.live_sid,
+                "%2e%2e%2f",
+                "\u202e",
+                "\r\n",
+            ]
+        )
 
     def value(self, depth: int = 0) -> Any:
         r = self.rng
@@ -53,7 +86,7 @@ class Generator:
         if kind == 1:
             return r.choice([True, False])
         if kind == 2:
-            return r.choice([0, -1, 2**31, 2**63 - 1, 2**64, -(2**70), r.randint(-10**6, 10**6)])
+            return r.choice([0, -1, 2**31, 2**63 - 1, 2**64, -(2**70), r.randint(-(10**6), 10**6)])
         if kind == 3:
             return r.choice([1.5, -0.0, 1e308, 1e-320])
         if kind in (4, 5):
@@ -72,18 +105,33 @@ class Generator:
 
     def block(self) -> Any:
         r = self.rng
-        uri = r.choice([f"file://{self.outside}/secret.txt", "file:///etc/shadow", f"file://{self.ws}/a",
-                        "http://x", self.string()])
-        return r.choice([
-            {"type": "text", "text": self.string()},
-            {"type": "resource_link", "name": self.string(), "uri": uri},
-            {"type": "resource", "resource": {"uri": uri, "text": self.string()}},
-            {"type": "resource", "resource": {"uri": uri, "blob": "AAAA" * r.randint(1, 10_000),
-                                              "mimeType": r.choice(["image/png", "application/x", None])}},
-            {"type": "image", "mimeType": "image/png", "data": r.choice(["", "AAAA", "!!!"])},
-            {"type": r.choice(["video", "", None, 3])},
-            self.value(),
-        ])
+        uri = r.choice(
+            [
+                f"file://{self.outside}/secret.txt",
+                "file:///etc/shadow",
+                f"file://{self.ws}/a",
+                "http://x",
+                self.string(),
+            ]
+        )
+        return r.choice(
+            [
+                {"type": "text", "text": self.string()},
+                {"type": "resource_link", "name": self.string(), "uri": uri},
+                {"type": "resource", "resource": {"uri": uri, "text": self.string()}},
+                {
+                    "type": "resource",
+                    "resource": {
+                        "uri": uri,
+                        "blob": "AAAA" * r.randint(1, 10_000),
+                        "mimeType": r.choice(["image/png", "application/x", None]),
+                    },
+                },
+                {"type": "image", "mimeType": "image/png", "data": r.choice(["", "AAAA", "!!!"])},
+                {"type": r.choice(["video", "", None, 3])},
+                self.value(),
+            ]
+        )
 
     def params(self, method: str) -> Any:
         r = self.rng
@@ -92,10 +140,17 @@ class Generator:
         p: dict[str, Any] = {}
         if method.startswith("session/") and method not in ("session/new", "session/list"):
             p["sessionId"] = r.choice([self.string(), self.live_sid, self.value()])
-        if method in ("session/new", "session/load", "session/resume", "session/fork", "session/list"):
+        if method in (
+            "session/new",
+            "session/load",
+            "session/resume",
+            "session/fork",
+            "session/list",
+        ):
             p["cwd"] = r.choice([self.ws, self.string(), self.value(), "relative", "/nonexistent"])
-            p["mcpServers"] = r.choice([[], self.value(), [{"name": "x", "command": "/bin/false", "args": [],
-                                                              "env": []}]])
+            p["mcpServers"] = r.choice(
+                [[], self.value(), [{"name": "x", "command": "/bin/false", "args": [], "env": []}]]
+            )
         if method == "session/prompt":
             p["prompt"] = [self.block() for _ in range(r.choice([0, 1, 3, 50, 2000]))]
         if method == "initialize":
@@ -109,17 +164,29 @@ class Generator:
         r = self.rng
         roll = r.random()
         if roll < 0.1:
-            garbage = r.choice([bytes(r.randrange(256) for _ in range(r.randint(1, 200))),
-                                b'{"jsonrpc":"2.0","id":1,"method":"initialize"', b"\xff" * 10,
-                                b"[" * 5000, b'{"jsonrpc":"2.0","id":"\xc3\x28","method":"x"}'])
+            garbage = r.choice(
+                [
+                    bytes(r.randrange(256) for _ in range(r.randint(1, 200))),
+                    b'{"jsonrpc":"2.0","id":1,"method":"initialize"',
+                    b"\xff" * 10,
+                    b"[" * 5000,
+                    b'{"jsonrpc":"2.0","id":"\xc3\x28","method":"x"}',
+                ]
+            )
             return garbage.replace(b"\n", b" "), None
         if roll < 0.2:
             method = r.choice(NOTIFICATIONS)
-            return json.dumps({"jsonrpc": "2.0", "method": method, "params": self.params(method)}).encode(), None
+            return json.dumps(
+                {"jsonrpc": "2.0", "method": method, "params": self.params(method)}
+            ).encode(), None
         method = r.choice(METHODS)
         rid: Any = r.choice([f"h{r.getrandbits(48)}", r.getrandbits(40), None, 1.5, True, [], {}])
-        frame: dict[str, Any] = {"jsonrpc": r.choice(["2.0"] * 9 + ["1.0"]), "id": rid, "method": method,
-                                 "params": self.params(method)}
+        frame: dict[str, Any] = {
+            "jsonrpc": r.choice(["2.0"] * 9 + ["1.0"]),
+            "id": rid,
+            "method": method,
+            "params": self.params(method),
+        }
         try:
             line = json.dumps(frame, ensure_ascii=r.random() < 0.5).encode("utf-8", "surrogatepass")
         except (ValueError, RecursionError):
@@ -129,21 +196,35 @@ class Generator:
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")}
+    return {
+        str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in root.rglob("*")
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench hostile", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench hostile",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--cases", type=int, default=3000, help="frames to send (default 3,000)")
-    parser.add_argument("--burst", type=int, default=100, help="frames per unread burst (default 100)")
+    parser.add_argument(
+        "--burst", type=int, default=100, help="frames per unread burst (default 100)"
+    )
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--blocks", type=int, default=10_000,
-                        help="then time one prompt of this many content blocks in a new session "
-                             "(default 10,000; 0: skip)")
+    parser.add_argument(
+        "--blocks",
+        type=int,
+        default=10_000,
+        help="then time one prompt of this many content blocks in a new session "
+        "(default 10,000; 0: skip)",
+    )
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="trio-acp-hostile-"))
-    persist, ws, outside, tmp, home = (root / n for n in ("persist", "ws", "outside", "tmp", "home"))
+    persist, ws, outside, tmp, home = (
+        root / n for n in ("persist", "ws", "outside", "tmp", "home")
+    )
     for d in (persist, ws, outside, tmp, home):
         d.mkdir()
     (outside / "secret.txt").write_text("sentinel-secret")
@@ -156,8 +237,14 @@ def main(argv: list[str] | None = None) -> None:
     with ScriptedLLM() as llm:
         env = dict(os.environ)
         env.update(scripted_env(llm.base_url))
-        env.update(OPENHANDS_PERSISTENCE_DIR=str(persist), TMPDIR=str(tmp), HOME=str(home), LLM_NUM_RETRIES="1",
-                   LLM_TIMEOUT="1800", TRIO_ACP_DEFAULT_MODE="always-ask")  # nothing a fuzzed prompt asks for runs unasked
+        env.update(
+            OPENHANDS_PERSISTENCE_DIR=str(persist),
+            TMPDIR=str(tmp),
+            HOME=str(home),
+            LLM_NUM_RETRIES="1",
+            LLM_TIMEOUT="1800",
+            TRIO_ACP_DEFAULT_MODE="always-ask",
+        )  # nothing a fuzzed prompt asks for runs unasked
         agent = RawAgent.spawn(env, cwd=str(ws))
         try:
             agent.initialize()
@@ -175,14 +262,23 @@ def main(argv: list[str] | None = None) -> None:
                             agent.response(rid, timeout=120)
                             break
                         except Hang:
-                            asks = [f for f in agent.frames if f.get("method") == "session/request_permission"
-                                    and not f.get("_answered")]
+                            asks = [
+                                f
+                                for f in agent.frames
+                                if f.get("method") == "session/request_permission"
+                                and not f.get("_answered")
+                            ]
                             if not asks:
                                 raise
                             for ask in asks:
                                 ask["_answered"] = True
-                                agent.send({"jsonrpc": "2.0", "id": ask["id"],
-                                            "result": {"outcome": {"outcome": "cancelled"}}})
+                                agent.send(
+                                    {
+                                        "jsonrpc": "2.0",
+                                        "id": ask["id"],
+                                        "result": {"outcome": {"outcome": "cancelled"}},
+                                    }
+                                )
                 answers = [f for f in agent.frames[start:] if "method" not in f]
                 for _, rid in burst:
                     if rid is None:
@@ -204,27 +300,37 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"\r{sent:,}/{args.cases:,} frames", end="", flush=True)
             print()
             if args.blocks:
-                blocks = [{"type": "text", "text": scenario_prompt("slow", "many", chunks=3, delay_ms=1)}]
+                blocks = [
+                    {"type": "text", "text": scenario_prompt("slow", "many", chunks=3, delay_ms=1)}
+                ]
                 blocks += [{"type": "text", "text": f"b{i}"} for i in range(args.blocks - 1)]
                 many = agent.new_session(str(ws), timeout=300)
                 t0 = time.perf_counter()
                 reply = agent.prompt(many, blocks, timeout=1800)
-                print(f"one prompt of {args.blocks:,} content blocks: {time.perf_counter() - t0:.1f} s, "
-                      f"{reply.get('result') or reply.get('error')}")
+                print(
+                    f"one prompt of {args.blocks:,} content blocks: {time.perf_counter() - t0:.1f} s, "
+                    f"{reply.get('result') or reply.get('error')}"
+                )
         except Hang as exc:
             verdict = f"HANG: {exc}"
         finally:
             alive = agent.alive()
             status = agent.close(timeout=60) if alive else agent.process.returncode
     elapsed = time.perf_counter() - started
-    print(f"seed {args.seed}: {sent:,} frames in {elapsed:.0f} s, {verdict}; agent alive until the end: {alive}, "
-          f"exit status {status}")
-    print(f"requests unanswered {missing}, answered twice {duplicates}, failed health prompts {health_failures} "
-          f"{failure_examples[:2]}, live session closed by the corpus and reopened {reopened}×, "
-          f"invalid stdout lines {len(agent.bad_lines)}")
+    print(
+        f"seed {args.seed}: {sent:,} frames in {elapsed:.0f} s, {verdict}; agent alive until the end: {alive}, "
+        f"exit status {status}"
+    )
+    print(
+        f"requests unanswered {missing}, answered twice {duplicates}, failed health prompts {health_failures} "
+        f"{failure_examples[:2]}, live session closed by the corpus and reopened {reopened}×, "
+        f"invalid stdout lines {len(agent.bad_lines)}"
+    )
     print("answers: " + ", ".join(f"{code}: {n}" for code, n in codes.most_common()))
-    print(f"outside tree unchanged: {tree(outside) == before}; TMPDIR left: {sorted(p.name for p in tmp.iterdir())[:5]}; "
-          f"HOME entries: {sorted(str(p.relative_to(home)) for p in home.rglob('*'))[:6]}")
+    print(
+        f"outside tree unchanged: {tree(outside) == before}; TMPDIR left: {sorted(p.name for p in tmp.iterdir())[:5]}; "
+        f"HOME entries: {sorted(str(p.relative_to(home)) for p in home.rglob('*'))[:6]}"
+    )
 
 
 if __name__ == "__main__":

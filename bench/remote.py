@@ -83,7 +83,10 @@ class Local:
         self.sdk = sdk
         self.loop = LoopThread("bench-local-run")
         self.conv = sdk.Conversation(
-            agent=agent, workspace=workdir, persistence_dir=None, visualizer=None,
+            agent=agent,
+            workspace=workdir,
+            persistence_dir=None,
+            visualizer=None,
             token_callbacks=[tokens.post],
         )
         self.conv.set_confirmation_policy(sdk.NeverConfirm())
@@ -94,6 +97,7 @@ class Local:
     async def run(self, cancel: trio.Event | None = None) -> None:
         fut = self.loop.submit(self.conv.arun)
         async with trio.open_nursery() as nursery:
+
             async def on_cancel() -> None:
                 await cancel.wait()
                 delay = 0.02
@@ -127,7 +131,9 @@ class Remote:
         await self.driver.close()
 
 
-async def _stream(side: Any, tokens: Tokens, n: int, runs: int, pace_ms: float = 0.0) -> dict[str, float]:
+async def _stream(
+    side: Any, tokens: Tokens, n: int, runs: int, pace_ms: float = 0.0
+) -> dict[str, float]:
     """Per-token figures; with `pace_ms` the model sends a chunk every `pace_ms` and the
     per-token figure is what arrives later than that pace."""
     firsts, per_token = [], []
@@ -172,6 +178,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     sdk = import_sdk()
     results: dict[str, Any] = {}
     with ScriptedLLM() as llm, AgentServer() as server, tempfile.TemporaryDirectory() as workdir:
+
         def agent() -> Any:
             return build_agent(sdk, sdk.LLM(**fast_llm_kwargs(llm.base_url, timeout=60)))
 
@@ -181,18 +188,27 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             local = Local(sdk, agent(), tokens, workdir)
             results["local"] = await _stream(local, tokens, args.tokens, args.runs)
-            results["local"]["paced"] = await _stream(local, tokens, args.paced, args.runs, args.pace_ms)
+            results["local"]["paced"] = await _stream(
+                local, tokens, args.paced, args.runs, args.pace_ms
+            )
             results["local"]["cancel"] = await _cancels(local, tokens, args.cancels)
             await local.close()
 
             target = AgentServerTarget(url=server.url, api_key=server.api_key)
             driver = await RemoteConversationDriver.open(
-                sdk, target, agent(), working_dir=str(server.workspace),
-                on_event=lambda event: None, on_token=tokens.post, confirmation_policy=sdk.NeverConfirm(),
+                sdk,
+                target,
+                agent(),
+                working_dir=str(server.workspace),
+                on_event=lambda event: None,
+                on_token=tokens.post,
+                confirmation_policy=sdk.NeverConfirm(),
             )
             remote = Remote(driver, sdk)
             results["remote"] = await _stream(remote, tokens, args.tokens, args.runs)
-            results["remote"]["paced"] = await _stream(remote, tokens, args.paced, args.runs, args.pace_ms)
+            results["remote"]["paced"] = await _stream(
+                remote, tokens, args.paced, args.runs, args.pace_ms
+            )
             results["remote"]["cancel"] = await _cancels(remote, tokens, args.cancels)
             trips = [await driver.measure_round_trip() for _ in range(50)]
             results["remote"]["round_trip_ms"] = statistics.median(trips) * 1000
@@ -212,24 +228,43 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench remote", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench remote",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--tokens", type=int, default=2000, help="tokens per streamed reply (2000)")
-    parser.add_argument("--runs", type=int, default=3, help="timed streamed replies per side, after a warm-up (3)")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="timed streamed replies per side, after a warm-up (3)"
+    )
     parser.add_argument("--paced", type=int, default=200, help="chunks of the paced reply (200)")
-    parser.add_argument("--pace-ms", type=float, default=10.0, help="the paced reply's time between chunks (10 ms)")
+    parser.add_argument(
+        "--pace-ms", type=float, default=10.0, help="the paced reply's time between chunks (10 ms)"
+    )
     parser.add_argument("--cancels", type=int, default=10, help="cancels per side (10)")
     args = parser.parse_args(argv)
     results = trio.run(bench, args)
     lo, re, ratio = results["local"], results["remote"], results["ratios"]
     print(f"{'':24}{'local':>12}{'agent-server':>14}{'ratio':>8}")
-    print(f"{'burst: first token (ms)':24}{lo['first_token_ms']:12.1f}{re['first_token_ms']:14.1f}{ratio['first_token']:8.2f}")
-    print(f"{'burst: per token (µs)':24}{lo['per_token_us']:12.1f}{re['per_token_us']:14.1f}{ratio['per_token']:8.2f}")
+    print(
+        f"{'burst: first token (ms)':24}{lo['first_token_ms']:12.1f}{re['first_token_ms']:14.1f}{ratio['first_token']:8.2f}"
+    )
+    print(
+        f"{'burst: per token (µs)':24}{lo['per_token_us']:12.1f}{re['per_token_us']:14.1f}{ratio['per_token']:8.2f}"
+    )
     lp, rp = lo["paced"], re["paced"]
-    print(f"{'paced: first token (ms)':24}{lp['first_token_ms']:12.1f}{rp['first_token_ms']:14.1f}{ratio['paced_first_token']:8.2f}")
-    print(f"{'paced: late/token (µs)':24}{lp['per_token_us']:12.1f}{rp['per_token_us']:14.1f}{ratio['paced_per_token']:8.2f}")
-    print(f"{'cancel p50 (ms)':24}{lo['cancel']['p50_ms']:12.1f}{re['cancel']['p50_ms']:14.1f}{ratio['cancel_p50']:8.2f}")
-    print(f"{'cancel p99 (ms)':24}{lo['cancel']['p99_ms']:12.1f}{re['cancel']['p99_ms']:14.1f}{ratio['cancel_p99']:8.2f}")
+    print(
+        f"{'paced: first token (ms)':24}{lp['first_token_ms']:12.1f}{rp['first_token_ms']:14.1f}{ratio['paced_first_token']:8.2f}"
+    )
+    print(
+        f"{'paced: late/token (µs)':24}{lp['per_token_us']:12.1f}{rp['per_token_us']:14.1f}{ratio['paced_per_token']:8.2f}"
+    )
+    print(
+        f"{'cancel p50 (ms)':24}{lo['cancel']['p50_ms']:12.1f}{re['cancel']['p50_ms']:14.1f}{ratio['cancel_p50']:8.2f}"
+    )
+    print(
+        f"{'cancel p99 (ms)':24}{lo['cancel']['p99_ms']:12.1f}{re['cancel']['p99_ms']:14.1f}{ratio['cancel_p99']:8.2f}"
+    )
     print(f"REST round trip p50: {re['round_trip_ms']:.1f} ms")
     print(json.dumps(results))
 

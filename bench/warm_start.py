@@ -55,16 +55,29 @@ class _Lines:
 
 def _one_launch(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([PY, "-m", "trio_acp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env, cwd=ws)
+    proc = subprocess.Popen(
+        [PY, "-m", "trio_acp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=ws,
+    )
     lines = _Lines(proc)
     try:
         assert proc.stdin is not None
-        proc.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n')
+        proc.stdin.write(
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+        )
         proc.stdin.flush()
         lines.response(1, timeout)
         t_init = time.perf_counter() - t0
-        new = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": ws, "mcpServers": []}}
+        new = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": ws, "mcpServers": []},
+        }
         proc.stdin.write(json.dumps(new).encode() + b"\n")
         proc.stdin.flush()
         reply = lines.response(2, timeout)
@@ -91,14 +104,21 @@ def _time_command(command: list[str], runs: int) -> float:
 
 def _row(label: str, values: list[tuple[float, float]]) -> str:
     inits, news = [v[0] for v in values], [v[1] for v in values]
-    return (f"{label:<8} {_median(inits):>9.2f} s ({min(inits):.2f}–{max(inits):.2f})"
-            f" {_median(news):>10.2f} s ({min(news):.2f}–{max(news):.2f})")
+    return (
+        f"{label:<8} {_median(inits):>9.2f} s ({min(inits):.2f}–{max(inits):.2f})"
+        f" {_median(news):>10.2f} s ({min(news):.2f}–{max(news):.2f})"
+    )
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench warm", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5, help="launches per configuration (default 5)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench warm",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--runs", type=int, default=5, help="launches per configuration (default 5)"
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds per response")
     args = parser.parse_args(argv)
 
@@ -114,8 +134,10 @@ def main(argv: list[str]) -> None:
     launcher_import = _time_command([PY, "-c", "import trio_acp.cli, trio_acp.warm"], args.runs)
     version = _time_command([PY, "-m", "trio_acp", "--version"], args.runs)
     bare = _time_command([PY, "-c", "pass"], args.runs)
-    print(f"python -c pass {bare * 1000:.0f} ms; launcher imports (trio_acp.cli + warm) "
-          f"{launcher_import * 1000:.0f} ms; trio-acp --version {version * 1000:.0f} ms (medians)")
+    print(
+        f"python -c pass {bare * 1000:.0f} ms; launcher imports (trio_acp.cli + warm) "
+        f"{launcher_import * 1000:.0f} ms; trio-acp --version {version * 1000:.0f} ms (medians)"
+    )
     with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as tmp:
         base = agent_env(llm.base_url, str(Path(tmp) / "home"))
         base.pop("TRIO_ACP_WARM", None)
@@ -124,8 +146,14 @@ def main(argv: list[str]) -> None:
         ws = str(Path(tmp).resolve())
         cold = [_one_launch(cold_env, ws, args.timeout) for _ in range(args.runs)]
         t0 = time.perf_counter()
-        server = subprocess.Popen([PY, "-m", "trio_acp", "warm", "serve"], env=warm_env, cwd="/",
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        server = subprocess.Popen(
+            [PY, "-m", "trio_acp", "warm", "serve"],
+            env=warm_env,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             assert server.stderr is not None
             for line in server.stderr:
@@ -139,15 +167,19 @@ def main(argv: list[str]) -> None:
         finally:
             server.terminate()
             server.wait(60)
-    print(f"warm server ready {ready:.1f} s after its spawn (the SDK import, once); "
-          f"{status['launches']} launches served")
+    print(
+        f"warm server ready {ready:.1f} s after its spawn (the SDK import, once); "
+        f"{status['launches']} launches served"
+    )
     print()
     print(f"spawn → response, median (min–max) of {args.runs} launches")
     print(f"{'':<8} {'initialize':>21} {'first session/new':>25}")
     print(_row("cold", cold))
     print(_row("warm", warm_runs))
     cold_new, warm_new = _median([v[1] for v in cold]), _median([v[1] for v in warm_runs])
-    print(f"\nfirst session/new: warm {warm_new:.2f} s vs cold {cold_new:.2f} s ({cold_new / warm_new:.0f}× sooner)")
+    print(
+        f"\nfirst session/new: warm {warm_new:.2f} s vs cold {cold_new:.2f} s ({cold_new / warm_new:.0f}× sooner)"
+    )
 
 
 if __name__ == "__main__":

@@ -95,11 +95,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="manage the warm server that new launches attach to, skipping the SDK import "
         "(see README, Warm start)",
     )
-    warm.add_argument("action", choices=["start", "stop", "status", "serve"],
-                      help="start it in the background, stop it, show it; serve: run it here")
-    warm.add_argument("--idle", type=float, default=None,
-                      help="exit after this many seconds without a launch (default: "
-                      "$TRIO_ACP_WARM_IDLE, else 1800)")
+    warm.add_argument(
+        "action",
+        choices=["start", "stop", "status", "serve"],
+        help="start it in the background, stop it, show it; serve: run it here",
+    )
+    warm.add_argument(
+        "--idle",
+        type=float,
+        default=None,
+        help="exit after this many seconds without a launch (default: "
+        "$TRIO_ACP_WARM_IDLE, else 1800)",
+    )
     sub.add_parser(
         "conformance",
         help="run the ACP conformance suite against an agent command: "
@@ -125,8 +132,11 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
 
         if warm_start.enabled():
             # Failing to attach is silent (a debug line on stderr): the ordinary start follows.
-            logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING),
-                                format=LOG_FORMAT, stream=sys.stderr)
+            logging.basicConfig(
+                level=getattr(logging, args.log_level.upper(), logging.WARNING),
+                format=LOG_FORMAT,
+                stream=sys.stderr,
+            )
             code = warm_start.launch(argv)
             if code is not None:
                 return code

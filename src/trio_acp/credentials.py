@@ -333,7 +333,9 @@ class UpdateMask:
     def apply(self, updates: list[Any], *, release: bool = False) -> list[Any]:
         out: list[Any] = []
         for update in updates:
-            if isinstance(update, self._chunk_types) and isinstance(update.content, self._text_content):
+            if isinstance(update, self._chunk_types) and isinstance(
+                update.content, self._text_content
+            ):
                 key = (type(update).__name__, update.message_id)
                 text = self._chunks.feed(key, update.content.text)
                 if self._chunks.holding(key):

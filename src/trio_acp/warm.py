@@ -63,11 +63,20 @@ DEFAULT_IDLE = 1800.0
 #: server's would not get what it asked for, so it starts cold. Variables read later (the
 #: `LLM_*` settings, `OPENHANDS_PERSISTENCE_DIR`, `TRIO_ACP_*`) may differ freely.
 IMPORT_TIME_PREFIXES = ("LITELLM_", "LOG_", "DEBUG", "PYTHON", "DEFAULT_", "ACP_")
-IMPORT_TIME_NAMES = frozenset({
-    "CI", "GITHUB_ACTIONS", "OPENHANDS_SUPPRESS_BANNER", "ANTHROPIC_TOKEN_COUNTING_BETA_VERSION",
-    "DYNAMIC_RATE_LIMIT_ERROR_THRESHOLD_PER_MINUTE", "EXTENSIONS_REF", "PROXY_BASE_URL",
-    "REQUEST_TIMEOUT", "RUNWAYML_POLLING_TIMEOUT", "SPEND_LOG_CLEANUP_MAX_CONSECUTIVE_BATCH_FAILURES",
-})
+IMPORT_TIME_NAMES = frozenset(
+    {
+        "CI",
+        "GITHUB_ACTIONS",
+        "OPENHANDS_SUPPRESS_BANNER",
+        "ANTHROPIC_TOKEN_COUNTING_BETA_VERSION",
+        "DYNAMIC_RATE_LIMIT_ERROR_THRESHOLD_PER_MINUTE",
+        "EXTENSIONS_REF",
+        "PROXY_BASE_URL",
+        "REQUEST_TIMEOUT",
+        "RUNWAYML_POLLING_TIMEOUT",
+        "SPEND_LOG_CLEANUP_MAX_CONSECUTIVE_BATCH_FAILURES",
+    }
+)
 #: The signals a launcher passes on to its child.
 RELAYED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _MAX_MESSAGE = 16 << 20
@@ -79,12 +88,19 @@ class WarmError(Exception):
 
 
 def supported() -> bool:
-    return sys.platform.startswith("linux") and hasattr(socket, "SO_PEERCRED") and hasattr(os, "pidfd_open")
+    return (
+        sys.platform.startswith("linux")
+        and hasattr(socket, "SO_PEERCRED")
+        and hasattr(os, "pidfd_open")
+    )
 
 
 def enabled(env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
-    return env.get("TRIO_ACP_WARM", "1").strip().lower() not in {"0", "false", "no", "off"} and supported()
+    return (
+        env.get("TRIO_ACP_WARM", "1").strip().lower() not in {"0", "false", "no", "off"}
+        and supported()
+    )
 
 
 def warm_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -142,7 +158,9 @@ def fingerprint() -> str:
         except OSError:
             continue
         for name in sorted(names):
-            if name.startswith(("openhands_sdk-", "openhands_tools-")) and name.endswith(".dist-info"):
+            if name.startswith(("openhands_sdk-", "openhands_tools-")) and name.endswith(
+                ".dist-info"
+            ):
                 h.update(f"{entry}\0{name}\0".encode())
     return h.hexdigest()[:32]
 
@@ -225,7 +243,9 @@ def _connect(path: Path, timeout: float) -> socket.socket:
         raise
 
 
-def request(op: str, *, env: Mapping[str, str] | None = None, timeout: float = 5.0) -> dict[str, Any]:
+def request(
+    op: str, *, env: Mapping[str, str] | None = None, timeout: float = 5.0
+) -> dict[str, Any]:
     """A control request (`status`, `stop`) to the running server."""
     path = private_dir(env) / SOCKET_NAME
     with _connect(path, timeout) as sock:
@@ -251,16 +271,18 @@ def launch(argv: list[str]) -> int | None:
     # it. One arriving before the server's answer is held, then relayed (or, if the launch
     # is refused, delivered here as if nothing had been tried).
     pending: list[int] = []
-    previous = {signum: signal.signal(signum, lambda signum, _frame: pending.append(signum))
-                for signum in RELAYED_SIGNALS}
+    previous = {
+        signum: signal.signal(signum, lambda signum, _frame: pending.append(signum))
+        for signum in RELAYED_SIGNALS
+    }
 
     def refused(reason: object) -> None:
         log.debug("warm start: launch refused (%s); starting cold", reason)
         sock.close()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        for signum in pending:
-            os.kill(os.getpid(), signum)
+        for held in pending:
+            os.kill(os.getpid(), held)
 
     try:
         env = dict(os.environ)
@@ -289,7 +311,9 @@ def launch(argv: list[str]) -> int | None:
     if not reply.get("ok"):
         refused(reply.get("reason"))
         return None
-    log.debug("warm start: served by child %s of warm server %s", reply.get("pid"), reply.get("server"))
+    log.debug(
+        "warm start: served by child %s of warm server %s", reply.get("pid"), reply.get("server")
+    )
     return _supervise(sock, pending)
 
 
@@ -329,8 +353,8 @@ def _supervise(sock: socket.socket, pending: list[int]) -> int:
 
     for signum in RELAYED_SIGNALS:
         signal.signal(signum, relay)
-    for signum in pending:
-        relay(signum, None)
+    for held in pending:
+        relay(held, None)
     if sys.platform.startswith("linux"):
         _protect_credentials()
     try:
@@ -343,13 +367,13 @@ def _supervise(sock: socket.socket, pending: list[int]) -> int:
                 return int(message["exit"])
             if "signal" in message:
                 # The child died of a signal: so does this process, for the client to see.
-                signum = int(message["signal"])
+                died_of = int(message["signal"])
                 try:
-                    signal.signal(signum, signal.SIG_DFL)
+                    signal.signal(died_of, signal.SIG_DFL)
                 except (OSError, ValueError):  # SIGKILL, SIGSTOP: always the default
                     pass
-                os.kill(os.getpid(), signum)
-                return 128 + signum
+                os.kill(os.getpid(), died_of)
+                return 128 + died_of
     except (OSError, EOFError, ValueError) as exc:
         print(f"trio-acp: lost the warm server ({exc})", file=sys.stderr)
         return 1
@@ -386,7 +410,9 @@ def _load() -> None:
 
 
 class _Server:
-    def __init__(self, listener: socket.socket, idle: float, import_env: dict[str, str], fingerprint: str) -> None:
+    def __init__(
+        self, listener: socket.socket, idle: float, import_env: dict[str, str], fingerprint: str
+    ) -> None:
         self.listener = listener
         self.idle = idle
         self.import_env = import_env
@@ -578,7 +604,9 @@ class _Server:
             os._exit(code)
 
 
-def _child_main(server: _Server, conn: socket.socket, message: dict[str, Any], fds: list[int]) -> int:
+def _child_main(
+    server: _Server, conn: socket.socket, message: dict[str, Any], fds: list[int]
+) -> int:
     # Nothing of the server's survives into the session: its sockets, its signal handlers.
     server_pid = os.getppid()
     try:
@@ -696,12 +724,20 @@ def start(idle: float | None = None, wait: float = 300.0) -> int:
     with open(directory / LOG_NAME, "ab") as log_file:
         os.chmod(directory / LOG_NAME, 0o600)
         proc = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True, cwd="/"
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,
+            cwd="/",
         )
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            print(f"warm server exited with status {proc.returncode}; see {directory / LOG_NAME}", file=sys.stderr)
+            print(
+                f"warm server exited with status {proc.returncode}; see {directory / LOG_NAME}",
+                file=sys.stderr,
+            )
             return 1
         try:
             status = request("status")

@@ -21,7 +21,11 @@ SESSIONS = 8
 
 
 def live_children(pid: int) -> list[psutil.Process]:
-    return [c for c in psutil.Process(pid).children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
+    return [
+        c
+        for c in psutil.Process(pid).children(recursive=True)
+        if c.status() != psutil.STATUS_ZOMBIE
+    ]
 
 
 @pytest.mark.timeout(300)  # the first session/new imports the SDK: slow on a loaded machine
@@ -32,8 +36,13 @@ def test_eight_sessions_prompting_at_once_complete_and_clean_up(tmp_path):
     with ScriptedLLM() as llm:
         env = dict(os.environ)
         env.update(scripted_env(llm.base_url))
-        env.update(OPENHANDS_PERSISTENCE_DIR=str(persist), TMPDIR=str(tmp), LLM_NUM_RETRIES="1",
-                   LLM_TIMEOUT="60", TRIO_ACP_DEFAULT_MODE="always-approve")
+        env.update(
+            OPENHANDS_PERSISTENCE_DIR=str(persist),
+            TMPDIR=str(tmp),
+            LLM_NUM_RETRIES="1",
+            LLM_TIMEOUT="60",
+            TRIO_ACP_DEFAULT_MODE="always-approve",
+        )
         with RawAgent.spawn(env, cwd=str(ws)) as agent:
             agent.initialize()
             first = agent.new_session(str(ws))  # the SDK is imported: the baseline after it
@@ -43,23 +52,44 @@ def test_eight_sessions_prompting_at_once_complete_and_clean_up(tmp_path):
             ids = {}
             for i, sid in enumerate(sids):
                 ids[sid] = agent.new_id()
-                agent.send({"jsonrpc": "2.0", "id": ids[sid], "method": "session/prompt", "params": {
-                    "sessionId": sid, "prompt": [{"type": "text", "text": scenario_prompt(
-                        "terminal", f"s{i}", command=f"echo concurrent-{i}")}]}})
-            for sid, rid in ids.items():
+                agent.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": ids[sid],
+                        "method": "session/prompt",
+                        "params": {
+                            "sessionId": sid,
+                            "prompt": [
+                                {
+                                    "type": "text",
+                                    "text": scenario_prompt(
+                                        "terminal", f"s{i}", command=f"echo concurrent-{i}"
+                                    ),
+                                }
+                            ],
+                        },
+                    }
+                )
+            for rid in ids.values():
                 reply = agent.response(rid, timeout=90)
                 assert reply.get("result", {}).get("stopReason") == "end_turn", reply
             for i, sid in enumerate(sids):
-                outputs = [f for f in agent.frames if f.get("method") == "session/update"
-                           and f["params"]["sessionId"] == sid
-                           and f["params"]["update"].get("sessionUpdate") == "tool_call_update"
-                           and f["params"]["update"].get("status") == "completed"]
+                outputs = [
+                    f
+                    for f in agent.frames
+                    if f.get("method") == "session/update"
+                    and f["params"]["sessionId"] == sid
+                    and f["params"]["update"].get("sessionUpdate") == "tool_call_update"
+                    and f["params"]["update"].get("status") == "completed"
+                ]
                 assert f"concurrent-{i}" in str(outputs), (i, outputs)
             for sid in sids:
                 assert "result" in agent.request("session/close", {"sessionId": sid})
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and (live_children(agent.pid) or
-                                                   psutil.Process(agent.pid).num_threads() > baseline_threads):
+            while time.monotonic() < deadline and (
+                live_children(agent.pid)
+                or psutil.Process(agent.pid).num_threads() > baseline_threads
+            ):
                 agent.drain(0.2)
             assert live_children(agent.pid) == []
             assert psutil.Process(agent.pid).num_threads() <= baseline_threads

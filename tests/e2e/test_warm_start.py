@@ -43,14 +43,23 @@ def llm():
 
 
 def _base_env(directory: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TRIO_ACP_WARM",) and not k.startswith("LLM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TRIO_ACP_WARM",) and not k.startswith("LLM_")
+    }
     env.update(TRIO_ACP_WARM_DIR=str(directory), **extra)
     return env
 
 
 def _cli(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "trio_acp", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "trio_acp", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +86,11 @@ class Launch:
 
     @classmethod
     async def spawn(cls, env: dict[str, str], cwd: str) -> Launch:
-        return cls(await trio.lowlevel.open_process([sys.executable, "-m", "trio_acp"], stdin=-1, stdout=-1,
-                                                    env=env, cwd=cwd))
+        return cls(
+            await trio.lowlevel.open_process(
+                [sys.executable, "-m", "trio_acp"], stdin=-1, stdout=-1, env=env, cwd=cwd
+            )
+        )
 
     async def send(self, frame: dict) -> None:
         await self.process.stdin.send_all(json.dumps(frame).encode() + b"\n")
@@ -124,12 +136,19 @@ def _children(server_pid: int) -> list[psutil.Process]:
 def _agent_env(llm, directory: Path, home: Path, **extra: str) -> dict[str, str]:
     env = _base_env(directory, **extra)
     env.update(scripted_env(llm.base_url))
-    env.update(OPENHANDS_PERSISTENCE_DIR=str(home), LLM_NUM_RETRIES="1", LLM_API_KEY=CANARY,
-               TRIO_ACP_DEFAULT_MODE="always-approve", WARM_TEST_MARK="launcher-env-42")
+    env.update(
+        OPENHANDS_PERSISTENCE_DIR=str(home),
+        LLM_NUM_RETRIES="1",
+        LLM_API_KEY=CANARY,
+        TRIO_ACP_DEFAULT_MODE="always-approve",
+        WARM_TEST_MARK="launcher-env-42",
+    )
     return env
 
 
-async def test_a_session_through_the_warm_server_has_the_launchers_cwd_and_env(server, llm, tmp_path):
+async def test_a_session_through_the_warm_server_has_the_launchers_cwd_and_env(
+    server, llm, tmp_path
+):
     directory, server_pid = server
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -142,8 +161,14 @@ async def test_a_session_through_the_warm_server_has_the_launchers_cwd_and_env(s
         new = await launch.request(2, "session/new", {"cwd": str(ws), "mcpServers": []})
         sid = new["result"]["sessionId"]
         command = "pwd; echo mark=$WARM_TEST_MARK; echo key=$LLM_API_KEY."
-        reply = await launch.request(3, "session/prompt", {
-            "sessionId": sid, "prompt": [{"type": "text", "text": scenario_prompt("terminal", command=command)}]})
+        reply = await launch.request(
+            3,
+            "session/prompt",
+            {
+                "sessionId": sid,
+                "prompt": [{"type": "text", "text": scenario_prompt("terminal", command=command)}],
+            },
+        )
         assert reply["result"]["stopReason"] == "end_turn"
         # The launcher's /proc environ no longer shows the key (as the ordinary start's).
         environ = Path(f"/proc/{launch.process.pid}/environ")
@@ -209,8 +234,13 @@ async def test_a_launch_the_server_cannot_take_starts_the_ordinary_way(server, l
 def test_an_idle_server_exits_and_a_world_readable_directory_is_refused(tmp_path):
     directory = tmp_path / "idle"
     env = _base_env(directory)
-    with subprocess.Popen([sys.executable, "-m", "trio_acp", "warm", "serve", "--idle", "1"], env=env,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "trio_acp", "warm", "serve", "--idle", "1"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
         out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert out == b""

@@ -3,8 +3,6 @@ cancel (which also cancels the client's request), a timeout, or the session clos
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import trio
 
@@ -15,7 +13,6 @@ from trio_acp.openhands.client_calls import (
     ClientCalls,
     ClientCallTimeout,
 )
-
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 # A guard against a hang (a broken wait would block the test forever), not a timing check.
@@ -23,7 +20,9 @@ GUARD = 10
 
 
 def read(calls: ClientCalls, proxy, path: str, **kw):
-    return calls.call(lambda: proxy.read_text_file(session_id=SESSION, path=path), what=f"reading {path}", **kw)
+    return calls.call(
+        lambda: proxy.read_text_file(session_id=SESSION, path=path), what=f"reading {path}", **kw
+    )
 
 
 async def in_thread(fn, *args):
@@ -32,7 +31,7 @@ async def in_thread(fn, *args):
     def run():
         try:
             return fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
+        except BaseException as exc:
             return exc
 
     with trio.fail_after(GUARD):
@@ -117,7 +116,7 @@ async def test_closing_the_session_releases_the_wait_and_refuses_new_calls():
     def tool(proxy):
         try:
             read(calls, proxy, "/w/a.py")
-        except Exception as exc:  # noqa: BLE001 - what the tool thread saw
+        except Exception as exc:
             outcome.append(exc)
 
     async with editor_pair(client) as proxy:

@@ -11,17 +11,18 @@ import trio
 from trio_acp import schema
 from trio_acp.openhands import editor_workspace
 from trio_acp.openhands.editor_workspace import EditorWorkspace
-
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 pytest.importorskip("openhands.sdk.testing")
-from openhands.sdk import Agent, Conversation, Message, TextContent, Tool  # noqa: E402
-from openhands.sdk.llm import MessageToolCall  # noqa: E402
-from openhands.sdk.testing import TestLLM  # noqa: E402
+from openhands.sdk import Agent, Conversation, Message, TextContent, Tool
+from openhands.sdk.llm import MessageToolCall
+from openhands.sdk.testing import TestLLM
 
 
 def call(n: int, name: str, args: dict) -> Message:
-    tool_call = MessageToolCall(id=f"call_{n}", name=name, arguments=json.dumps(args), origin="completion")
+    tool_call = MessageToolCall(
+        id=f"call_{n}", name=name, arguments=json.dumps(args), origin="completion"
+    )
     return Message(role="assistant", content=[TextContent(text="")], tool_calls=[tool_call])
 
 
@@ -32,7 +33,16 @@ async def test_a_conversation_edits_the_buffer_and_runs_in_the_editors_terminal(
     llm = TestLLM.from_messages(
         [
             call(1, "file_editor", {"command": "view", "path": str(path)}),
-            call(2, "file_editor", {"command": "str_replace", "path": str(path), "old_str": "'unsaved'", "new_str": "'edited'"}),
+            call(
+                2,
+                "file_editor",
+                {
+                    "command": "str_replace",
+                    "path": str(path),
+                    "old_str": "'unsaved'",
+                    "new_str": "'edited'",
+                },
+            ),
             call(3, "terminal", {"command": "echo ran in the editor"}),
             call(4, "finish", {"message": "done"}),
         ]
@@ -63,14 +73,21 @@ async def test_a_conversation_edits_the_buffer_and_runs_in_the_editors_terminal(
             await trio.to_thread.run_sync(run)
         workspace.calls.close()
 
-    observations = {e.tool_call_id: e.observation for e in events if type(e).__name__ == "ObservationEvent"}
+    observations = {
+        e.tool_call_id: e.observation for e in events if type(e).__name__ == "ObservationEvent"
+    }
     assert "'unsaved'" in observations["call_1"].text  # the view saw the buffer
     assert observations["call_2"].old_content == "greeting = 'unsaved'\n"
     assert client.buffers[str(path)] == "greeting = 'edited'\n"
     assert path.read_text() == "on disk\n"
     assert "ran in the editor" in observations["call_3"].text
     assert [m for m in client.methods() if m.startswith("terminal/")] == [
-        "terminal/create", "terminal/wait_for_exit", "terminal/output", "terminal/release"
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/output",
+        "terminal/release",
     ]
     (announced,) = posted
-    assert announced.tool_call_id == "call_3" and announced.content == [schema.Terminal(terminal_id="term-1")]
+    assert announced.tool_call_id == "call_3" and announced.content == [
+        schema.Terminal(terminal_id="term-1")
+    ]

@@ -8,11 +8,10 @@ import trio
 
 from trio_acp.openhands.client_calls import ClientCalls
 from trio_acp.openhands.editor_files import EditorFiles, make_executor
-
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 pytest.importorskip("openhands.tools.file_editor")
-from openhands.tools.file_editor.definition import FileEditorAction  # noqa: E402
+from openhands.tools.file_editor.definition import FileEditorAction
 
 
 @pytest.fixture
@@ -31,7 +30,9 @@ async def run_tool(client: EditorClient, root, *actions):
         assert files is not None
         executor = make_executor(str(root), files)
         with trio.fail_after(20):
-            results = await trio.to_thread.run_sync(lambda: [executor(FileEditorAction(**a)) for a in actions])
+            results = await trio.to_thread.run_sync(
+                lambda: [executor(FileEditorAction(**a)) for a in actions]
+            )
         calls.close()
     return results
 
@@ -42,7 +43,9 @@ async def test_view_shows_the_buffer_not_the_disk(project):
     (obs,) = await run_tool(client, root, {"command": "view", "path": str(path)})
     assert not obs.is_error
     assert "unsaved line two" in obs.text and "on disk" not in obs.text
-    (ranged,) = await run_tool(client, root, {"command": "view", "path": str(path), "view_range": [2, 2]})
+    (ranged,) = await run_tool(
+        client, root, {"command": "view", "path": str(path), "view_range": [2, 2]}
+    )
     assert "unsaved line two" in ranged.text and "unsaved line one" not in ranged.text
 
 
@@ -50,7 +53,9 @@ async def test_an_edit_starts_from_the_buffer_and_goes_to_the_editor(project):
     root, path = project
     client = EditorClient({str(path): "x = 1  # unsaved\ny = 2\n"})
     (obs,) = await run_tool(
-        client, root, {"command": "str_replace", "path": str(path), "old_str": "y = 2", "new_str": "y = 3"}
+        client,
+        root,
+        {"command": "str_replace", "path": str(path), "old_str": "y = 2", "new_str": "y = 3"},
     )
     assert not obs.is_error, obs.text
     assert obs.old_content == "x = 1  # unsaved\ny = 2\n"  # the before-image is what the user sees
@@ -64,7 +69,9 @@ async def test_a_refused_write_fails_the_tool_call_with_the_editors_reason(proje
     root, path = project
     client = EditorClient({str(path): "a\n"})
     client.refuse[str(path)] = "The user rejected the edit"
-    (obs,) = await run_tool(client, root, {"command": "insert", "path": str(path), "insert_line": 1, "new_str": "b"})
+    (obs,) = await run_tool(
+        client, root, {"command": "insert", "path": str(path), "insert_line": 1, "new_str": "b"}
+    )
     assert obs.is_error
     assert "The user rejected the edit" in obs.text
     assert client.buffers[str(path)] == "a\n" and path.read_text() == "on disk\n"
@@ -80,7 +87,10 @@ async def test_a_file_created_in_the_editor_can_be_edited_before_it_is_saved(tmp
         {"command": "insert", "path": str(new), "insert_line": 1, "new_str": "one and a half"},
         {"command": "undo_edit", "path": str(new)},
     )
-    assert not created.is_error and not edited.is_error and not undone.is_error, (edited.text, undone.text)
+    assert not created.is_error and not edited.is_error and not undone.is_error, (
+        edited.text,
+        undone.text,
+    )
     assert edited.new_content == "one\none and a half\ntwo\n"
     assert client.buffers[str(new)] == "one\ntwo\n"
     assert not new.exists()
@@ -89,7 +99,11 @@ async def test_a_file_created_in_the_editor_can_be_edited_before_it_is_saved(tmp
 async def test_crlf_buffers_keep_their_line_endings(project):
     root, path = project
     client = EditorClient({str(path): "a\r\nb\r\n"})
-    (obs,) = await run_tool(client, root, {"command": "str_replace", "path": str(path), "old_str": "a\nb", "new_str": "a\nc"})
+    (obs,) = await run_tool(
+        client,
+        root,
+        {"command": "str_replace", "path": str(path), "old_str": "a\nb", "new_str": "a\nc"},
+    )
     assert not obs.is_error, obs.text
     assert client.buffers[str(path)] == "a\r\nc\r\n"
 

@@ -7,11 +7,10 @@ import trio
 
 from trio_acp.openhands.client_calls import ClientCalls
 from trio_acp.openhands.editor_terminal import make_executor
-
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 pytest.importorskip("openhands.tools.terminal")
-from openhands.tools.terminal.definition import TerminalAction  # noqa: E402
+from openhands.tools.terminal.definition import TerminalAction
 
 
 async def run_commands(tmp_path, *actions, cancel_when=None, client=None):
@@ -21,7 +20,9 @@ async def run_commands(tmp_path, *actions, cancel_when=None, client=None):
     announced = []
     async with editor_pair(client) as proxy, trio.open_nursery() as nursery:
         await nursery.start(calls.run)
-        executor = make_executor(calls, proxy, SESSION, str(tmp_path), announce=lambda a, tid: announced.append((a, tid)))
+        executor = make_executor(
+            calls, proxy, SESSION, str(tmp_path), announce=lambda a, tid: announced.append((a, tid))
+        )
         if cancel_when is not None:
 
             async def canceller():
@@ -32,7 +33,9 @@ async def run_commands(tmp_path, *actions, cancel_when=None, client=None):
 
             nursery.start_soon(canceller)
         with trio.fail_after(30):
-            results = await trio.to_thread.run_sync(lambda: [executor(TerminalAction(**a)) for a in actions])
+            results = await trio.to_thread.run_sync(
+                lambda: [executor(TerminalAction(**a)) for a in actions]
+            )
         calls.close()
     return results, client, announced
 
@@ -51,7 +54,12 @@ async def test_a_command_runs_in_an_editor_terminal_which_is_announced_and_relea
     create = client.calls[0][1]
     assert create.cwd == str(tmp_path) and create.output_byte_limit > 0
     first = [m for m in client.methods()][:4]
-    assert first == ["terminal/create", "terminal/wait_for_exit", "terminal/output", "terminal/release"]
+    assert first == [
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/output",
+        "terminal/release",
+    ]
     assert [tid for _, tid in announced] == ["term-1", "term-2", "term-3"]
     assert announced[0][0].command == "echo hello from the editor && cd sub"
     assert client.terminals == {}  # every terminal released
@@ -71,11 +79,17 @@ async def test_cancel_kills_and_releases_the_terminal(tmp_path):
 
 
 async def test_a_command_past_its_timeout_is_killed_and_its_output_kept(tmp_path):
-    (obs,), client, _ = await run_commands(tmp_path, {"command": "echo started; sleep 30", "timeout": 0.5})
+    (obs,), client, _ = await run_commands(
+        tmp_path, {"command": "echo started; sleep 30", "timeout": 0.5}
+    )
     assert obs.is_error and obs.timeout
     assert "started" in obs.text and "did not finish within 0.5 s" in obs.text
     assert client.methods() == [
-        "terminal/create", "terminal/wait_for_exit", "terminal/kill", "terminal/output", "terminal/release"
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/kill",
+        "terminal/output",
+        "terminal/release",
     ]
 
 
@@ -109,7 +123,12 @@ async def test_the_sdks_interrupt_of_the_executor_stops_the_command(tmp_path):
             again = await trio.to_thread.run_sync(executor, TerminalAction(command="echo after"))
         calls.close()
     assert obs.is_error and "cancelled" in obs.text
-    assert client.methods()[:4] == ["terminal/create", "terminal/wait_for_exit", "terminal/kill", "terminal/release"]
+    assert client.methods()[:4] == [
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/kill",
+        "terminal/release",
+    ]
     assert "after" in again.text
 
 
@@ -117,7 +136,10 @@ async def test_a_cancel_while_the_terminal_is_being_created_still_releases_it(tm
     slow = EditorClient()
     slow.create_delay = 0.3
     (obs,), client, _ = await run_commands(
-        tmp_path, {"command": "sleep 30"}, cancel_when=lambda c: "terminal/create" in c.methods(), client=slow
+        tmp_path,
+        {"command": "sleep 30"},
+        cancel_when=lambda c: "terminal/create" in c.methods(),
+        client=slow,
     )
     assert obs.is_error and "cancelled" in obs.text
     assert client.methods() == ["terminal/create", "terminal/kill", "terminal/release"]

@@ -12,11 +12,10 @@ from trio_acp.openhands import editor_workspace
 from trio_acp.openhands.editor_workspace import EditorWorkspace, ToolCallIds
 
 pytest.importorskip("openhands.tools.terminal")
-from openhands.sdk import Tool  # noqa: E402
-from openhands.sdk.tool.registry import resolve_tool  # noqa: E402
-from openhands.tools.file_editor.impl import FileEditorExecutor  # noqa: E402
-from openhands.tools.terminal.definition import TerminalAction  # noqa: E402
-from openhands.tools.terminal.impl import TerminalExecutor  # noqa: E402
+from openhands.sdk import Tool
+from openhands.sdk.tool.registry import resolve_tool
+from openhands.tools.file_editor.impl import FileEditorExecutor
+from openhands.tools.terminal.definition import TerminalAction
 
 
 def proxy(fs: bool, terminal: bool):
@@ -41,7 +40,9 @@ def test_tools_go_through_the_editor_only_when_attached_and_offered(tmp_path):
     editor_workspace.attach(state.id, workspace)
     try:
         (editor,) = resolve_tool(Tool(name="file_editor"), state)
-        (terminal,) = resolve_tool(Tool(name="terminal", params={"terminal_type": "subprocess"}), state)
+        (terminal,) = resolve_tool(
+            Tool(name="terminal", params={"terminal_type": "subprocess"}), state
+        )
         assert editor.name == "file_editor" and terminal.name == "terminal"  # names unchanged
         assert type(editor.executor).__name__ == "ClientFileEditorExecutor"
         assert type(terminal.executor).__name__ == "ClientTerminalExecutor"
@@ -67,7 +68,9 @@ def test_a_terminal_is_announced_on_the_tool_call_of_its_action():
     workspace.note_event(type("ActionEvent", (), {"action": action, "tool_call_id": "call_1"})())
     workspace.announce_terminal(action, "term-7")
     (update,) = posted
-    assert update.tool_call_id == "call_1" and update.content == [schema.Terminal(terminal_id="term-7")]
+    assert update.tool_call_id == "call_1" and update.content == [
+        schema.Terminal(terminal_id="term-7")
+    ]
     assert schema.to_wire(update)["content"] == [{"type": "terminal", "terminalId": "term-7"}]
     # The finished call keeps its terminal embedded, once.
     assert workspace.terminal_content("call_1") == [schema.Terminal(terminal_id="term-7")]
@@ -90,7 +93,9 @@ async def test_the_permission_preview_reads_the_buffer(tmp_path):
     client = EditorClient({"/w/a.py": "unsaved\n"})
     async with editor_pair(client) as proxy:
         workspace = EditorWorkspace(proxy, SESSION)
-        read = await workspace.preview_reader(["/w/a.py", "/w/missing.py"], fallback=lambda p: "disk")
+        read = await workspace.preview_reader(
+            ["/w/a.py", "/w/missing.py"], fallback=lambda p: "disk"
+        )
         assert read("/w/a.py") == "unsaved\n"
         assert read("/w/missing.py") == "disk"  # the editor has no such buffer
         no_fs = EditorWorkspace(SimpleNamespace(capabilities=schema.ClientCapabilities()), SESSION)

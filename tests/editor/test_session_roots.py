@@ -16,7 +16,9 @@ from trio_acp.openhands.session_roots import (
 def test_entries_are_normalized_deduplicated_and_cwd_dropped(tmp_path):
     (a := tmp_path / "a").mkdir()
     (b := tmp_path / "b").mkdir()
-    roots = parse_roots(str(tmp_path / "proj"), [f"{a}/", str(b), f"{b}/../b", str(tmp_path / "proj"), 7, ""])
+    roots = parse_roots(
+        str(tmp_path / "proj"), [f"{a}/", str(b), f"{b}/../b", str(tmp_path / "proj"), 7, ""]
+    )
     assert roots.additional == (str(a), str(b))
     assert roots.all[0] == str(tmp_path / "proj")
 
@@ -51,7 +53,9 @@ def test_the_index_reports_the_last_list_and_the_prompt_names_it(tmp_path):
     assert index[INDEX_KEY] == [str(lib)] and roots_from_index(index) == [str(lib)]
     assert INDEX_KEY not in with_roots(index, parse_roots(str(tmp_path), None))
     assert roots_from_index({INDEX_KEY: ["rel", 3, str(lib)]}) == [str(lib)]
-    info = schema.SessionInfo(session_id="s", cwd=str(tmp_path), additional_directories=roots.to_wire())
+    info = schema.SessionInfo(
+        session_id="s", cwd=str(tmp_path), additional_directories=roots.to_wire()
+    )
     assert schema.to_wire(info)["additionalDirectories"] == [str(lib)]
     assert str(lib) in roots_prompt(roots)
     assert roots_prompt(parse_roots(str(tmp_path), [])) is None

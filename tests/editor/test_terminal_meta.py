@@ -3,7 +3,11 @@
 from types import SimpleNamespace
 
 from trio_acp import schema
-from trio_acp.openhands.terminal_meta import TerminalMetaStream, merge_outputs, supports_terminal_meta
+from trio_acp.openhands.terminal_meta import (
+    TerminalMetaStream,
+    merge_outputs,
+    supports_terminal_meta,
+)
 
 
 def wire(update):
@@ -19,7 +23,9 @@ def test_the_stream_sends_info_then_only_new_output_then_exit():
     assert [o["_meta"]["terminal_output"]["data"] for o in outputs] == ["hello\n", "world\n"]
     assert all("content" not in o for o in outputs)  # no resend of what came before
     end = wire(stream.exit(0))
-    assert end["_meta"] == {"terminal_exit": {"terminal_id": "call_1", "exit_code": 0, "signal": None}}
+    assert end["_meta"] == {
+        "terminal_exit": {"terminal_id": "call_1", "exit_code": 0, "signal": None}
+    }
     assert stream.feed("late") == []
 
 
@@ -36,9 +42,20 @@ def test_the_stream_is_bounded_per_update_and_per_command():
 def test_merging_concatenates_consecutive_output_of_one_call():
     stream = TerminalMetaStream("c")
     other = TerminalMetaStream("d")
-    updates = [stream.start(), *stream.feed("a"), *stream.feed("b"), *other.feed("x"), *stream.feed("c"), stream.exit(1)]
+    updates = [
+        stream.start(),
+        *stream.feed("a"),
+        *stream.feed("b"),
+        *other.feed("x"),
+        *stream.feed("c"),
+        stream.exit(1),
+    ]
     merged = merge_outputs(updates)
-    datas = [(u.tool_call_id, u.meta["terminal_output"]["data"]) for u in merged if "terminal_output" in (u.meta or {})]
+    datas = [
+        (u.tool_call_id, u.meta["terminal_output"]["data"])
+        for u in merged
+        if "terminal_output" in (u.meta or {})
+    ]
     assert datas == [("c", "ab"), ("d", "x"), ("c", "c")]
     assert len(merged) == 5
 

@@ -23,7 +23,7 @@ from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.settings import load_settings
 from trio_acp.rpc import RequestError
-from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Reply, scenario_prompt, scripted_env
+from trio_acp.testing import Reply, Scenario, ScriptedLLM, ToolCall, scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
 
 _LOADER: SdkLoader | None = None
@@ -51,7 +51,11 @@ def llm():
     extra = [
         Scenario("mcp-shout", shout_steps, "call the shout MCP tool"),
         Scenario("cutoff", [Reply(text="This reply is cut", finish_reason="length")], "max tokens"),
-        Scenario("refuse", [Reply(text="I can't help with that.", finish_reason="content_filter")], "refusal"),
+        Scenario(
+            "refuse",
+            [Reply(text="I can't help with that.", finish_reason="content_filter")],
+            "refusal",
+        ),
     ]
     with ScriptedLLM(scenarios=extra) as server:
         yield server
@@ -121,7 +125,9 @@ async def test_a_prompt_sent_while_a_turn_runs_is_queued_and_a_cancel_ends_both(
             assert result["first"].stop_reason == "cancelled"
             assert result["queued"].stop_reason == "cancelled"  # received before the cancel
             assert "Echo: " not in client.text()
-            after = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "after")))
+            after = await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("echo", "after"))
+            )
             assert after.stop_reason == "end_turn"
 
 
@@ -133,9 +139,13 @@ async def test_prompt_content_kinds_reach_the_model(env, tmp_path, llm):
     png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
     blocks = [
         schema.TextContent(text=scenario_prompt("echo", "look at these")),
-        schema.ResourceLink(uri=f"file://{tmp_path}/notes.md", name="notes.md", mime_type="text/markdown"),
+        schema.ResourceLink(
+            uri=f"file://{tmp_path}/notes.md", name="notes.md", mime_type="text/markdown"
+        ),
         schema.EmbeddedResource(
-            resource=schema.TextResourceContents(uri=f"file://{tmp_path}/a.py", text="print('embedded')", mime_type="text/x-python")
+            resource=schema.TextResourceContents(
+                uri=f"file://{tmp_path}/a.py", text="print('embedded')", mime_type="text/x-python"
+            )
         ),
         schema.ImageContent(data=png, mime_type="image/png"),
     ]
@@ -147,7 +157,11 @@ async def test_prompt_content_kinds_reach_the_model(env, tmp_path, llm):
     assert response.stop_reason == "end_turn"
     body = llm.requests[before].body
     user = [m for m in body["messages"] if m["role"] == "user"][-1]
-    parts = user["content"] if isinstance(user["content"], list) else [{"type": "text", "text": user["content"]}]
+    parts = (
+        user["content"]
+        if isinstance(user["content"], list)
+        else [{"type": "text", "text": user["content"]}]
+    )
     flat = "\n".join(p.get("text", "") or p.get("image_url", {}).get("url", "") for p in parts)
     assert "notes.md" in flat and f"{tmp_path}/notes.md" in flat
     assert "print('embedded')" in flat
@@ -163,7 +177,10 @@ async def test_close_session_cancels_and_forgets_it(env, tmp_path):
                 result = {}
 
                 async def run():
-                    result["r"] = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("slow", chunks=40, delay_ms=50)))
+                    result["r"] = await conn.agent.prompt(
+                        session_id=sid,
+                        prompt=_text(scenario_prompt("slow", chunks=40, delay_ms=50)),
+                    )
 
                 nursery.start_soon(run)
                 await client.got.wait()
@@ -186,7 +203,9 @@ async def test_a_load_or_resume_refused_for_its_cwd_leaves_the_live_session_alon
                     with pytest.raises(RequestError) as info:
                         await call(session_id=sid, cwd=bad, mcp_servers=[])
                     assert info.value.code == -32602
-            reply = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "still here")))
+            reply = await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("echo", "still here"))
+            )
             assert reply.stop_reason == "end_turn"
 
 
@@ -210,10 +229,17 @@ async def test_initialize_answers_any_version_with_1_and_advertises_what_works(e
     assert not caps.prompt_capabilities.audio
     assert caps.load_session
     sc = caps.session_capabilities
-    assert sc.close is not None and sc.list is not None and sc.resume is not None and sc.delete is not None
+    assert (
+        sc.close is not None
+        and sc.list is not None
+        and sc.resume is not None
+        and sc.delete is not None
+    )
     # A model is configured: the agent method just confirms it (the way back in after a
     # logout); no terminal method for a client that did not advertise auth.terminal.
-    assert [(type(m).__name__, m.name) for m in init.auth_methods] == [("AuthMethodAgent", "Use the configured model")]
+    assert [(type(m).__name__, m.name) for m in init.auth_methods] == [
+        ("AuthMethodAgent", "Use the configured model")
+    ]
     assert caps.auth.logout is not None
 
 
@@ -225,8 +251,12 @@ def test_settings_file_then_env_override(tmp_path):
     )
     s = load_settings({"OPENHANDS_PERSISTENCE_DIR": str(home)})
     assert s.llm["model"] == "anthropic/claude" and s.llm["api_key"] == "k1"
-    s = load_settings({"OPENHANDS_PERSISTENCE_DIR": str(home), "LLM_MODEL": "openai/gpt", "LLM_NUM_RETRIES": "2"})
-    assert s.llm["model"] == "openai/gpt" and s.llm["api_key"] == "k1" and s.llm["num_retries"] == "2"
+    s = load_settings(
+        {"OPENHANDS_PERSISTENCE_DIR": str(home), "LLM_MODEL": "openai/gpt", "LLM_NUM_RETRIES": "2"}
+    )
+    assert (
+        s.llm["model"] == "openai/gpt" and s.llm["api_key"] == "k1" and s.llm["num_retries"] == "2"
+    )
     assert s.conversations_dir == home / "conversations"
     empty = load_settings({"OPENHANDS_PERSISTENCE_DIR": str(tmp_path / "none")})
     assert empty.llm is None and "LLM_MODEL" in empty.missing_model_message()
@@ -238,9 +268,17 @@ async def test_stop_reasons_follow_the_models_finish_reason(env, tmp_path):
         async with open_in_memory_pair(agent, client) as (_, conn):
             sid = await _start(conn, tmp_path)
             cut = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("cutoff")))
-            refused = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("refuse")))
-            normal = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "ok")))
-    assert (cut.stop_reason, refused.stop_reason, normal.stop_reason) == ("max_tokens", "refusal", "end_turn")
+            refused = await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("refuse"))
+            )
+            normal = await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("echo", "ok"))
+            )
+    assert (cut.stop_reason, refused.stop_reason, normal.stop_reason) == (
+        "max_tokens",
+        "refusal",
+        "end_turn",
+    )
     assert "This reply is cut" in client.text()
 
 
@@ -253,7 +291,9 @@ async def test_max_iterations_is_max_turn_requests(env, tmp_path):
             # The terminal scenario needs two LLM calls (command, then finish).
             r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("terminal")))
             assert r.stop_reason == "max_turn_requests"
-            again = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "still ok")))
+            again = await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("echo", "still ok"))
+            )
             assert again.stop_reason == "end_turn"
 
 
@@ -263,7 +303,9 @@ async def test_slash_commands(env, tmp_path, llm):
         async with open_in_memory_pair(agent, client) as (_, conn):
             sid = await _start(conn, tmp_path)
             session = agent._sessions[uuid.UUID(sid)]
-            await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "remember me")))
+            await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("echo", "remember me"))
+            )
 
             async def say(text):
                 client.updates.clear()
@@ -276,9 +318,13 @@ async def test_slash_commands(env, tmp_path, llm):
             assert "openai/scripted" in status and "always-approve" in status and "tokens" in status
             assert "No 'always' rules" in await say("/rules")
             assert "Choose one of" in await say("/confirm")
-            events_before = [type(e).__name__ for e in session.conversation.sdk_conversation.state.events]
+            events_before = [
+                type(e).__name__ for e in session.conversation.sdk_conversation.state.events
+            ]
             assert "condensed" in await say("/condense")
-            events_after = [type(e).__name__ for e in session.conversation.sdk_conversation.state.events]
+            events_after = [
+                type(e).__name__ for e in session.conversation.sdk_conversation.state.events
+            ]
             assert "Condensation" in events_after and "Condensation" not in events_before
             # Not one of ours: it goes to the model as text.
             requests = len(llm.requests)
@@ -333,14 +379,29 @@ class RawClient:
 
     async def open_session(self, cwd) -> str:
         """initialize (ids 1) and session/new (id 2); returns the session id."""
-        await self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+        await self.send(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+        )
         await self.until(lambda f: f.get("id") == 1)
-        await self.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(cwd), "mcpServers": []}})
+        await self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/new",
+                "params": {"cwd": str(cwd), "mcpServers": []},
+            }
+        )
         return (await self.until(lambda f: f.get("id") == 2))["result"]["sessionId"]
 
     async def prompt(self, request_id, sid: str, text: str) -> None:
-        await self.send({"jsonrpc": "2.0", "id": request_id, "method": "session/prompt",
-                         "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}})
+        await self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+            }
+        )
 
 
 async def test_cancel_request_for_a_prompt_waiting_on_permission_ends_cancelled(env, tmp_path):
@@ -357,14 +418,25 @@ async def test_cancel_request_for_a_prompt_waiting_on_permission_ends_cancelled(
                 prompt = scenario_prompt("terminal", command=f"touch {target}")
                 await raw.prompt("p-1", sid, prompt)
                 ask = await raw.until(lambda f: f.get("method") == "session/request_permission")
-                await raw.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "p-1"}})
+                await raw.send(
+                    {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "p-1"}}
+                )
                 # The agent withdraws its own question, then answers the prompt.
                 frames = []
                 response = await raw.until(lambda f: frames.append(f) or f.get("id") == "p-1")
                 assert response["result"] == {"stopReason": "cancelled"}
-                assert any(f.get("method") == "$/cancel_request" and f["params"]["requestId"] == ask["id"] for f in frames)
+                assert any(
+                    f.get("method") == "$/cancel_request" and f["params"]["requestId"] == ask["id"]
+                    for f in frames
+                )
                 # The client's late answer to the withdrawn question is ignored, safely.
-                await raw.send({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+                await raw.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": ask["id"],
+                        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+                    }
+                )
                 await raw.prompt(3, sid, scenario_prompt("echo", "after"))
                 after = await raw.until(lambda f: f.get("id") == 3)
                 assert after["result"]["stopReason"] == "end_turn"
@@ -388,14 +460,25 @@ async def test_config_options_full_list_and_reasoning_effort(env, tmp_path, llm)
             assert [o.id for o in result.config_options] == ids  # the complete list
             assert {o.id: o.current_value for o in result.config_options}["thought_level"] == "low"
             before = len(llm.requests)
-            await conn.agent.prompt(session_id=new.session_id, prompt=_text(scenario_prompt("echo", "x")))
+            await conn.agent.prompt(
+                session_id=new.session_id, prompt=_text(scenario_prompt("echo", "x"))
+            )
             assert llm.requests[before].body.get("reasoning_effort") == "low"
-            for bad in [("thought_level", "extreme"), ("model", "other/model"), ("nope", "x"), ("mode", True)]:
+            for bad in [
+                ("thought_level", "extreme"),
+                ("model", "other/model"),
+                ("nope", "x"),
+                ("mode", True),
+            ]:
                 with pytest.raises(RequestError) as info:
-                    await conn.agent.set_session_config_option(session_id=new.session_id, config_id=bad[0], value=bad[1])
+                    await conn.agent.set_session_config_option(
+                        session_id=new.session_id, config_id=bad[0], value=bad[1]
+                    )
                 assert info.value.code == -32602
             # No boolean options are offered, advertised or not.
-            assert all(o.type == "select" if hasattr(o, "type") else True for o in result.config_options)
+            assert all(
+                o.type == "select" if hasattr(o, "type") else True for o in result.config_options
+            )
 
 
 async def test_no_reasoning_option_for_models_without_it(env, tmp_path):
@@ -409,7 +492,12 @@ async def test_no_reasoning_option_for_models_without_it(env, tmp_path):
 
 
 async def test_a_retried_model_call_is_announced_and_a_final_failure_is_an_error(env, tmp_path):
-    env.update(LLM_NUM_RETRIES="2", LLM_RETRY_MIN_WAIT="0", LLM_RETRY_MAX_WAIT="0", LLM_RETRY_MULTIPLIER="0")
+    env.update(
+        LLM_NUM_RETRIES="2",
+        LLM_RETRY_MIN_WAIT="0",
+        LLM_RETRY_MAX_WAIT="0",
+        LLM_RETRY_MULTIPLIER="0",
+    )
     client = Client()
     async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
         async with open_in_memory_pair(agent, client) as (_, conn):
@@ -417,9 +505,13 @@ async def test_a_retried_model_call_is_announced_and_a_final_failure_is_an_error
             with pytest.raises(RequestError) as info:
                 await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("error500")))
             assert info.value.code == -32603 and "failed" in info.value.message
-            thoughts = "".join(u.content.text for u in client.updates if isinstance(u, schema.AgentThoughtChunk))
+            thoughts = "".join(
+                u.content.text for u in client.updates if isinstance(u, schema.AgentThoughtChunk)
+            )
             assert "Retrying now, attempt 2 of 2" in thoughts
-            ok = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "fine")))
+            ok = await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("echo", "fine"))
+            )
             assert ok.stop_reason == "end_turn"
 
 
@@ -430,7 +522,9 @@ async def test_load_resume_list_delete_across_agent_restarts(env, tmp_path, llm)
     async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
         async with open_in_memory_pair(agent, first) as (_, conn):
             sid = await _start(conn, ws)
-            await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("terminal", "Say [word:heron] hello")))
+            await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("terminal", "Say [word:heron] hello"))
+            )
             other = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
     titles = [u.title for u in first.updates if isinstance(u, schema.SessionInfoUpdate)]
     assert titles == ["Say hello"]
@@ -453,19 +547,29 @@ async def test_load_resume_list_delete_across_agent_restarts(env, tmp_path, llm)
             response = await conn.agent.load_session(session_id=sid, cwd=str(ws), mcp_servers=[])
             assert response.modes.current_mode_id == "always-approve"
             kinds = [type(u).__name__ for u in loaded.updates]
-            assert "UserMessageChunk" in kinds and "ToolCallStart" in kinds and "AgentMessageChunk" in kinds
-            user_text = "".join(u.content.text for u in loaded.updates if isinstance(u, schema.UserMessageChunk))
+            assert (
+                "UserMessageChunk" in kinds
+                and "ToolCallStart" in kinds
+                and "AgentMessageChunk" in kinds
+            )
+            user_text = "".join(
+                u.content.text for u in loaded.updates if isinstance(u, schema.UserMessageChunk)
+            )
             assert "heron" in user_text
             [call] = [u for u in loaded.updates if isinstance(u, schema.ToolCallStart)]
             assert call.status == "completed" and call.kind == "execute"
             # The conversation goes on where it was: the model sees the earlier prompt.
-            again = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("remember")))
+            again = await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("remember"))
+            )
             assert again.stop_reason == "end_turn"
             assert "You said earlier: heron" in loaded.text()
 
             loaded.updates.clear()
             await conn.agent.resume_session(session_id=sid, cwd=str(ws), mcp_servers=[])
-            assert not [u for u in loaded.updates if isinstance(u, schema.UserMessageChunk)]  # no replay
+            assert not [
+                u for u in loaded.updates if isinstance(u, schema.UserMessageChunk)
+            ]  # no replay
 
             await conn.agent.delete_session(session_id=sid)
             await conn.agent.delete_session(session_id=sid)  # again: silently fine
@@ -524,9 +628,18 @@ async def test_a_malformed_permission_answer_fails_closed_now_and_later(env, tmp
                 text = scenario_prompt("terminal", command=f"touch {marker}")
                 await raw.prompt(3, sid, text)
                 ask = await raw.until(lambda f: f.get("method") == "session/request_permission")
-                await raw.send({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected"}}})
+                await raw.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": ask["id"],
+                        "result": {"outcome": {"outcome": "selected"}},
+                    }
+                )
                 failed = await raw.until(lambda f: f.get("id") == 3)
-                assert failed["error"]["code"] == -32603 and "nothing was run" in failed["error"]["message"]
+                assert (
+                    failed["error"]["code"] == -32603
+                    and "nothing was run" in failed["error"]["message"]
+                )
                 await raw.prompt(4, sid, scenario_prompt("echo", "next"))
                 after = await raw.until(lambda f: f.get("id") == 4)
                 assert after["result"]["stopReason"] == "end_turn"
@@ -548,18 +661,33 @@ async def test_an_action_left_pending_on_disk_is_not_run_after_a_reload(env, tmp
 
     class Rejecting(Client):
         async def request_permission(self, params):
-            return schema.RequestPermissionResponse(outcome=schema.SelectedPermissionOutcome(option_id="reject_once"))
+            return schema.RequestPermissionResponse(
+                outcome=schema.SelectedPermissionOutcome(option_id="reject_once")
+            )
 
     with trio.fail_after(90):
-        async with open_openhands_agent(env=env, sdk_loader=loader()) as a1, open_openhands_agent(env=env, sdk_loader=loader()) as a2:
-            async with open_in_memory_pair(a1, Hanging()) as (_, c1), open_in_memory_pair(a2, Rejecting()) as (_, c2):
+        async with (
+            open_openhands_agent(env=env, sdk_loader=loader()) as a1,
+            open_openhands_agent(env=env, sdk_loader=loader()) as a2,
+        ):
+            async with (
+                open_in_memory_pair(a1, Hanging()) as (_, c1),
+                open_in_memory_pair(a2, Rejecting()) as (_, c2),
+            ):
                 sid = await _start(c1, tmp_path)
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(lambda: c1.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("terminal", command=f"touch {marker}"))))
+                    nursery.start_soon(
+                        lambda: c1.agent.prompt(
+                            session_id=sid,
+                            prompt=_text(scenario_prompt("terminal", command=f"touch {marker}")),
+                        )
+                    )
                     await asked.wait()
                     await c2.agent.initialize(protocol_version=1)
                     await c2.agent.load_session(session_id=sid, cwd=str(tmp_path), mcp_servers=[])
-                    r = await c2.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "hello")))
+                    r = await c2.agent.prompt(
+                        session_id=sid, prompt=_text(scenario_prompt("echo", "hello"))
+                    )
                     assert r.stop_reason == "end_turn"
                     assert not marker.exists()
                     nursery.cancel_scope.cancel()

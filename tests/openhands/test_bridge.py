@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import trio
+import trio.lowlevel
 
 from trio_acp.openhands.bridge import Flush, ThreadBridge
 from trio_acp.openhands.loop_thread import LoopThread, wait_future
@@ -64,7 +65,7 @@ async def test_flush_waits_for_everything_posted_before_it():
                 if isinstance(item, Flush):
                     item.done.set()
                 else:
-                    await trio.sleep(0)  # a slow consumer
+                    await trio.lowlevel.checkpoint()  # a slow consumer
                     handled.append(item)
 
     async with trio.open_nursery() as nursery:
@@ -95,6 +96,7 @@ def test_post_after_trio_run_finished_never_raises():
 async def test_loop_thread_result_and_exception_reach_trio():
     loop = LoopThread("test-loop")
     try:
+
         async def ok():
             return 42
 

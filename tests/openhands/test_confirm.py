@@ -26,8 +26,16 @@ CASES = [
     ("bash", {"command": "make test"}, None),
     ("execute_bash", {"command": "", "is_input": True}, None),
     ("file_editor", {"command": "create", "path": "new.txt", "file_text": "x\n"}, None),
-    ("file_editor", {"command": "str_replace", "path": "a.txt", "old_str": "a", "new_str": "b"}, None),
-    ("file_editor", {"command": "insert", "path": "a.txt", "insert_line": 0, "new_str": "top"}, None),
+    (
+        "file_editor",
+        {"command": "str_replace", "path": "a.txt", "old_str": "a", "new_str": "b"},
+        None,
+    ),
+    (
+        "file_editor",
+        {"command": "insert", "path": "a.txt", "insert_line": 0, "new_str": "top"},
+        None,
+    ),
     ("file_editor", {"command": "view", "path": "a.txt", "view_range": [2, 4]}, None),
     ("file_editor", {"command": "view", "path": "sub"}, None),
     ("str_replace_editor", {"command": "undo_edit", "path": "a.txt"}, None),
@@ -45,7 +53,9 @@ def _action(tool: str, args: dict, summary: str | None, call_id: str) -> ActionE
         action=None,
         tool_name=tool,
         tool_call_id=call_id,
-        tool_call=MessageToolCall(id=call_id, name=tool, arguments=json.dumps(args), origin="completion"),
+        tool_call=MessageToolCall(
+            id=call_id, name=tool, arguments=json.dumps(args), origin="completion"
+        ),
         llm_response_id="r-" + call_id,
         summary=summary,
     )
@@ -57,7 +67,9 @@ class _Client:
 
     async def request_permission(self, request):
         self.requests.append(request)
-        return schema.RequestPermissionResponse(outcome=schema.SelectedPermissionOutcome(option_id=ALLOW_ONCE))
+        return schema.RequestPermissionResponse(
+            outcome=schema.SelectedPermissionOutcome(option_id=ALLOW_ONCE)
+        )
 
 
 @pytest.mark.parametrize(("tool", "args", "summary"), CASES)
@@ -75,7 +87,12 @@ async def test_the_request_shows_what_the_tool_call_showed(tmp_path, tool, args,
     assert decision == ALLOW_ONCE
     (request,) = client.requests
     call = request.tool_call
-    assert (call.title, call.kind, call.locations, call.name) == (start.title, start.kind, start.locations, start.name)
+    assert (call.title, call.kind, call.locations, call.name) == (
+        start.title,
+        start.kind,
+        start.locations,
+        start.name,
+    )
     assert call.title and call.kind and call.name == tool
     if args.get("path"):
         assert args["path"] in call.title

@@ -18,13 +18,12 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from test_agent_in_process import RawClient
 
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
-
-from test_agent_in_process import RawClient  # noqa: E402
 
 # What no error message may contain: Trio's group wrapping and the rpc layer's fallback.
 SAYS_NOTHING = ("Exceptions from", "sub-exception", "Internal error")
@@ -72,7 +71,14 @@ async def raw_agent(env):
     with trio.fail_after(90):
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
             async with open_agent_connection(agent_stream, agent):
-                await raw.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"protocolVersion": 1}})
+                await raw.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": "init",
+                        "method": "initialize",
+                        "params": {"protocolVersion": 1},
+                    }
+                )
                 await raw.until(lambda f: f.get("id") == "init")
                 yield raw
                 await client_stream.aclose()
@@ -88,11 +94,17 @@ async def call(raw, request_id, method, params) -> tuple[dict, list[dict]]:
 
 async def say(raw, request_id, sid, text) -> tuple[dict, str]:
     """(response, the agent's message text of the turn)."""
-    response, frames = await call(raw, request_id, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+    response, frames = await call(
+        raw,
+        request_id,
+        "session/prompt",
+        {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+    )
     chunks = [
         f["params"]["update"]["content"].get("text", "")
         for f in frames
-        if f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        if f.get("method") == "session/update"
+        and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
     ]
     return response, "".join(chunks)
 
@@ -115,7 +127,9 @@ def pristine(llm, tmp_path_factory):
         async with raw_agent(_env(llm, home)) as raw:
             new, _ = await call(raw, 1, "session/new", {"cwd": str(ws), "mcpServers": []})
             sid = new["result"]["sessionId"]
-            response, _ = await say(raw, 2, sid, scenario_prompt("terminal", "Say [word:heron] hello"))
+            response, _ = await say(
+                raw, 2, sid, scenario_prompt("terminal", "Say [word:heron] hello")
+            )
             assert response["result"]["stopReason"] == "end_turn"
             return sid
 
@@ -178,14 +192,26 @@ def _undo_locks(root: Path) -> None:
 DAMAGE = {
     # name: (damage, file the message must name, what it must say about it)
     "base truncated": (lambda s: _truncate(s.base), "base", "is not valid JSON"),
-    "base not an object": (lambda s: s.base.write_text("[1, 2]"), "base", "does not hold a JSON object"),
+    "base not an object": (
+        lambda s: s.base.write_text("[1, 2]"),
+        "base",
+        "does not hold a JSON object",
+    ),
     "base wrong field type": (lambda s: _edit(s.base, agent=5), "base", "agent: "),
     "base unreadable": (lambda s: _make_unreadable(s.base), "base", "cannot be read"),
     "event truncated": (lambda s: _truncate(s.events[1]), "event", "is not valid JSON"),
     "event empty": (lambda s: s.events[1].write_text(""), "event", "is empty"),
-    "event not an object": (lambda s: s.events[1].write_text("42"), "event", "does not hold a JSON object"),
+    "event not an object": (
+        lambda s: s.events[1].write_text("42"),
+        "event",
+        "does not hold a JSON object",
+    ),
     "event wrong field type": (lambda s: _edit(s.events[1], timestamp=[1]), "event", "timestamp: "),
-    "event of an unknown kind": (lambda s: _edit(s.events[1], kind="FrobnicateEvent"), "event", "'FrobnicateEvent'"),
+    "event of an unknown kind": (
+        lambda s: _edit(s.events[1], kind="FrobnicateEvent"),
+        "event",
+        "'FrobnicateEvent'",
+    ),
 }
 
 
@@ -201,7 +227,9 @@ async def test_a_damaged_conversation_names_the_file_and_what_to_do(case, stored
             assert error["code"] == -32603
             assert_says_something(error, str(named), problem, "delete the session", "move")
             assert error["data"] == {"path": str(named)}
-            assert not [f for f in frames if f.get("method") == "session/update"]  # nothing replayed
+            assert not [
+                f for f in frames if f.get("method") == "session/update"
+            ]  # nothing replayed
         # Not half-registered: the session is not live, the agent still works.
         response, _ = await say(raw, 3, stored.sid, "hello")
         assert response["error"]["code"] == -32002
@@ -241,7 +269,9 @@ async def test_following_the_advice_for_a_damaged_event_opens_the_history_before
     aside.mkdir()
     async with raw_agent(_env(llm, stored.home)) as raw:
         response, _ = await call(raw, 1, "session/load", stored.params())
-        assert_says_something(response["error"], str(damaged), "the event files after it and base_state.json")
+        assert_says_something(
+            response["error"], str(damaged), "the event files after it and base_state.json"
+        )
         for path in [*stored.events[2:], stored.base]:
             path.rename(aside / path.name)
         response, frames = await call(raw, 2, "session/load", stored.params())
@@ -279,7 +309,11 @@ async def test_a_damaged_rules_file_is_set_aside_and_reported(case, stored, llm)
         response, _ = await call(raw, 1, "session/load", stored.params())
         assert "result" in response, response  # asking again is safe: the session opens
         _, text = await say(raw, 2, stored.sid, "/rules")
-        assert str(rules) in text and "trio_acp_rules.json.damaged" in text and "no 'always' rules" in text
+        assert (
+            str(rules) in text
+            and "trio_acp_rules.json.damaged" in text
+            and "no 'always' rules" in text
+        )
         _, status = await say(raw, 3, stored.sid, "/status")
         assert "rules file" in status and str(rules) in status
     assert (stored.dir / "trio_acp_rules.json.damaged").exists()
@@ -318,7 +352,10 @@ async def test_one_unreadable_conversation_does_not_fail_the_list(stored, llm):
 async def test_a_delete_that_cannot_remove_everything_says_what_is_left(stored, llm):
     locked = stored.events[2]
     if os.geteuid() == 0:
-        if not shutil.which("chattr") or subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode:
+        if (
+            not shutil.which("chattr")
+            or subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode
+        ):
             pytest.skip("cannot make a file undeletable here (root without chattr +i)")
     else:
         locked.parent.chmod(0o555)
@@ -338,7 +375,9 @@ async def test_an_unexpected_failure_in_a_turn_names_what_failed(stored, llm):
         (stored.dir / "events").write_text("not a directory")
         response, _ = await say(raw, 2, stored.sid, "hello")
         assert response["error"]["code"] == -32603
-        assert_says_something(response["error"], "session/prompt failed", str(stored.dir / "events"))
+        assert_says_something(
+            response["error"], "session/prompt failed", str(stored.dir / "events")
+        )
 
 
 async def test_condense_with_nothing_to_condense_says_so_and_leaves_no_request(llm, tmp_path):
@@ -386,8 +425,10 @@ async def test_a_conversation_that_fails_to_open_for_another_reason_says_why_and
         response, _ = await call(raw, 1, "session/load", stored.params())
         assert response["error"]["code"] == -32603
         assert_says_something(
-            response["error"], f"session {stored.sid} cannot be opened: ValueError: Conversation ID mismatch",
-            str(stored.dir), "delete the session",
+            response["error"],
+            f"session {stored.sid} cannot be opened: ValueError: Conversation ID mismatch",
+            str(stored.dir),
+            "delete the session",
         )
 
 
@@ -397,7 +438,9 @@ async def test_a_session_that_cannot_start_raises_the_failure_itself_not_a_group
     def factory(**_):
         raise OSError(28, "No space left on device", "/x/base_state.json")
 
-    session = Session(session_id=uuid.UUID(int=0), cwd="/", sdk=None, conversation_factory=factory, client=None)
+    session = Session(
+        session_id=uuid.UUID(int=0), cwd="/", sdk=None, conversation_factory=factory, client=None
+    )
     async with trio.open_nursery() as nursery:
         with pytest.raises(OSError) as info:
             await nursery.start(session.serve)

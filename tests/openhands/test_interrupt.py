@@ -33,6 +33,7 @@ async def test_interrupting_a_run_that_ended_cancelled_is_not_an_error():
     # interrupt loop and answer the prompt -32603 (seen in the cancel soak, 2 in 1,000).
     loop = LoopThread("test-interrupt")
     try:
+
         async def forever() -> None:
             await asyncio.sleep(3600)
 

@@ -63,17 +63,24 @@ class Client:
 
     async def session_update(self, params):
         self.updates.append(params.update)
-        if isinstance(params.update, schema.AgentThoughtChunk) and "Retrying" in params.update.content.text:
+        if (
+            isinstance(params.update, schema.AgentThoughtChunk)
+            and "Retrying" in params.update.content.text
+        ):
             self.retrying.set()
 
     async def request_permission(self, params):
         raise AssertionError("no permission requests in these tests")
 
     def thoughts(self) -> str:
-        return "".join(u.content.text for u in self.updates if isinstance(u, schema.AgentThoughtChunk))
+        return "".join(
+            u.content.text for u in self.updates if isinstance(u, schema.AgentThoughtChunk)
+        )
 
     def text(self) -> str:
-        return "".join(u.content.text for u in self.updates if isinstance(u, schema.AgentMessageChunk))
+        return "".join(
+            u.content.text for u in self.updates if isinstance(u, schema.AgentMessageChunk)
+        )
 
 
 def _text(t: str) -> list:
@@ -112,7 +119,9 @@ async def test_failure_defaults_apply_unless_the_user_chose(tmp_path):
 
     def llm_for(env, file_llm=None):
         if file_llm is not None:
-            (home / "agent_settings.json").write_text(json.dumps({"llm": {"model": "openai/x", **file_llm}}))
+            (home / "agent_settings.json").write_text(
+                json.dumps({"llm": {"model": "openai/x", **file_llm}})
+            )
         settings = load_settings({**base, **env})
         return build_llm(sdk, settings.llm, sources=settings.sources)
 
@@ -121,7 +130,9 @@ async def test_failure_defaults_apply_unless_the_user_chose(tmp_path):
     # An environment variable wins, even one equal to the SDK's default.
     assert llm_for({"LLM_NUM_RETRIES": "5", "LLM_STREAM_IDLE_TIMEOUT": "300"}).num_retries == 5
     # The OpenHands CLI writes the SDK's defaults into its settings file: not a choice...
-    cli = llm_for({}, {"num_retries": 5, "retry_min_wait": 8, "retry_max_wait": 64, "retry_multiplier": 8.0})
+    cli = llm_for(
+        {}, {"num_retries": 5, "retry_min_wait": 8, "retry_max_wait": 64, "retry_multiplier": 8.0}
+    )
     assert (cli.num_retries, cli.retry_min_wait, cli.retry_max_wait) == (4, 2, 10)
     # ...but any other value there is.
     chosen = llm_for({}, {"num_retries": 7, "retry_max_wait": 20})
@@ -142,7 +153,12 @@ async def test_client_errors_fail_at_once_with_what_to_do(env, tmp_path, llm):
             assert err.code == -32603
             assert "rejected the API key (HTTP 401)" in err.message and "LLM_API_KEY" in err.message
             assert "Incorrect API key provided" in err.message  # what the provider said
-            assert err.data["model"] == {"kind": "auth", "httpStatus": 401, "retryable": False, "attempts": 1}
+            assert err.data["model"] == {
+                "kind": "auth",
+                "httpStatus": 401,
+                "retryable": False,
+                "attempts": 1,
+            }
 
             err, calls = await _fails(conn, llm, sid, scenario_prompt("error400"))
             assert calls == ["http400"]
@@ -154,7 +170,9 @@ async def test_client_errors_fail_at_once_with_what_to_do(env, tmp_path, llm):
 
             err, calls = await _fails(conn, llm, sid, scenario_prompt("error404"))
             assert calls == ["http404"]
-            assert "does not know model openai/scripted" in err.message and "LLM_MODEL" in err.message
+            assert (
+                "does not know model openai/scripted" in err.message and "LLM_MODEL" in err.message
+            )
 
             assert "Retrying" not in client.thoughts()
             await _still_works(conn, client, sid, "alive")
@@ -187,10 +205,18 @@ async def test_a_500_is_retried_a_bounded_number_of_times_with_notes(env, tmp_pa
             assert calls == ["http500"] * attempts
             notes = client.thoughts()
             for n in range(2, attempts + 1):
-                assert f"the provider had an error (HTTP 500). Retrying now, attempt {n} of {attempts}." in notes
+                assert (
+                    f"the provider had an error (HTTP 500). Retrying now, attempt {n} of {attempts}."
+                    in notes
+                )
             assert f"attempt {attempts + 1}" not in notes
             assert f"failed (HTTP 500) after {attempts} attempts" in err.message
-            assert err.data["model"] == {"kind": "server", "httpStatus": 500, "retryable": True, "attempts": attempts}
+            assert err.data["model"] == {
+                "kind": "server",
+                "httpStatus": 500,
+                "retryable": True,
+                "attempts": attempts,
+            }
             await _still_works(conn, client, sid, "recovered")
 
 
@@ -202,7 +228,10 @@ async def test_retry_after_is_honoured_up_to_its_bound(env, tmp_path, llm):
             # Within the bound: the note says the provider's wait, not our (zero) back-off.
             err, calls = await _fails(conn, llm, sid, scenario_prompt("error429", retry_after=1))
             assert calls == ["http429"] * 4
-            assert "rate-limiting requests (HTTP 429). Retrying in 1 s, attempt 2 of 4." in client.thoughts()
+            assert (
+                "rate-limiting requests (HTTP 429). Retrying in 1 s, attempt 2 of 4."
+                in client.thoughts()
+            )
             assert "rate-limiting requests (HTTP 429) after 4 attempts" in err.message
             # Beyond it: no retry at all, and the message says how long the provider asks for.
             big = int(RETRY_AFTER_CAP * 10)
@@ -261,13 +290,17 @@ async def test_cancel_during_the_back_off_answers_at_once(env, tmp_path, llm):
                 async with trio.open_nursery() as nursery:
 
                     async def prompt():
-                        result["r"] = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("error500")))
+                        result["r"] = await conn.agent.prompt(
+                            session_id=sid, prompt=_text(scenario_prompt("error500"))
+                        )
 
                     nursery.start_soon(prompt)
                     await client.retrying.wait()
                     assert "Retrying in 600 s, attempt 2 of 4" in client.thoughts()
                     await conn.agent.cancel(session_id=sid)
             assert result["r"].stop_reason == "cancelled"
-            assert [r.outcome for r in llm.requests[before:]] == ["http500"]  # the retry never happened
+            assert [r.outcome for r in llm.requests[before:]] == [
+                "http500"
+            ]  # the retry never happened
             await _still_works(conn, client, sid, "after-cancel")
             assert [r.outcome for r in llm.requests[before:]] == ["http500", "complete"]

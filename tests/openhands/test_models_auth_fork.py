@@ -96,7 +96,9 @@ class Raw:
         return frame["result"]
 
     async def initialize(self, caps=None):
-        return await self.result("initialize", {"protocolVersion": 1, "clientCapabilities": caps or {}})
+        return await self.result(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": caps or {}}
+        )
 
     async def new_session(self, cwd):
         return await self.result("session/new", {"cwd": str(cwd), "mcpServers": []})
@@ -143,12 +145,21 @@ async def with_raw(env, body):
 # --- models --------------------------------------------------------------------------
 
 
-async def test_model_option_lists_every_configured_model_and_switches_the_llm(env, llm, other_llm, tmp_path):
+async def test_model_option_lists_every_configured_model_and_switches_the_llm(
+    env, llm, other_llm, tmp_path
+):
     home = tmp_path / "home"
     (home / "profiles").mkdir(parents=True)
     # An LLM profile the way the SDK's LLMProfileStore saves one.
     (home / "profiles" / "fast.json").write_text(
-        json.dumps({"model": "openai/profiled", "base_url": llm.base_url, "api_key": "profile-key", "usage_id": "x"})
+        json.dumps(
+            {
+                "model": "openai/profiled",
+                "base_url": llm.base_url,
+                "api_key": "profile-key",
+                "usage_id": "x",
+            }
+        )
     )
     no_effort = {"supports_reasoning_effort": False}
     env.update(
@@ -158,8 +169,14 @@ async def test_model_option_lists_every_configured_model_and_switches_the_llm(en
         TRIO_ACP_MODELS=json.dumps(
             [
                 "openai/inherits",
-                {"id": "elsewhere", "name": "Elsewhere", "model": "openai/remote",
-                 "base_url": other_llm.base_url, "api_key_env": "OTHER_KEY", "capability_overrides": no_effort},
+                {
+                    "id": "elsewhere",
+                    "name": "Elsewhere",
+                    "model": "openai/remote",
+                    "base_url": other_llm.base_url,
+                    "api_key_env": "OTHER_KEY",
+                    "capability_overrides": no_effort,
+                },
                 {"model": "openai/thinker"},
             ]
         ),
@@ -174,7 +191,11 @@ async def test_model_option_lists_every_configured_model_and_switches_the_llm(en
         assert model["category"] == "model" and model["type"] == "select"
         assert model["currentValue"] == "openai/scripted"
         assert [o["value"] for o in model["options"]] == [
-            "openai/scripted", "profile:fast", "openai/inherits", "elsewhere", "openai/thinker",
+            "openai/scripted",
+            "profile:fast",
+            "openai/inherits",
+            "elsewhere",
+            "openai/thinker",
         ]
         assert set(options) == {"mode", "model"}
 
@@ -183,7 +204,7 @@ async def test_model_option_lists_every_configured_model_and_switches_the_llm(en
             result, frames = await raw.prompt(sid, scenario_prompt("echo", text))
             assert result["stopReason"] == "end_turn"
             assert agent_text(frames).endswith(text)
-            here, there = llm.requests[before[0]:], other_llm.requests[before[1]:]
+            here, there = llm.requests[before[0] :], other_llm.requests[before[1] :]
             assert len(here) + len(there) == 1
             return (here or there)[0], bool(there)
 
@@ -220,7 +241,11 @@ async def test_model_option_lists_every_configured_model_and_switches_the_llm(en
         # A profile, used as saved.
         await choose("model", "profile:fast")
         request, remote = await ask("four")
-        assert (request.body["model"], request.api_key, remote) == ("profiled", "profile-key", False)
+        assert (request.body["model"], request.api_key, remote) == (
+            "profiled",
+            "profile-key",
+            False,
+        )
 
         # Another model with an effort: the chosen effort carries over.
         await choose("model", "openai/thinker")
@@ -228,7 +253,10 @@ async def test_model_option_lists_every_configured_model_and_switches_the_llm(en
         options = await choose("model", "openai/inherits")
         assert options["thought_level"]["currentValue"] == "medium"
         request, _ = await ask("five")
-        assert (request.body["model"], request.body.get("reasoning_effort")) == ("inherits", "medium")
+        assert (request.body["model"], request.body.get("reasoning_effort")) == (
+            "inherits",
+            "medium",
+        )
 
         # Unknown ids and non-string values: invalid params, with the list.
         for bad in ["no/such-model", True]:
@@ -256,7 +284,9 @@ async def test_a_malformed_model_list_is_reported_at_session_new(env, tmp_path):
 # --- the boolean `stream` option --------------------------------------------------------
 
 
-async def test_stream_option_only_for_clients_that_take_booleans_and_it_switches_streaming(env, llm, tmp_path):
+async def test_stream_option_only_for_clients_that_take_booleans_and_it_switches_streaming(
+    env, llm, tmp_path
+):
     async def body(raw, agent):
         await raw.initialize(BOOLEAN_CAPS)
         new = await raw.new_session(tmp_path)
@@ -324,7 +354,9 @@ async def test_logout_forgets_the_credentials_until_the_user_configures_again(en
     home = tmp_path / "home"
     home.mkdir()
     settings = home / "agent_settings.json"
-    settings.write_text(json.dumps({"llm": {"model": "openai/scripted", "base_url": llm.base_url, "api_key": "k"}}))
+    settings.write_text(
+        json.dumps({"llm": {"model": "openai/scripted", "base_url": llm.base_url, "api_key": "k"}})
+    )
     for key in ("LLM_MODEL", "LLM_BASE_URL", "LLM_API_KEY"):
         env.pop(key)
 
@@ -337,7 +369,11 @@ async def test_logout_forgets_the_credentials_until_the_user_configures_again(en
 
         assert await raw.result("logout", {}) == {}
         # Live sessions held the key: they are gone (their history stays on disk).
-        error = (await raw.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}))["error"]
+        error = (
+            await raw.call(
+                "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}
+            )
+        )["error"]
         assert error["code"] == -32002
         for method_name, params in [
             ("session/new", {"cwd": str(tmp_path), "mcpServers": []}),
@@ -361,7 +397,9 @@ async def test_logout_forgets_the_credentials_until_the_user_configures_again(en
 
         # Or authenticate with the advertised method.
         await raw.result("logout", {})
-        assert (await raw.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))["error"]["code"] == -32000
+        assert (await raw.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))["error"][
+            "code"
+        ] == -32000
         assert await raw.result("authenticate", {"methodId": method}) == {}
         sid = (await raw.new_session(tmp_path))["sessionId"]
         result, _ = await raw.prompt(sid, scenario_prompt("echo", "after"))
@@ -392,7 +430,9 @@ async def test_fork_has_the_parents_history_and_goes_its_own_way(env, llm, tmp_p
         await raw.prompt(parent, scenario_prompt("terminal", "Say [word:heron] hello"))
         await raw.set_option(parent, "mode", "always-ask")
 
-        fork = await raw.result("session/fork", {"sessionId": parent, "cwd": str(ws), "mcpServers": []})
+        fork = await raw.result(
+            "session/fork", {"sessionId": parent, "cwd": str(ws), "mcpServers": []}
+        )
         child = fork["sessionId"]
         assert child != parent
         # The live parent's choices carry over.
@@ -423,7 +463,9 @@ async def test_fork_has_the_parents_history_and_goes_its_own_way(env, llm, tmp_p
         users = replayed(raw.frames[start:], "user_message_chunk")
         assert "heron" in users and "egret" in users and "parent again" not in users
         start = len(raw.frames)
-        await raw.result("session/load", {"sessionId": parent, "cwd": str(tmp_path), "mcpServers": []})
+        await raw.result(
+            "session/load", {"sessionId": parent, "cwd": str(tmp_path), "mcpServers": []}
+        )
         users = replayed(raw.frames[start:], "user_message_chunk")
         assert "heron" in users and "parent again" in users and "egret" not in users
 
@@ -432,7 +474,14 @@ async def test_fork_has_the_parents_history_and_goes_its_own_way(env, llm, tmp_p
             ({"sessionId": "00000000-0000-0000-0000-000000000000", "cwd": str(ws)}, -32002),
             ({"sessionId": "../x", "cwd": str(ws)}, -32002),
             ({"sessionId": parent, "cwd": "relative"}, -32602),
-            ({"sessionId": parent, "cwd": str(ws), "systemPrompt": {"mode": "append", "content": []}}, -32602),
+            (
+                {
+                    "sessionId": parent,
+                    "cwd": str(ws),
+                    "systemPrompt": {"mode": "append", "content": []},
+                },
+                -32602,
+            ),
         ]:
             assert (await raw.call("session/fork", params))["error"]["code"] == code
 
@@ -452,7 +501,9 @@ async def test_fork_of_a_session_that_is_not_open(env, llm, tmp_path):
 
     async def fork(raw, agent):
         await raw.initialize()
-        child = (await raw.result("session/fork", {"sessionId": made[0], "cwd": str(tmp_path)}))["sessionId"]
+        child = (await raw.result("session/fork", {"sessionId": made[0], "cwd": str(tmp_path)}))[
+            "sessionId"
+        ]
         assert made[0] not in agent._sessions  # the parent was not opened as a session
         result, frames = await raw.prompt(child, scenario_prompt("remember", "again"))
         assert "You said earlier: ibis" in agent_text(frames)
@@ -481,20 +532,35 @@ async def test_an_action_left_waiting_for_approval_is_not_run_by_a_fork(env, tmp
 
     ask_env = {**env, "TRIO_ACP_DEFAULT_MODE": "always-ask"}
     with trio.fail_after(90):
-        async with open_openhands_agent(env=ask_env, sdk_loader=loader()) as a1, open_openhands_agent(env=env, sdk_loader=loader()) as a2:
+        async with (
+            open_openhands_agent(env=ask_env, sdk_loader=loader()) as a1,
+            open_openhands_agent(env=env, sdk_loader=loader()) as a2,
+        ):
             async with open_in_memory_pair(a1, Hanging()) as (_, c1):
                 await c1.agent.initialize(protocol_version=1)
                 sid = (await c1.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(lambda: c1.agent.prompt(
-                        session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("terminal", command=f"touch {marker}"))]))
+                    nursery.start_soon(
+                        lambda: c1.agent.prompt(
+                            session_id=sid,
+                            prompt=[
+                                schema.TextContent(
+                                    text=scenario_prompt("terminal", command=f"touch {marker}")
+                                )
+                            ],
+                        )
+                    )
                     await asked.wait()
 
                     agent_stream, client_stream = trio.testing.memory_stream_pair()
                     raw = Raw(client_stream)
                     async with open_agent_connection(agent_stream, a2):
                         await raw.initialize()
-                        child = (await raw.result("session/fork", {"sessionId": sid, "cwd": str(tmp_path)}))["sessionId"]
+                        child = (
+                            await raw.result(
+                                "session/fork", {"sessionId": sid, "cwd": str(tmp_path)}
+                            )
+                        )["sessionId"]
                         result, _ = await raw.prompt(child, scenario_prompt("echo", "go on"))
                         assert result["stopReason"] == "end_turn"
                         await client_stream.aclose()
@@ -512,7 +578,9 @@ def test_model_list_inheritance_rules(tmp_path):
 
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "good.json").write_text(json.dumps({"model": "anthropic/p"}))
-    (tmp_path / "profiles" / ".hidden.json").write_text(json.dumps({"model": "x/y"}))  # not a profile name
+    (tmp_path / "profiles" / ".hidden.json").write_text(
+        json.dumps({"model": "x/y"})
+    )  # not a profile name
     (tmp_path / "profiles" / "broken.json").write_text("{nope")
     base = {
         "OPENHANDS_PERSISTENCE_DIR": str(tmp_path),
@@ -531,18 +599,29 @@ def test_model_list_inheritance_rules(tmp_path):
     assert list(listed) == ["openai/main", "profile:good", "openai/a", "openai/b"]  # first id wins
     a = listed["openai/a"].llm_fields({})
     # Same connection as the default; nothing about the default's model.
-    assert (a["model"], a["api_key"], a["base_url"], a["num_retries"]) == ("openai/a", "main-key", "http://proxy/v1", "3")
+    assert (a["model"], a["api_key"], a["base_url"], a["num_retries"]) == (
+        "openai/a",
+        "main-key",
+        "http://proxy/v1",
+        "3",
+    )
     assert "capability_overrides" not in a
 
-    listed = choices(json.dumps([
-        {"model": "anthropic/c", "base_url": "http://elsewhere/v1"},
-        {"id": "k", "model": "openai/k", "api_key_env": "K_KEY"},
-    ]))
+    listed = choices(
+        json.dumps(
+            [
+                {"model": "anthropic/c", "base_url": "http://elsewhere/v1"},
+                {"id": "k", "model": "openai/k", "api_key_env": "K_KEY"},
+            ]
+        )
+    )
     c = listed["anthropic/c"].llm_fields({})
     # Its own endpoint: the default's key is not sent there.
     assert c["base_url"] == "http://elsewhere/v1" and "api_key" not in c and c["num_retries"] == "3"
     k = listed["k"]
-    assert k.llm_fields({"K_KEY": "kk"})["api_key"] == "kk" and "base_url" not in k.llm_fields({"K_KEY": "kk"})
+    assert k.llm_fields({"K_KEY": "kk"})["api_key"] == "kk" and "base_url" not in k.llm_fields(
+        {"K_KEY": "kk"}
+    )
     with pytest.raises(SettingsError, match="K_KEY"):
         k.llm_fields({})
 
@@ -563,7 +642,14 @@ async def test_concurrent_model_and_stream_switches_both_apply(env, llm, tmp_pat
             params = {"sessionId": sid, "configId": config_id, "value": value}
             if isinstance(value, bool):
                 params["type"] = "boolean"
-            await raw.send({"jsonrpc": "2.0", "id": rid, "method": "session/set_config_option", "params": params})
+            await raw.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "method": "session/set_config_option",
+                    "params": params,
+                }
+            )
         answered = set()
         while answered != {101, 102}:
             frame = await raw.receive()
@@ -594,8 +680,14 @@ async def test_a_session_starting_when_logout_comes_is_not_kept(env, tmp_path):
         async with open_openhands_agent(env=env, sdk_loader=SlowLoader()) as agent:
             async with open_agent_connection(agent_stream, agent):
                 await raw.initialize()
-                await raw.send({"jsonrpc": "2.0", "id": "new", "method": "session/new",
-                                "params": {"cwd": str(tmp_path), "mcpServers": []}})
+                await raw.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": "new",
+                        "method": "session/new",
+                        "params": {"cwd": str(tmp_path), "mcpServers": []},
+                    }
+                )
                 await trio.testing.wait_all_tasks_blocked()
                 await raw.send({"jsonrpc": "2.0", "id": "out", "method": "logout", "params": {}})
                 assert (await raw.receive())["id"] == "out"

@@ -16,7 +16,7 @@ from trio_acp import schema
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import SdkLoader
-from trio_acp.testing import Scenario, ScriptedLLM, Reply, scenario_prompt, scripted_env
+from trio_acp.testing import Reply, Scenario, ScriptedLLM, scenario_prompt, scripted_env
 from trio_acp.testing.scripted_llm import message_text
 from trio_acp.testing.wire_check import FrameChecker
 
@@ -116,7 +116,9 @@ async def _open(wire: Wire, cwd, capabilities: dict, mcp_servers=()) -> str:
 
 
 async def _prompt(wire: Wire, sid: str, text: str) -> dict:
-    return await wire.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+    return await wire.call(
+        "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+    )
 
 
 async def _session(env, tmp_path, capabilities, body, mcp_servers=()):
@@ -137,7 +139,9 @@ def _text(updates: list[dict]) -> str:
 
 
 @pytest.mark.parametrize("capabilities", [BOTH, {}], ids=["advertised", "not-advertised"])
-async def test_condense_is_a_compaction_only_for_a_client_that_advertised_it(env, tmp_path, capabilities):
+async def test_condense_is_a_compaction_only_for_a_client_that_advertised_it(
+    env, tmp_path, capabilities
+):
     async def body(wire, sid):
         await _prompt(wire, sid, scenario_prompt("echo", "remember the heron"))
         wire.frames.clear()
@@ -161,7 +165,9 @@ async def test_condense_is_a_compaction_only_for_a_client_that_advertised_it(env
 
 
 @pytest.mark.parametrize("capabilities", [BOTH, {}], ids=["advertised", "not-advertised"])
-async def test_a_failed_condense_fails_its_compaction_and_retries_are_notices(env, tmp_path, capabilities):
+async def test_a_failed_condense_fails_its_compaction_and_retries_are_notices(
+    env, tmp_path, capabilities
+):
     env["LLM_NUM_RETRIES"] = "2"
 
     async def body(wire, sid):
@@ -180,7 +186,9 @@ async def test_a_failed_condense_fails_its_compaction_and_retries_are_notices(en
         assert compactions[0]["compactionId"] == compactions[1]["compactionId"]
         assert compactions[1]["error"]
         # The summarizing model's failed calls were retried: notices, not thought notes.
-        assert notices and all(n["severity"] == "warning" and "retrying" in n["title"] for n in notices)
+        assert notices and all(
+            n["severity"] == "warning" and "retrying" in n["title"] for n in notices
+        )
         assert "Retrying" not in thoughts
     else:
         assert wire.updates("compaction_update") == [] and notices == []
@@ -189,12 +197,20 @@ async def test_a_failed_condense_fails_its_compaction_and_retries_are_notices(en
 
 @pytest.mark.parametrize("capabilities", [BOTH, {}], ids=["advertised", "not-advertised"])
 async def test_an_mcp_server_that_did_not_start_is_a_notice(env, tmp_path, capabilities, caplog):
-    broken = {"name": "broken", "command": sys.executable, "args": ["-c", "raise SystemExit(3)"], "env": []}
+    broken = {
+        "name": "broken",
+        "command": sys.executable,
+        "args": ["-c", "raise SystemExit(3)"],
+        "env": [],
+    }
 
     async def body(wire, sid):
         if capabilities:
             notice = await wire.until(
-                lambda f: f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] == "notice"
+                lambda f: (
+                    f.get("method") == "session/update"
+                    and f["params"]["update"]["sessionUpdate"] == "notice"
+                )
             )
             update = notice["params"]["update"]
             assert notice["params"]["sessionId"] == sid

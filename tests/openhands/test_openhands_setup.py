@@ -25,7 +25,14 @@ from trio_acp.openhands.user_setup import (
     load_mcp_file,
     stored_tools,
 )
-from trio_acp.testing import Scenario, ScriptedLLM, ToolCall, Turn, open_in_memory_pair, scenario_prompt
+from trio_acp.testing import (
+    Scenario,
+    ScriptedLLM,
+    ToolCall,
+    Turn,
+    open_in_memory_pair,
+    scenario_prompt,
+)
 
 CLI_FILES = Path(__file__).parent / "openhands_cli_files"
 SHOUT = Path(__file__).parent / "mcp" / "shout_server.py"
@@ -52,9 +59,15 @@ def test_cli_config_as_the_cli_writes_it_gives_the_cli_defaults(tmp_path):
 def test_cli_config_legacy_fields_and_validation(tmp_path):
     path = tmp_path / "cli_config.json"
     path.write_text(json.dumps({"enable_critic": False, "critic_threshold": 0.3}))
-    assert load_cli_config(tmp_path, env={}).critic == CriticSettings(enable_critic=False, critic_threshold=0.3)
+    assert load_cli_config(tmp_path, env={}).critic == CriticSettings(
+        enable_critic=False, critic_threshold=0.3
+    )
     # What the CLI's pydantic validators reject falls back to the defaults, said aloud here.
-    for bad in ({"critic": {"critic_threshold": 1.5}}, {"critic": {"max_refinement_iterations": 0}}, [1]):
+    for bad in (
+        {"critic": {"critic_threshold": 1.5}},
+        {"critic": {"max_refinement_iterations": 0}},
+        [1],
+    ):
         path.write_text(json.dumps(bad))
         config = load_cli_config(tmp_path, env={})
         assert config.critic == CriticSettings()
@@ -64,8 +77,12 @@ def test_cli_config_legacy_fields_and_validation(tmp_path):
     # The CLI reads cli_config.json from $PERSISTENCE_DIR.
     other = tmp_path / "other"
     other.mkdir()
-    (other / "cli_config.json").write_text(json.dumps({"critic": {"enable_iterative_refinement": True}}))
-    assert load_cli_config(tmp_path, env={"PERSISTENCE_DIR": str(other)}).critic.enable_iterative_refinement
+    (other / "cli_config.json").write_text(
+        json.dumps({"critic": {"enable_iterative_refinement": True}})
+    )
+    assert load_cli_config(
+        tmp_path, env={"PERSISTENCE_DIR": str(other)}
+    ).critic.enable_iterative_refinement
 
 
 def test_mcp_json_gives_the_enabled_servers_without_the_cli_bookkeeping(tmp_path):
@@ -109,14 +126,25 @@ def test_settings_keep_the_whole_file_and_follow_openhands_conversations_dir(tmp
     assert settings.model == "openai/scripted"
     assert settings.agent_file["condenser"]["kind"] == "LLMSummarizingCondenser"
     assert settings.conversations_dir == tmp_path / "conversations"
-    moved = load_settings({"OPENHANDS_PERSISTENCE_DIR": str(tmp_path), "OPENHANDS_CONVERSATIONS_DIR": "/x/convs"})
+    moved = load_settings(
+        {"OPENHANDS_PERSISTENCE_DIR": str(tmp_path), "OPENHANDS_CONVERSATIONS_DIR": "/x/convs"}
+    )
     assert moved.conversations_dir == Path("/x/convs")
 
 
 def test_stored_tools_come_from_base_state(tmp_path):
     assert stored_tools(tmp_path) is None
     (tmp_path / "base_state.json").write_text(
-        json.dumps({"agent": {"tools": [{"name": "terminal", "params": {}}, {"name": "task_tool_set", "params": {}}]}})
+        json.dumps(
+            {
+                "agent": {
+                    "tools": [
+                        {"name": "terminal", "params": {}},
+                        {"name": "task_tool_set", "params": {}},
+                    ]
+                }
+            }
+        )
     )
     assert [t["name"] for t in stored_tools(tmp_path)] == ["terminal", "task_tool_set"]
     (tmp_path / "base_state.json").write_text("{broken")
@@ -131,9 +159,14 @@ def llm():
     def shout_steps(ctx):
         names = [t["function"]["name"] for t in ctx.body.get("tools", [])]
         name = next((n for n in names if "shout" in n), "shout")
-        return [Turn(tool_calls=[ToolCall(name, {"text": "from the cli's mcp.json"})]), Turn(text="Shouted.")]
+        return [
+            Turn(tool_calls=[ToolCall(name, {"text": "from the cli's mcp.json"})]),
+            Turn(text="Shouted."),
+        ]
 
-    with ScriptedLLM(scenarios=[Scenario("mcp-shout", shout_steps, "call the shout MCP tool")]) as server:
+    with ScriptedLLM(
+        scenarios=[Scenario("mcp-shout", shout_steps, "call the shout MCP tool")]
+    ) as server:
         yield server
 
 
@@ -143,15 +176,21 @@ def _cli_home(tmp_path: Path, base_url: str) -> Path:
     home.mkdir()
     spec = json.loads((CLI_FILES / "agent_settings.json").read_text())
     for llm in (spec["llm"], spec["condenser"]["llm"]):
-        llm.update(base_url=base_url, api_key="scripted", num_retries=1, retry_min_wait=0, retry_max_wait=0)
+        llm.update(
+            base_url=base_url, api_key="scripted", num_retries=1, retry_min_wait=0, retry_max_wait=0
+        )
     (home / "agent_settings.json").write_text(json.dumps(spec))
     shutil.copy(CLI_FILES / "cli_config.json", home)
     mcp = json.loads((CLI_FILES / "mcp.json").read_text())
     # The CLI's entries, pointed at a real stdio server (and at one that cannot start,
     # disabled as the CLI disables it: it must not even be tried).
-    mcp["mcpServers"]["localtool"].update(command=sys.executable, args=[str(SHOUT)], env={"SHOUT_SUFFIX": "?"})
+    mcp["mcpServers"]["localtool"].update(
+        command=sys.executable, args=[str(SHOUT)], env={"SHOUT_SUFFIX": "?"}
+    )
     del mcp["mcpServers"]["remote-api"]
-    mcp["mcpServers"]["old-sse"] = dict(mcp["mcpServers"]["localtool"], args=["-c", "raise SystemExit(3)"], enabled=False)
+    mcp["mcpServers"]["old-sse"] = dict(
+        mcp["mcpServers"]["localtool"], args=["-c", "raise SystemExit(3)"], enabled=False
+    )
     (home / "mcp.json").write_text(json.dumps(mcp))
     return home
 
@@ -178,7 +217,9 @@ def _project(tmp_path: Path) -> Path:
                 ],
             }
         ],
-        "PostToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": f"cat >> {log}"}]}],
+        "PostToolUse": [
+            {"matcher": "*", "hooks": [{"type": "command", "command": f"cat >> {log}"}]}
+        ],
     }
     (project / ".openhands" / "hooks.json").write_text(json.dumps(hooks))
     return project
@@ -218,20 +259,27 @@ async def test_a_session_on_the_cli_files_has_their_model_mcp_skills_and_hooks(l
                 await conn.agent.initialize(protocol_version=1)
                 sid = (await conn.agent.new_session(cwd=str(project), mcp_servers=[])).session_id
                 first = len(llm.requests)
-                r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("mcp-shout")))
+                r = await conn.agent.prompt(
+                    session_id=sid, prompt=_text(scenario_prompt("mcp-shout"))
+                )
                 assert r.stop_reason == "end_turn"
                 request = llm.requests[first]
                 r = await conn.agent.prompt(
                     session_id=sid,
-                    prompt=_text(scenario_prompt("terminal", command=f"echo forbidden > {blocked_marker}")),
+                    prompt=_text(
+                        scenario_prompt("terminal", command=f"echo forbidden > {blocked_marker}")
+                    ),
                 )
                 assert r.stop_reason == "end_turn"
                 r = await conn.agent.prompt(
-                    session_id=sid, prompt=_text(scenario_prompt("terminal", command="echo allowed-ran"))
+                    session_id=sid,
+                    prompt=_text(scenario_prompt("terminal", command="echo allowed-ran")),
                 )
                 assert r.stop_reason == "end_turn"
                 keyword = len(llm.requests)
-                r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "what about an egret?")))
+                r = await conn.agent.prompt(
+                    session_id=sid, prompt=_text(scenario_prompt("echo", "what about an egret?"))
+                )
                 assert r.stop_reason == "end_turn"
                 keyword_request = llm.requests[keyword]
                 turns = list(client.updates)
@@ -254,13 +302,19 @@ async def test_a_session_on_the_cli_files_has_their_model_mcp_skills_and_hooks(l
     failed = [
         u for u in client.updates if isinstance(u, schema.ToolCallProgress) and u.status == "failed"
     ]
-    assert any("no forbidden commands here" in json.dumps(schema.to_wire(u)) for u in failed), failed
+    assert any("no forbidden commands here" in json.dumps(schema.to_wire(u)) for u in failed), (
+        failed
+    )
     assert not blocked_marker.exists()
     # A keyword skill of the project's .openhands/skills: in context when its word comes up.
     assert "skill-5521" not in system and "egret-facts" in system  # listed, not inlined
     assert "skill-5521" in json.dumps(keyword_request.messages[-1])
     # /skills lists what was loaded.
-    assert "egret-facts" in skills_reply and "egret" in skills_reply and "Always in context" in skills_reply
+    assert (
+        "egret-facts" in skills_reply
+        and "egret" in skills_reply
+        and "Always in context" in skills_reply
+    )
     # The logging hook saw the tool calls that ran.
     logged = (tmp_path / "post-hook.log").read_text()
     assert "allowed-ran" in logged and "forbidden" not in logged
@@ -271,7 +325,12 @@ def test_a_stored_conversations_tools_are_kept_and_its_terminal_is_ours():
 
     sdk = trio.run(loader().get)
     tools = session_tools(
-        sdk, [{"name": "terminal", "params": {}}, {"name": "file_editor", "params": {}}, {"name": "task_tool_set", "params": {}}]
+        sdk,
+        [
+            {"name": "terminal", "params": {}},
+            {"name": "file_editor", "params": {}},
+            {"name": "task_tool_set", "params": {}},
+        ],
     )
     assert [t.name for t in tools] == ["terminal", "file_editor", "task_tool_set"]
     assert tools[0].params == {"terminal_type": "subprocess"}
@@ -296,8 +355,11 @@ async def _serve_shout(nursery, transport: str) -> tuple[str, trio.Process]:
     port = _free_port()
     env = dict(os.environ, SHOUT_SUFFIX=f" via {transport}")
     proc = await nursery.start(
-        lambda task_status: trio.run_process(
-            [sys.executable, str(SHOUT), transport, str(port)], env=env, task_status=task_status, check=False
+        lambda task_status: trio.run_process(  # noqa: ASYNC105 (nursery.start awaits it)
+            [sys.executable, str(SHOUT), transport, str(port)],
+            env=env,
+            task_status=task_status,
+            check=False,
         )
     )
     path = "/mcp" if transport == "http" else "/sse"
@@ -336,9 +398,17 @@ async def test_http_and_sse_mcp_servers_from_the_client_become_tools(llm, tmp_pa
                     assert caps.http and caps.sse
                     for transport, (url, _) in servers.items():
                         cls = schema.McpServerHttp if transport == "http" else schema.McpServerSse
-                        mcp = cls(name=f"shout-{transport}", url=url, headers=[schema.HttpHeader(name="X-Test", value="1")])
-                        sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[mcp])).session_id
-                        r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("mcp-shout")))
+                        mcp = cls(
+                            name=f"shout-{transport}",
+                            url=url,
+                            headers=[schema.HttpHeader(name="X-Test", value="1")],
+                        )
+                        sid = (
+                            await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[mcp])
+                        ).session_id
+                        r = await conn.agent.prompt(
+                            session_id=sid, prompt=_text(scenario_prompt("mcp-shout"))
+                        )
                         assert r.stop_reason == "end_turn"
             for _, proc in servers.values():
                 proc.kill()
@@ -350,7 +420,9 @@ async def test_http_and_sse_mcp_servers_from_the_client_become_tools(llm, tmp_pa
 # -- a conversation the OpenHands CLI made ---------------------------------------------------------
 
 
-async def test_a_conversation_made_by_the_cli_lists_loads_and_continues_with_its_tools(llm, tmp_path):
+async def test_a_conversation_made_by_the_cli_lists_loads_and_continues_with_its_tools(
+    llm, tmp_path
+):
     home = _cli_home(tmp_path, llm.base_url)
     (home / "mcp.json").unlink()
     shutil.copytree(CLI_FILES / "conversations", home / "conversations")
@@ -379,7 +451,9 @@ async def test_a_conversation_made_by_the_cli_lists_loads_and_continues_with_its
                 kinds = {u.get("sessionUpdate") for u in json.loads(replay)}
                 assert {"user_message_chunk", "tool_call", "plan"} <= kinds, kinds
                 first = len(llm.requests)
-                r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("echo", "and now?")))
+                r = await conn.agent.prompt(
+                    session_id=sid, prompt=_text(scenario_prompt("echo", "and now?"))
+                )
                 assert r.stop_reason == "end_turn"
     # It continues with the tools the CLI gave it, the sub-agent tool set included.
     tools = [t["function"]["name"] for t in llm.requests[first].body.get("tools", [])]

@@ -35,10 +35,22 @@ KNOWN = [
     ("file:///c%3A/Users/me/x.py", "c:/Users/me/x.py", "c:\\Users\\me\\x.py"),  # VS Code
     ("file:///C|/legacy.txt", "C:/legacy.txt", "C:\\legacy.txt"),
     ("file:///C:", "C:", "C:\\"),
-    ("file:///D:/%C3%A9t%C3%A9/r%C3%A9sum%C3%A9%23.pdf", "D:/été/résumé#.pdf", "D:\\été\\résumé#.pdf"),
+    (
+        "file:///D:/%C3%A9t%C3%A9/r%C3%A9sum%C3%A9%23.pdf",
+        "D:/été/résumé#.pdf",
+        "D:\\été\\résumé#.pdf",
+    ),
     ("file://server/share/dir/f.txt", "//server/share/dir/f.txt", "\\\\server\\share\\dir\\f.txt"),
-    ("file:////server/share/dir/f.txt", "//server/share/dir/f.txt", "\\\\server\\share\\dir\\f.txt"),
-    ("file://server/share/a%20b/%E2%82%AC.txt", "//server/share/a b/€.txt", "\\\\server\\share\\a b\\€.txt"),
+    (
+        "file:////server/share/dir/f.txt",
+        "//server/share/dir/f.txt",
+        "\\\\server\\share\\dir\\f.txt",
+    ),
+    (
+        "file://server/share/a%20b/%E2%82%AC.txt",
+        "//server/share/a b/€.txt",
+        "\\\\server\\share\\a b\\€.txt",
+    ),
 ]
 
 
@@ -86,14 +98,18 @@ def test_abs_path_reads_uris_and_relative_paths():
 
 
 def test_a_resource_link_names_its_local_path():
-    (part,) = prompt_to_parts([{"type": "resource_link", "uri": "file:///tmp/a%23b;c.txt", "name": "a"}])
+    (part,) = prompt_to_parts(
+        [{"type": "resource_link", "uri": "file:///tmp/a%23b;c.txt", "name": "a"}]
+    )
     assert "path: /tmp/a#b;c.txt" in part.text
 
 
 # --------------------------------------------------------------------------- properties
 
 _POSIX_NAME = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"), min_size=1, max_size=12
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"),
+    min_size=1,
+    max_size=12,
 )
 # Windows forbids <>:"/\|?* and control characters in names.
 _WIN_NAME = st.text(

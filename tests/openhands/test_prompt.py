@@ -59,22 +59,38 @@ def test_resource_link_windows_and_remote_uris():
 
 def test_embedded_text_resource_is_wrapped_with_its_uri():
     block = schema.EmbeddedResource(
-        resource=schema.TextResourceContents(uri="file:///p/notes.md", text="# Notes\nsome \"text\"", mime_type="text/markdown")
+        resource=schema.TextResourceContents(
+            uri="file:///p/notes.md", text='# Notes\nsome "text"', mime_type="text/markdown"
+        )
     )
     (part,) = prompt_to_parts([block])
-    assert part.text.startswith('<resource uri="file:///p/notes.md" path="/p/notes.md" mime_type="text/markdown">\n')
+    assert part.text.startswith(
+        '<resource uri="file:///p/notes.md" path="/p/notes.md" mime_type="text/markdown">\n'
+    )
     assert part.text.endswith('# Notes\nsome "text"\n</resource>')
 
 
 def test_embedded_blobs():
     png = base64.b64encode(b"\x89PNG fake").decode()
     parts = prompt_to_parts(
-        [schema.EmbeddedResource(resource=schema.BlobResourceContents(uri="file:///p/x.png", blob=png, mime_type="image/png"))]
+        [
+            schema.EmbeddedResource(
+                resource=schema.BlobResourceContents(
+                    uri="file:///p/x.png", blob=png, mime_type="image/png"
+                )
+            )
+        ]
     )
     assert parts[-1] == ImagePart(f"data:image/png;base64,{png}")
     blob = base64.b64encode(bytes(1000)).decode()
     (note,) = prompt_to_parts(
-        [schema.EmbeddedResource(resource=schema.BlobResourceContents(uri="file:///p/a.bin", blob=blob, mime_type="application/octet-stream"))]
+        [
+            schema.EmbeddedResource(
+                resource=schema.BlobResourceContents(
+                    uri="file:///p/a.bin", blob=blob, mime_type="application/octet-stream"
+                )
+            )
+        ]
     )
     assert "file:///p/a.bin" in note.text and "application/octet-stream" in note.text
     assert "1000 bytes" in note.text and blob not in note.text

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import trio
-
 from test_agent_in_process import Client, _start, _text, env, llm, loader  # noqa: F401  (fixtures)
+
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.session import Session
 from trio_acp.rpc import RequestError

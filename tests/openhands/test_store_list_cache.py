@@ -19,8 +19,12 @@ def make(root: Path, cwd: str, *, title: str, updated: str) -> uuid.UUID:
     sid = uuid.uuid4()
     d = root / sid.hex
     (d / "events").mkdir(parents=True)
-    (d / "base_state.json").write_text(json.dumps({"id": str(sid), "workspace": {"working_dir": cwd}}))
-    (d / "trio_acp_session.json").write_text(json.dumps({"cwd": cwd, "title": title, "updatedAt": updated}))
+    (d / "base_state.json").write_text(
+        json.dumps({"id": str(sid), "workspace": {"working_dir": cwd}})
+    )
+    (d / "trio_acp_session.json").write_text(
+        json.dumps({"cwd": cwd, "title": title, "updatedAt": updated})
+    )
     return sid
 
 
@@ -40,7 +44,9 @@ def test_unchanged_sessions_are_not_read_again(root, tmp_path, monkeypatch):
     first = titles(SessionStore(root))
     reads = []
     original = SessionStore._read
-    monkeypatch.setattr(SessionStore, "_read", lambda self, d, sid: reads.append(d) or original(self, d, sid))
+    monkeypatch.setattr(
+        SessionStore, "_read", lambda self, d, sid: reads.append(d) or original(self, d, sid)
+    )
     # A new store of the same directory (the agent makes one per request) shares the cache.
     assert titles(SessionStore(root)) == first
     assert reads == []
@@ -52,7 +58,9 @@ def test_a_list_after_a_session_changes_sees_the_change(root, tmp_path):
     store = SessionStore(root)
     assert titles(store)[str(sid)] == "before"
     index = root / sid.hex / "trio_acp_session.json"
-    index.write_text(json.dumps({"cwd": str(tmp_path), "title": "after", "updatedAt": "2026-01-03T00:00:00Z"}))
+    index.write_text(
+        json.dumps({"cwd": str(tmp_path), "title": "after", "updatedAt": "2026-01-03T00:00:00Z"})
+    )
     page, _ = SessionStore(root).list(None, None)
     assert [(s.session_id, s.title) for s in page] == [(str(sid), "after"), (str(other), "other")]
 

@@ -14,16 +14,23 @@ import trio
 from trio_acp import schema
 from trio_acp.openhands.confirm import ask, preview
 from trio_acp.openhands.permissions import ALLOW_ONCE, Rule, RuleBook, Scope, action_scope
-from trio_acp.openhands.translate import Translator, present, tool_arguments
-from trio_acp.openhands.translate import tools
+from trio_acp.openhands.translate import Translator, present, tool_arguments, tools
 from trio_acp.openhands.translate.paths import abs_path
 from trio_acp.openhands.translate.tools import GENERIC, ToolSpec, lookup, path_scope, register
 
 ALIASES = [
     ("bash", "terminal", {"command": "make  test"}),
     ("execute_bash", "terminal", {"command": "rm -rf build"}),
-    ("str_replace_editor", "file_editor", {"command": "str_replace", "path": "a.txt", "old_str": "one", "new_str": "1"}),
-    ("str_replace_editor", "file_editor", {"command": "create", "path": "new.txt", "file_text": "x\n"}),
+    (
+        "str_replace_editor",
+        "file_editor",
+        {"command": "str_replace", "path": "a.txt", "old_str": "one", "new_str": "1"},
+    ),
+    (
+        "str_replace_editor",
+        "file_editor",
+        {"command": "create", "path": "new.txt", "file_text": "x\n"},
+    ),
 ]
 
 
@@ -33,7 +40,13 @@ def test_every_tool_name_has_one_entry():
     assert lookup("bash") is lookup("execute_bash") is lookup("terminal")
     assert lookup("str_replace_editor") is lookup("file_editor")
     assert lookup("shouter_shout") is GENERIC and lookup("browser_navigate") is GENERIC
-    assert {s.name for s in tools.catalog()} == {"terminal", "file_editor", "task_tracker", "think", "finish"}
+    assert {s.name for s in tools.catalog()} == {
+        "terminal",
+        "file_editor",
+        "task_tracker",
+        "think",
+        "finish",
+    }
 
 
 @pytest.mark.parametrize(("alias", "name", "args"), ALIASES)
@@ -73,7 +86,11 @@ def test_preview_and_rule_scope_read_a_file_uri_path_as_the_title_does(tmp_path)
 
 def test_unknown_tools_fall_back_to_the_generic_entry(tmp_path):
     args = {"path": "notes.md", "text": "hi"}
-    assert present("mcp_write", args, "Write notes", cwd=str(tmp_path)) == ("Write notes", "other", ())
+    assert present("mcp_write", args, "Write notes", cwd=str(tmp_path)) == (
+        "Write notes",
+        "other",
+        (),
+    )
     assert present("browser_navigate", {}, None, cwd="/w")[1] == "fetch"
     assert action_scope("mcp_write", args, "/w") == Scope("mcp_write", "/w/notes.md")
     assert action_scope("mcp_ping", {}, "/w") == Scope("mcp_ping", None)
@@ -83,7 +100,9 @@ def test_unknown_tools_fall_back_to_the_generic_entry(tmp_path):
 
 
 def test_result_rendering_follows_the_observation_class_then_the_name():
-    assert tools.spec_for_result("anything", ["TerminalObservation", "Observation"]) is lookup("terminal")
+    assert tools.spec_for_result("anything", ["TerminalObservation", "Observation"]) is lookup(
+        "terminal"
+    )
     assert tools.spec_for_result("execute_bash", ["Observation"]) is lookup("terminal")
     assert tools.spec_for_result("str_replace_editor", ["Observation"]) is lookup("file_editor")
     assert tools.spec_for_result("mcp_tool", ["MCPToolObservation"]) is GENERIC
@@ -94,7 +113,7 @@ def test_result_rendering_follows_the_observation_class_then_the_name():
 def test_arguments_are_parsed_once_for_everyone():
     call = SimpleNamespace(tool_call=SimpleNamespace(arguments='{"command": "ls"}'), action=None)
     assert tool_arguments(call) == {"command": "ls"} == tool_arguments('{"command": "ls"}')
-    assert tool_arguments('not json') == {"arguments": "not json"}
+    assert tool_arguments("not json") == {"arguments": "not json"}
     assert tool_arguments(SimpleNamespace()) == {}
 
 
@@ -112,13 +131,18 @@ def _tc_chunk(rid, call_id, name, args):
 
 async def test_a_new_tool_is_one_entry(scratch_catalog, tmp_path):
     # The example in translate/tools.py's docstring, as written there.
-    register(ToolSpec(
-        name="files_delete",
-        present=lambda tool, args, summary, cwd, is_dir: (
-            f"Delete {abs_path(cwd, args.get('path')) or 'a file'}", "delete", ()),
-        title_args=frozenset({"path"}),
-        scope=path_scope,
-    ))
+    register(
+        ToolSpec(
+            name="files_delete",
+            present=lambda tool, args, summary, cwd, is_dir: (
+                f"Delete {abs_path(cwd, args.get('path')) or 'a file'}",
+                "delete",
+                (),
+            ),
+            title_args=frozenset({"path"}),
+            scope=path_scope,
+        )
+    )
     cwd = str(tmp_path)
     args = {"path": "old.log"}
     assert present("files_delete", args, cwd=cwd)[:2] == (f"Delete {cwd}/old.log", "delete")
@@ -136,7 +160,9 @@ async def test_a_new_tool_is_one_entry(scratch_catalog, tmp_path):
 
     async def request_permission(request):
         client.requests.append(request)
-        return schema.RequestPermissionResponse(outcome=schema.SelectedPermissionOutcome(option_id=ALLOW_ONCE))
+        return schema.RequestPermissionResponse(
+            outcome=schema.SelectedPermissionOutcome(option_id=ALLOW_ONCE)
+        )
 
     client.request_permission = request_permission
     action = SimpleNamespace(

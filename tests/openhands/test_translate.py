@@ -37,7 +37,12 @@ from openhands.sdk.event import (
 )
 from openhands.sdk.event.conversation_error import ConversationErrorEvent
 from openhands.sdk.llm import ImageContent, Message, MessageToolCall, TextContent
-from openhands.sdk.tool.builtins import FinishAction, FinishObservation, ThinkAction, ThinkObservation
+from openhands.sdk.tool.builtins import (
+    FinishAction,
+    FinishObservation,
+    ThinkAction,
+    ThinkObservation,
+)
 from openhands.tools.file_editor import FileEditorAction, FileEditorObservation
 from openhands.tools.task_tracker import TaskTrackerAction, TaskTrackerObservation
 from openhands.tools.task_tracker.definition import TaskItem
@@ -82,21 +87,39 @@ def chunk(rid: str, **delta) -> ModelResponseStream:
     return ModelResponseStream(id=rid, choices=[StreamingChoices(index=0, delta=Delta(**delta))])
 
 
-def tc_chunk(rid: str, index: int = 0, *, id=None, name=None, args: str = "") -> ModelResponseStream:
+def tc_chunk(
+    rid: str, index: int = 0, *, id=None, name=None, args: str = ""
+) -> ModelResponseStream:
     fn = Function(name=name, arguments=args) if name else Function(arguments=args)
-    call = ChatCompletionDeltaToolCall(index=index, id=id, type="function" if id else None, function=fn)
+    call = ChatCompletionDeltaToolCall(
+        index=index, id=id, type="function" if id else None, function=fn
+    )
     return chunk(rid, tool_calls=[call])
 
 
-def stream_tool_call(t: Translator, rid: str, call_id: str, name: str, args: str, step: int = 3, index: int = 0):
+def stream_tool_call(
+    t: Translator, rid: str, call_id: str, name: str, args: str, step: int = 3, index: int = 0
+):
     updates = t.token(tc_chunk(rid, index, id=call_id, name=name, args=""))
     for i in range(0, len(args), step):
         updates += t.token(tc_chunk(rid, index, args=args[i : i + step]))
     return updates
 
 
-def action_event(action, tool: str, call_id: str, rid: str, *, thought: str = "", reasoning=None, summary=None, args=None):
-    arguments = json.dumps(args if args is not None else action.model_dump(mode="json", exclude={"kind"}))
+def action_event(
+    action,
+    tool: str,
+    call_id: str,
+    rid: str,
+    *,
+    thought: str = "",
+    reasoning=None,
+    summary=None,
+    args=None,
+):
+    arguments = json.dumps(
+        args if args is not None else action.model_dump(mode="json", exclude={"kind"})
+    )
     return ActionEvent(
         thought=[TextContent(text=thought)] if thought else [],
         reasoning_content=reasoning,
@@ -110,13 +133,17 @@ def action_event(action, tool: str, call_id: str, rid: str, *, thought: str = ""
 
 
 def observation_event(observation, tool: str, call_id: str) -> ObservationEvent:
-    return ObservationEvent(observation=observation, tool_name=tool, tool_call_id=call_id, action_id="a-" + call_id)
+    return ObservationEvent(
+        observation=observation, tool_name=tool, tool_call_id=call_id, action_id="a-" + call_id
+    )
 
 
 def agent_message(text: str, rid: str, reasoning=None) -> MessageEvent:
     return MessageEvent(
         source="agent",
-        llm_message=Message(role="assistant", content=[TextContent(text=text)], reasoning_content=reasoning),
+        llm_message=Message(
+            role="assistant", content=[TextContent(text=text)], reasoning_content=reasoning
+        ),
         llm_response_id=rid,
     )
 
@@ -147,8 +174,16 @@ def test_streamed_text_and_reasoning_get_stable_uuid_message_ids():
     ups += t.token(chunk("resp-1", content="world"))
     ups += t.token(chunk("resp-2", content="Next reply"))
     data = wire(ups)
-    assert [d["sessionUpdate"] for d in data] == ["agent_thought_chunk"] * 2 + ["agent_message_chunk"] * 3
-    assert [d["content"]["text"] for d in data] == ["Let me ", "think.", "Hello ", "world", "Next reply"]
+    assert [d["sessionUpdate"] for d in data] == ["agent_thought_chunk"] * 2 + [
+        "agent_message_chunk"
+    ] * 3
+    assert [d["content"]["text"] for d in data] == [
+        "Let me ",
+        "think.",
+        "Hello ",
+        "world",
+        "Next reply",
+    ]
     ids = [d["messageId"] for d in data]
     assert all(is_uuid(i) for i in ids)
     assert ids[0] == ids[1] and ids[2] == ids[3]
@@ -232,7 +267,7 @@ def test_parallel_streamed_tool_calls_are_kept_apart():
 
 def test_streamed_finish_message_is_streamed_as_text_and_not_repeated():
     t = translator()
-    args = json.dumps({"message": 'All done.\nSee "README" \u2013 ok \U0001F600'})
+    args = json.dumps({"message": 'All done.\nSee "README" \u2013 ok \U0001f600'})
     ups = stream_tool_call(t, "r", "call_f", "finish", args, step=4)
     data = wire(ups)
     assert {d["sessionUpdate"] for d in data} == {"agent_message_chunk"}
@@ -241,15 +276,21 @@ def test_streamed_finish_message_is_streamed_as_text_and_not_repeated():
 
     action = FinishAction(message=json.loads(args)["message"])
     assert t.event(action_event(action, "finish", "call_f", "r")) == []
-    assert t.event(observation_event(FinishObservation.from_text(text="x"), "finish", "call_f")) == []
+    assert (
+        t.event(observation_event(FinishObservation.from_text(text="x"), "finish", "call_f")) == []
+    )
 
 
 def test_streamed_think_is_a_thought_not_a_tool_call():
     t = translator()
     ups = stream_tool_call(t, "r", "call_t", "think", json.dumps({"thought": "Plan: A then B"}))
     assert set(kinds(ups)) == {"agent_thought_chunk"}
-    assert t.event(action_event(ThinkAction(thought="Plan: A then B"), "think", "call_t", "r")) == []
-    assert t.event(observation_event(ThinkObservation.from_text(text="ok"), "think", "call_t")) == []
+    assert (
+        t.event(action_event(ThinkAction(thought="Plan: A then B"), "think", "call_t", "r")) == []
+    )
+    assert (
+        t.event(observation_event(ThinkObservation.from_text(text="ok"), "think", "call_t")) == []
+    )
 
 
 def test_streamed_argument_scanning_is_linear_for_large_arguments():
@@ -262,7 +303,7 @@ def test_streamed_argument_scanning_is_linear_for_large_arguments():
         return SimpleNamespace(id="r", choices=[SimpleNamespace(index=0, delta=delta)])
 
     t = translator()
-    big = "line \\ \"q\" é\n" * 10_000
+    big = 'line \\ "q" é\n' * 10_000
     args = json.dumps({"command": "create", "path": "big.txt", "file_text": big})
     ups = t.token(light("", id="call_big", name="file_editor"))
     for i in range(0, len(args), 4):
@@ -278,8 +319,8 @@ def test_streamed_argument_scanning_is_linear_for_large_arguments():
 @pytest.mark.parametrize("step", [1, 2, 5, 1000])
 def test_arg_scanner_decodes_fragments(step):
     value = {
-        "command": "echo \"hi\" \\ \t done \u00e9 \U0001F600",
-        "nested": {"a": [1, {"b": "}]"}], "c": "\\\""},
+        "command": 'echo "hi" \\ \t done \u00e9 \U0001f600',
+        "nested": {"a": [1, {"b": "}]"}], "c": '\\"'},
         "n": -12.5e3,
         "flag": True,
         "none": None,
@@ -309,16 +350,34 @@ def test_arg_scanner_gives_up_on_non_objects():
 def test_unstreamed_action_sends_thought_reasoning_and_tool_call():
     t = translator()
     action = TerminalAction(command="ls -la")
-    ev = action_event(action, "terminal", "call_1", "resp-9", thought="Let me look.", reasoning="User wants a listing.")
+    ev = action_event(
+        action,
+        "terminal",
+        "call_1",
+        "resp-9",
+        thought="Let me look.",
+        reasoning="User wants a listing.",
+    )
     data = wire(t.event(ev))
-    assert [d["sessionUpdate"] for d in data] == ["agent_thought_chunk", "agent_message_chunk", "tool_call"]
+    assert [d["sessionUpdate"] for d in data] == [
+        "agent_thought_chunk",
+        "agent_message_chunk",
+        "tool_call",
+    ]
     assert data[0]["content"]["text"] == "User wants a listing."
     assert data[1]["content"]["text"] == "Let me look."
     assert data[1]["messageId"] == message_id("resp-9", "message")
     assert data[0]["messageId"] == message_id("resp-9", "thought")
     tool = data[2]
-    assert tool["status"] == "in_progress" and tool["kind"] == "execute" and tool["title"] == "ls -la"
-    assert tool["rawInput"] == {"command": "ls -la", "is_input": False, "timeout": None, "reset": False}
+    assert (
+        tool["status"] == "in_progress" and tool["kind"] == "execute" and tool["title"] == "ls -la"
+    )
+    assert tool["rawInput"] == {
+        "command": "ls -la",
+        "is_input": False,
+        "timeout": None,
+        "reset": False,
+    }
 
 
 def test_streamed_text_is_not_repeated_by_the_action():
@@ -327,14 +386,23 @@ def test_streamed_text_is_not_repeated_by_the_action():
     t.token(chunk("resp-1", content="Let me "))
     t.token(chunk("resp-1", content="look."))
     stream_tool_call(t, "resp-1", "call_1", "terminal", '{"command": "ls"}')
-    ev = action_event(TerminalAction(command="ls"), "terminal", "call_1", "resp-1", thought="Let me look.", reasoning="Because.")
+    ev = action_event(
+        TerminalAction(command="ls"),
+        "terminal",
+        "call_1",
+        "resp-1",
+        thought="Let me look.",
+        reasoning="Because.",
+    )
     assert kinds(t.event(ev)) == ["tool_call_update"]
 
 
 def test_partially_streamed_text_sends_only_the_rest():
     t = translator()
     t.token(chunk("resp-1", content="Let me "))
-    ev = action_event(TerminalAction(command="ls"), "terminal", "call_1", "resp-1", thought="Let me look.")
+    ev = action_event(
+        TerminalAction(command="ls"), "terminal", "call_1", "resp-1", thought="Let me look."
+    )
     data = wire(t.event(ev))
     assert data[0]["content"]["text"] == "look."
     assert data[0]["messageId"] == message_id("resp-1", "message")
@@ -344,7 +412,9 @@ def test_partially_streamed_text_sends_only_the_rest():
 def test_stream_matched_by_content_when_response_ids_differ():
     t = translator()
     t.token(chunk("item-abc", content="Working on it."))
-    ev = action_event(TerminalAction(command="ls"), "terminal", "call_1", "resp-real", thought="Working on it.")
+    ev = action_event(
+        TerminalAction(command="ls"), "terminal", "call_1", "resp-real", thought="Working on it."
+    )
     assert kinds(t.event(ev)) == ["tool_call"]
 
 
@@ -352,12 +422,36 @@ def test_stream_matched_by_content_when_response_ids_differ():
     ("action", "kind", "title", "line"),
     [
         (FileEditorAction(command="view", path="/abs/f.py"), "read", "Read /abs/f.py", None),
-        (FileEditorAction(command="view", path="rel/f.py", view_range=[3, 9]), "read",
-         "Read /work/project/rel/f.py (lines 3-9)", 3),
-        (FileEditorAction(command="create", path="new.txt", file_text="hi"), "edit", "Create /work/project/new.txt", None),
-        (FileEditorAction(command="str_replace", path="/abs/f.py", old_str="a", new_str="b"), "edit", "Edit /abs/f.py", None),
-        (FileEditorAction(command="insert", path="/abs/f.py", insert_line=4, new_str="x"), "edit", "Edit /abs/f.py", 5),
-        (FileEditorAction(command="undo_edit", path="../up/f.py"), "edit", "Undo edit of /work/up/f.py", None),
+        (
+            FileEditorAction(command="view", path="rel/f.py", view_range=[3, 9]),
+            "read",
+            "Read /work/project/rel/f.py (lines 3-9)",
+            3,
+        ),
+        (
+            FileEditorAction(command="create", path="new.txt", file_text="hi"),
+            "edit",
+            "Create /work/project/new.txt",
+            None,
+        ),
+        (
+            FileEditorAction(command="str_replace", path="/abs/f.py", old_str="a", new_str="b"),
+            "edit",
+            "Edit /abs/f.py",
+            None,
+        ),
+        (
+            FileEditorAction(command="insert", path="/abs/f.py", insert_line=4, new_str="x"),
+            "edit",
+            "Edit /abs/f.py",
+            5,
+        ),
+        (
+            FileEditorAction(command="undo_edit", path="../up/f.py"),
+            "edit",
+            "Undo edit of /work/up/f.py",
+            None,
+        ),
     ],
 )
 def test_file_editor_kinds_titles_and_locations(action, kind, title, line):
@@ -371,7 +465,11 @@ def test_file_editor_kinds_titles_and_locations(action, kind, title, line):
 
 def test_viewing_a_directory_has_no_location():
     t = translator()
-    (tool,) = wire(t.event(action_event(FileEditorAction(command="view", path="somedir"), "file_editor", "c1", "r")))
+    (tool,) = wire(
+        t.event(
+            action_event(FileEditorAction(command="view", path="somedir"), "file_editor", "c1", "r")
+        )
+    )
     assert tool["title"] == "List /work/project/somedir"
     assert "locations" not in tool
 
@@ -382,24 +480,42 @@ def test_task_tracker_and_unknown_tools():
     (tool,) = wire(t.event(action_event(plan, "task_tracker", "c1", "r")))
     assert (tool["kind"], tool["title"]) == ("think", "Update the plan (2 tasks)")
     ev = ActionEvent(
-        thought=[], action=None, tool_name="mcp_search", tool_call_id="c2",
-        tool_call=MessageToolCall(id="c2", name="mcp_search", arguments='{"q": "x"}', origin="completion"),
-        llm_response_id="r", summary="searching the docs",
+        thought=[],
+        action=None,
+        tool_name="mcp_search",
+        tool_call_id="c2",
+        tool_call=MessageToolCall(
+            id="c2", name="mcp_search", arguments='{"q": "x"}', origin="completion"
+        ),
+        llm_response_id="r",
+        summary="searching the docs",
     )
     (tool,) = wire(t.event(ev))
-    assert (tool["kind"], tool["title"], tool["rawInput"]) == ("other", "searching the docs", {"q": "x"})
+    assert (tool["kind"], tool["title"], tool["rawInput"]) == (
+        "other",
+        "searching the docs",
+        {"q": "x"},
+    )
 
 
 def test_unstreamed_finish_and_think_are_text():
     t = translator()
-    data = wire(t.event(action_event(FinishAction(message="All done."), "finish", "cf", "r", thought="Wrapping up.")))
+    data = wire(
+        t.event(
+            action_event(
+                FinishAction(message="All done."), "finish", "cf", "r", thought="Wrapping up."
+            )
+        )
+    )
     assert [(d["sessionUpdate"], d["content"]["text"]) for d in data] == [
         ("agent_message_chunk", "Wrapping up."),
         ("agent_message_chunk", "All done."),
     ]
     assert data[0]["messageId"] != data[1]["messageId"]
     data = wire(t.event(action_event(ThinkAction(thought="Hmm."), "think", "ct", "r2")))
-    assert [(d["sessionUpdate"], d["content"]["text"]) for d in data] == [("agent_thought_chunk", "Hmm.")]
+    assert [(d["sessionUpdate"], d["content"]["text"]) for d in data] == [
+        ("agent_thought_chunk", "Hmm.")
+    ]
 
 
 # ------------------------------------------------------------------ observations
@@ -449,23 +565,48 @@ def test_large_terminal_output_is_capped_with_a_note():
 
 def test_file_editor_observations_give_diffs_and_text():
     t = translator()
-    announced(t, FileEditorAction(command="create", path="new.py", file_text="x = 1\n"), "file_editor", "c1")
+    announced(
+        t,
+        FileEditorAction(command="create", path="new.py", file_text="x = 1\n"),
+        "file_editor",
+        "c1",
+    )
     obs = FileEditorObservation.from_text(
-        text="File created", command="create", path="/work/project/new.py", prev_exist=False,
-        old_content=None, new_content="x = 1\n",
+        text="File created",
+        command="create",
+        path="/work/project/new.py",
+        prev_exist=False,
+        old_content=None,
+        new_content="x = 1\n",
     )
     (update,) = wire(t.event(observation_event(obs, "file_editor", "c1")))
     assert update["status"] == "completed"
-    assert update["content"] == [{"type": "diff", "path": "/work/project/new.py", "newText": "x = 1\n"}]
+    assert update["content"] == [
+        {"type": "diff", "path": "/work/project/new.py", "newText": "x = 1\n"}
+    ]
 
-    announced(t, FileEditorAction(command="str_replace", path="/a/m.py", old_str="b = 2", new_str="b = 3"), "file_editor", "c2")
+    announced(
+        t,
+        FileEditorAction(command="str_replace", path="/a/m.py", old_str="b = 2", new_str="b = 3"),
+        "file_editor",
+        "c2",
+    )
     obs = FileEditorObservation.from_text(
-        text="edited", command="str_replace", path="/a/m.py", prev_exist=True,
-        old_content="a = 1\nb = 2\n", new_content="a = 1\nb = 3\n",
+        text="edited",
+        command="str_replace",
+        path="/a/m.py",
+        prev_exist=True,
+        old_content="a = 1\nb = 2\n",
+        new_content="a = 1\nb = 3\n",
     )
     (update,) = wire(t.event(observation_event(obs, "file_editor", "c2")))
     assert update["content"] == [
-        {"type": "diff", "path": "/a/m.py", "oldText": "a = 1\nb = 2\n", "newText": "a = 1\nb = 3\n"}
+        {
+            "type": "diff",
+            "path": "/a/m.py",
+            "oldText": "a = 1\nb = 2\n",
+            "newText": "a = 1\nb = 3\n",
+        }
     ]
     assert update["locations"] == [{"path": "/a/m.py", "line": 2}]
 
@@ -475,15 +616,28 @@ def test_file_editor_observations_give_diffs_and_text():
     assert update["content"][0]["type"] == "content"
     assert "a = 1" in update["content"][0]["content"]["text"]
 
-    announced(t, FileEditorAction(command="str_replace", path="/a/m.py", old_str="zz", new_str="y"), "file_editor", "c4")
-    obs = FileEditorObservation.from_text(text="No replacement was performed", command="str_replace", is_error=True)
+    announced(
+        t,
+        FileEditorAction(command="str_replace", path="/a/m.py", old_str="zz", new_str="y"),
+        "file_editor",
+        "c4",
+    )
+    obs = FileEditorObservation.from_text(
+        text="No replacement was performed", command="str_replace", is_error=True
+    )
     (update,) = wire(t.event(observation_event(obs, "file_editor", "c4")))
-    assert update["status"] == "failed" and "No replacement" in update["content"][0]["content"]["text"]
+    assert (
+        update["status"] == "failed" and "No replacement" in update["content"][0]["content"]["text"]
+    )
 
 
 def test_task_tracker_observation_sends_the_complete_plan():
     t = translator()
-    tasks = [TaskItem(title="one", status="done"), TaskItem(title="two", status="in_progress"), TaskItem(title="three")]
+    tasks = [
+        TaskItem(title="one", status="done"),
+        TaskItem(title="two", status="in_progress"),
+        TaskItem(title="three"),
+    ]
     announced(t, TaskTrackerAction(command="plan", task_list=tasks), "task_tracker", "c1")
     obs = TaskTrackerObservation.from_text(text="Updated", command="plan", task_list=tasks)
     data = wire(t.event(observation_event(obs, "task_tracker", "c1")))
@@ -516,7 +670,9 @@ def test_agent_error_and_rejection_fail_the_call():
     assert update["sessionUpdate"] == "tool_call_update" and update["status"] == "failed"
 
     announced(t, TerminalAction(command="rm -rf /"), "terminal", "c3")
-    ev = UserRejectObservation(tool_name="terminal", tool_call_id="c3", action_id="a", rejection_reason="too risky")
+    ev = UserRejectObservation(
+        tool_name="terminal", tool_call_id="c3", action_id="a", rejection_reason="too risky"
+    )
     (update,) = wire(t.event(ev))
     assert update["status"] == "failed" and "too risky" in update["content"][0]["content"]["text"]
 
@@ -525,7 +681,11 @@ def test_fail_open_tool_calls_after_a_cut_stream():
     t = translator()
     stream_tool_call(t, "r", "c1", "terminal", '{"command": "sleep 100"')
     announced(t, TerminalAction(command="ls"), "terminal", "c2")
-    t.event(observation_event(TerminalObservation.from_text(text="", command="ls", exit_code=0), "terminal", "c2"))
+    t.event(
+        observation_event(
+            TerminalObservation.from_text(text="", command="ls", exit_code=0), "terminal", "c2"
+        )
+    )
     data = wire(t.fail_open_tool_calls("Cancelled."))
     assert [(d["toolCallId"], d["status"]) for d in data] == [("c1", "failed")]
     assert t.fail_open_tool_calls() == []
@@ -555,7 +715,9 @@ def test_quiet_events_and_condensation():
     assert t.event(SystemPromptEvent(system_prompt=TextContent(text="You are..."), tools=[])) == []
     log_event = LLMCompletionLogEvent(filename="f", log_data="{}", model_name="m", usage_id="agent")
     assert t.event(log_event) == []
-    err = ConversationErrorEvent(source="environment", code="LLMAuthenticationError", detail="bad key")
+    err = ConversationErrorEvent(
+        source="environment", code="LLMAuthenticationError", detail="bad key"
+    )
     assert t.event(err) == []
     assert conversation_error(err) == ("LLMAuthenticationError", "bad key")
     assert conversation_error(PauseEvent()) is None
@@ -572,21 +734,36 @@ def test_condensations_are_compactions_for_a_client_that_advertised_them():
     t = Translator(CWD, compaction=True)
     request = CondensationRequest()
     (opened,) = wire(t.event(request))
-    assert opened == {"sessionUpdate": "compaction_update", "compactionId": request.id, "status": "in_progress"}
-    done = Condensation(forgotten_event_ids={"a", "b"}, summary="what happened", llm_response_id="r")
+    assert opened == {
+        "sessionUpdate": "compaction_update",
+        "compactionId": request.id,
+        "status": "in_progress",
+    }
+    done = Condensation(
+        forgotten_event_ids={"a", "b"}, summary="what happened", llm_response_id="r"
+    )
     (closed,) = wire(t.event(done))
     assert closed["compactionId"] == request.id and closed["status"] == "completed"
     assert closed["summary"] == [{"type": "text", "text": "what happened"}]
     # An automatic one (nobody asked): one completed update under its own id.
     auto = Condensation(forgotten_event_ids={"c"}, summary=None, llm_response_id="r2")
     (data,) = wire(t.event(auto))
-    assert (data["compactionId"], data["status"]) == (auto.id, "completed") and "summary" not in data
+    assert (data["compactionId"], data["status"]) == (
+        auto.id,
+        "completed",
+    ) and "summary" not in data
     # A request that fails or is interrupted says so; a later one is a new compaction.
     failing = CondensationRequest()
     t.event(failing)
-    err = ConversationErrorEvent(source="environment", code="NoCondensationAvailableException", detail="no summary")
+    err = ConversationErrorEvent(
+        source="environment", code="NoCondensationAvailableException", detail="no summary"
+    )
     (data,) = wire(t.event(err))
-    assert (data["compactionId"], data["status"], data["error"]) == (failing.id, "failed", "no summary")
+    assert (data["compactionId"], data["status"], data["error"]) == (
+        failing.id,
+        "failed",
+        "no summary",
+    )
     assert t.event(err) == []  # nothing open any more
     cancelled = CondensationRequest()
     t.event(cancelled)
@@ -614,9 +791,19 @@ def test_replay_whole_history():
     history = [
         user_message("please list", images=[png]),
         action_event(TerminalAction(command="ls"), "terminal", "c1", "r1", thought="Listing."),
-        observation_event(TerminalObservation.from_text(text="a\nb\n", command="ls", exit_code=0), "terminal", "c1"),
-        action_event(TaskTrackerAction(command="plan", task_list=tasks), "task_tracker", "c2", "r2"),
-        observation_event(TaskTrackerObservation.from_text(text="ok", command="plan", task_list=tasks), "task_tracker", "c2"),
+        observation_event(
+            TerminalObservation.from_text(text="a\nb\n", command="ls", exit_code=0),
+            "terminal",
+            "c1",
+        ),
+        action_event(
+            TaskTrackerAction(command="plan", task_list=tasks), "task_tracker", "c2", "r2"
+        ),
+        observation_event(
+            TaskTrackerObservation.from_text(text="ok", command="plan", task_list=tasks),
+            "task_tracker",
+            "c2",
+        ),
         action_event(FinishAction(message="Listed."), "finish", "c3", "r3"),
         observation_event(FinishObservation.from_text(text="Listed."), "finish", "c3"),
         PauseEvent(),
@@ -629,9 +816,12 @@ def test_replay_whole_history():
     t.token(chunk("r4", content="Sure: a, b."))  # live streaming state must not leak into replay
     data = wire(t.replay(history))
     assert [d["sessionUpdate"] for d in data] == [
-        "user_message_chunk", "user_message_chunk",
-        "agent_message_chunk", "tool_call",
-        "tool_call", "plan",
+        "user_message_chunk",
+        "user_message_chunk",
+        "agent_message_chunk",
+        "tool_call",
+        "tool_call",
+        "plan",
         "agent_message_chunk",
         "user_message_chunk",
         "agent_message_chunk",

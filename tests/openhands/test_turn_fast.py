@@ -24,7 +24,7 @@ from trio_acp.openhands.bridge_items import TokenChunk
 from trio_acp.openhands.outbox import Outbox
 from trio_acp.openhands.permissions import RuleBook
 from trio_acp.openhands.translate import Translator
-from trio_acp.testing.fake_conversation import FakeConversation, Failure, Reply, Tool
+from trio_acp.testing.fake_conversation import Failure, FakeConversation, Reply, Tool
 
 
 @pytest.fixture
@@ -59,9 +59,14 @@ class _Host:
         self.rules = RuleBook(None)
         self.outbox = Outbox(Translator("/"), UpdateMask(SecretValues()), self.send_update)
         self.conversation = FakeConversation(
-            script, nursery, on_event=self.outbox.post_event, on_token=self.outbox.post_token,
+            script,
+            nursery,
+            on_event=self.outbox.post_event,
+            on_token=self.outbox.post_token,
             on_retry=lambda attempt, total, error: self.outbox.post_note(
-                schema.AgentThoughtChunk(content=schema.TextContent(text=f"retry {attempt}/{total}"))
+                schema.AgentThoughtChunk(
+                    content=schema.TextContent(text=f"retry {attempt}/{total}")
+                )
             ),
         )
         self._turns = 0
@@ -88,7 +93,10 @@ class _Host:
     async def prompt(self, text: str, cancel_event: trio.Event | None = None) -> str:
         self._turns += 1
         response = await turn.play_prompt(
-            self, [schema.TextContent(text=text)], cancel_event if cancel_event is not None else trio.Event(), self._turns
+            self,
+            [schema.TextContent(text=text)],
+            cancel_event if cancel_event is not None else trio.Event(),
+            self._turns,
         )
         self.client.wire.append(("response", response.stop_reason))
         return response.stop_reason
@@ -96,7 +104,9 @@ class _Host:
 
 def _texts(wire: list[Any]) -> str:
     return "".join(
-        u.content.text for u in wire if isinstance(u, schema.AgentMessageChunk) and hasattr(u.content, "text")
+        u.content.text
+        for u in wire
+        if isinstance(u, schema.AgentMessageChunk) and hasattr(u.content, "text")
     )
 
 
@@ -115,7 +125,9 @@ async def _cancel_when(event: trio.Event, cancel: trio.Event) -> None:
 
 async def test_all_of_a_turns_updates_come_before_its_response(autojump):
     async with trio.open_nursery() as nursery:
-        host = _Host(nursery, [Reply("one two three", tools=(Tool("ls", seconds=1),)), Reply("four")])
+        host = _Host(
+            nursery, [Reply("one two three", tools=(Tool("ls", seconds=1),)), Reply("four")]
+        )
         assert await host.prompt("go") == "end_turn"
         assert await host.prompt("again") == "end_turn"
         nursery.cancel_scope.cancel()
@@ -133,7 +145,9 @@ async def test_stragglers_after_a_turns_end_are_dropped(autojump):
         assert await host.prompt("go") == "end_turn"
         # A tool thread that outlived its turn, a late token: posted after the response.
         host.outbox.bridge.post(TokenChunk(_late_chunk(), 1))
-        host.outbox.post_note(schema.AgentMessageChunk(content=schema.TextContent(text="late")), seq=1)
+        host.outbox.post_note(
+            schema.AgentMessageChunk(content=schema.TextContent(text="late")), seq=1
+        )
         await host.outbox.flush()
         nursery.cancel_scope.cancel()
     wire = host.client.wire
@@ -145,7 +159,9 @@ def _late_chunk() -> Any:
     from types import SimpleNamespace
 
     delta = SimpleNamespace(content="late", reasoning_content=None, tool_calls=None)
-    return SimpleNamespace(id="late", choices=[SimpleNamespace(index=0, delta=delta, finish_reason=None)])
+    return SimpleNamespace(
+        id="late", choices=[SimpleNamespace(index=0, delta=delta, finish_reason=None)]
+    )
 
 
 async def test_cancel_during_a_tool_interrupts_it_and_closes_the_call(autojump):
@@ -179,9 +195,15 @@ async def test_cancel_during_a_permission_question_runs_nothing(autojump):
     wire = host.client.wire
     call = next(u.tool_call_id for u in wire if isinstance(u, schema.ToolCallStart))
     # The tool call was on the wire before the question about it.
-    assert wire.index(("ask", call)) > next(i for i, u in enumerate(wire) if isinstance(u, schema.ToolCallStart))
+    assert wire.index(("ask", call)) > next(
+        i for i, u in enumerate(wire) if isinstance(u, schema.ToolCallStart)
+    )
     assert host.conversation.rejected == ["The user cancelled before approving this action."]
-    assert not any("ok" in str(u) for u in wire if isinstance(u, schema.ToolCallProgress) and u.status == "completed")
+    assert not any(
+        "ok" in str(u)
+        for u in wire
+        if isinstance(u, schema.ToolCallProgress) and u.status == "completed"
+    )
     assert wire[-1] == ("response", "cancelled")
 
 
@@ -221,5 +243,7 @@ def test_the_turn_the_outbox_and_the_fake_import_no_sdk():
         "import sys, trio_acp.openhands.turn, trio_acp.openhands.outbox, trio_acp.testing.fake_conversation;"
         "print(sorted(m for m in sys.modules if m == 'openhands' or m.startswith('openhands.')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"

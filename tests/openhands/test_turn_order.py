@@ -15,8 +15,8 @@ import psutil
 import trio
 import trio.testing
 from hypothesis import strategies as st
-
 from test_agent_in_process import RawClient, env, llm, loader  # noqa: F401  (fixtures)
+
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import INTERRUPTION_TEXT
@@ -24,8 +24,12 @@ from trio_acp.testing import scenario_prompt
 
 
 def _prompt(request_id, sid, text):
-    return {"jsonrpc": "2.0", "id": request_id, "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
+    }
 
 
 def _cancel(sid):
@@ -68,11 +72,14 @@ async def test_prompts_sent_during_a_turn_are_queued_and_answered_in_order(env, 
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
             async with open_agent_connection(agent_stream, agent):
                 sid = await raw.open_session(tmp_path)
-                await _write(raw, [
-                    _prompt("a", sid, scenario_prompt("slow", chunks=15, delay_ms=20)),
-                    _prompt("b", sid, scenario_prompt("echo", "second")),
-                    _prompt("c", sid, scenario_prompt("echo", "third")),
-                ])
+                await _write(
+                    raw,
+                    [
+                        _prompt("a", sid, scenario_prompt("slow", chunks=15, delay_ms=20)),
+                        _prompt("b", sid, scenario_prompt("echo", "second")),
+                        _prompt("c", sid, scenario_prompt("echo", "third")),
+                    ],
+                )
                 frames = await _collect(raw, {"a", "b", "c"})
                 await client_stream.aclose()
     a, b, c = (_position(frames, i) for i in "abc")
@@ -83,7 +90,7 @@ async def test_prompts_sent_during_a_turn_are_queued_and_answered_in_order(env, 
     assert "w0015" in _agent_text(frames[:a]) and "Echo" not in _agent_text(frames[:a])
     assert "second" in _agent_text(frames[a:b]) and "third" not in _agent_text(frames[a:b])
     assert "third" in _agent_text(frames[b:c])
-    assert not any(f.get("method") == "session/update" for f in frames[c + 1:])
+    assert not any(f.get("method") == "session/update" for f in frames[c + 1 :])
 
 
 async def test_cancel_right_behind_its_prompt_cancels_it_and_the_next_prompt_runs(env, tmp_path):
@@ -96,18 +103,25 @@ async def test_cancel_right_behind_its_prompt_cancels_it_and_the_next_prompt_run
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
             async with open_agent_connection(agent_stream, agent):
                 sid = await raw.open_session(tmp_path)
-                await _write(raw, [
-                    _prompt("p1", sid, scenario_prompt("sleep", seconds=30)),
-                    _cancel(sid),
-                    _prompt("p2", sid, scenario_prompt("echo", "after the cancel")),
-                ])
+                await _write(
+                    raw,
+                    [
+                        _prompt("p1", sid, scenario_prompt("sleep", seconds=30)),
+                        _cancel(sid),
+                        _prompt("p2", sid, scenario_prompt("echo", "after the cancel")),
+                    ],
+                )
                 frames = await _collect(raw, {"p1", "p2"})
                 await client_stream.aclose()
     assert frames[_position(frames, "p1")]["result"] == {"stopReason": "cancelled"}
     assert frames[_position(frames, "p2")]["result"] == {"stopReason": "end_turn"}
     assert _position(frames, "p1") < _position(frames, "p2")
-    assert "after the cancel" in _agent_text(frames[_position(frames, "p1"):])
-    sleeping = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[:2] == ["sleep", "30"]]
+    assert "after the cancel" in _agent_text(frames[_position(frames, "p1") :])
+    sleeping = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if (p.info["cmdline"] or [])[:2] == ["sleep", "30"]
+    ]
     assert not sleeping, "the cancelled prompt's tool must never have run to the end"
 
 
@@ -121,20 +135,32 @@ async def test_the_model_is_told_a_turn_was_interrupted(env, tmp_path, llm):
             async with open_agent_connection(agent_stream, agent):
                 sid = await raw.open_session(tmp_path)
                 await raw.send(_prompt("p1", sid, scenario_prompt("slow", "first question")))
-                await raw.until(lambda f: f.get("method") == "session/update"
-                                and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+                await raw.until(
+                    lambda f: (
+                        f.get("method") == "session/update"
+                        and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                    )
+                )
                 await raw.send(_cancel(sid))
-                assert (await raw.until(lambda f: f.get("id") == "p1"))["result"] == {"stopReason": "cancelled"}
+                assert (await raw.until(lambda f: f.get("id") == "p1"))["result"] == {
+                    "stopReason": "cancelled"
+                }
                 before = len(llm.requests)
                 await raw.send(_prompt("p2", sid, scenario_prompt("echo", "second question")))
-                assert (await raw.until(lambda f: f.get("id") == "p2"))["result"] == {"stopReason": "end_turn"}
+                assert (await raw.until(lambda f: f.get("id") == "p2"))["result"] == {
+                    "stopReason": "end_turn"
+                }
                 messages = llm.requests[before].messages
                 await client_stream.aclose()
     texts = [(m["role"], json.dumps(m.get("content"))) for m in messages]
-    first = next(i for i, (role, text) in enumerate(texts) if role == "user" and "first question" in text)
-    second = next(i for i, (role, text) in enumerate(texts) if role == "user" and "second question" in text)
+    first = next(
+        i for i, (role, text) in enumerate(texts) if role == "user" and "first question" in text
+    )
+    second = next(
+        i for i, (role, text) in enumerate(texts) if role == "user" and "second question" in text
+    )
     assert first < second, "the cancelled prompt and the new one are separate messages"
-    between = texts[first + 1:second]
+    between = texts[first + 1 : second]
     assert any(role == "assistant" and "Interrupted" in text for role, text in between)
 
     # A new agent process: the replay shows the interruption where it happened.
@@ -143,16 +169,36 @@ async def test_the_model_is_told_a_turn_was_interrupted(env, tmp_path, llm):
     with trio.fail_after(60):
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
             async with open_agent_connection(agent_stream, agent):
-                await raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+                await raw.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "initialize",
+                        "params": {"protocolVersion": 1},
+                    }
+                )
                 await raw.until(lambda f: f.get("id") == 1)
-                await raw.send({"jsonrpc": "2.0", "id": 2, "method": "session/load",
-                                "params": {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}})
+                await raw.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 2,
+                        "method": "session/load",
+                        "params": {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []},
+                    }
+                )
                 frames = await _collect(raw, {2})
                 await client_stream.aclose()
-    replay = [(f["params"]["update"]["sessionUpdate"], json.dumps(f["params"]["update"].get("content")))
-              for f in frames if f.get("method") == "session/update"]
+    replay = [
+        (f["params"]["update"]["sessionUpdate"], json.dumps(f["params"]["update"].get("content")))
+        for f in frames
+        if f.get("method") == "session/update"
+    ]
     kinds = [kind for kind, _ in replay]
-    note = next(i for i, (kind, text) in enumerate(replay) if kind == "agent_message_chunk" and INTERRUPTION_TEXT[:20] in text)
+    note = next(
+        i
+        for i, (kind, text) in enumerate(replay)
+        if kind == "agent_message_chunk" and INTERRUPTION_TEXT[:20] in text
+    )
     assert "user_message_chunk" in kinds[:note] and "user_message_chunk" in kinds[note:]
 
 
@@ -191,8 +237,12 @@ async def test_property_a_cancel_ends_every_prompt_received_before_it(env, tmp_p
                 frames_by_write[-1].append(_cancel(sid))
                 continue
             request_id = f"x{next(counter)}"
-            cancelled = "C" in ops[index + 1:]
-            text = scenario_prompt("slow", chunks=200, delay_ms=50) if cancelled else scenario_prompt("echo", request_id)
+            cancelled = "C" in ops[index + 1 :]
+            text = (
+                scenario_prompt("slow", chunks=200, delay_ms=50)
+                if cancelled
+                else scenario_prompt("echo", request_id)
+            )
             frames_by_write[-1].append(_prompt(request_id, sid, text))
             expected[request_id] = "cancelled" if cancelled else "end_turn"
         with trio.fail_after(60):
@@ -206,7 +256,11 @@ async def test_property_a_cancel_ends_every_prompt_received_before_it(env, tmp_p
                 for group in frames_by_write:
                     await _write(raw, group)
                     await trio.sleep(0.01)
-        answers = {f["id"]: f["result"]["stopReason"] for f in collected if f.get("id") in expected and "method" not in f}
+        answers = {
+            f["id"]: f["result"]["stopReason"]
+            for f in collected
+            if f.get("id") in expected and "method" not in f
+        }
         assert answers == expected, (ops, cuts)
 
     with trio.fail_after(600):
@@ -215,8 +269,12 @@ async def test_property_a_cancel_ends_every_prompt_received_before_it(env, tmp_p
                 sid = await raw.open_session(tmp_path)
                 token = trio.lowlevel.current_trio_token()
 
-                @hypothesis.settings(max_examples=25, deadline=None, database=None,
-                                     suppress_health_check=list(hypothesis.HealthCheck))
+                @hypothesis.settings(
+                    max_examples=25,
+                    deadline=None,
+                    database=None,
+                    suppress_health_check=list(hypothesis.HealthCheck),
+                )
                 @hypothesis.given(_scripts())
                 def check(script):
                     trio.from_thread.run(run_example, *script, trio_token=token)
@@ -237,10 +295,21 @@ async def test_closing_a_session_removes_the_file_editors_temporary_history(env,
             async with open_agent_connection(agent_stream, agent):
                 sid = await raw.open_session(tmp_path)
                 await raw.prompt(3, sid, scenario_prompt("edit", path=str(tmp_path / "f.txt")))
-                assert (await raw.until(lambda f: f.get("id") == 3))["result"]["stopReason"] == "end_turn"
-                dirs = editor_history_dirs(agent._sessions[uuid.UUID(sid)].conversation.sdk_conversation)
+                assert (await raw.until(lambda f: f.get("id") == 3))["result"][
+                    "stopReason"
+                ] == "end_turn"
+                dirs = editor_history_dirs(
+                    agent._sessions[uuid.UUID(sid)].conversation.sdk_conversation
+                )
                 assert dirs and all(d.is_dir() for d in dirs)
-                await raw.send({"jsonrpc": "2.0", "id": 4, "method": "session/close", "params": {"sessionId": sid}})
+                await raw.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 4,
+                        "method": "session/close",
+                        "params": {"sessionId": sid},
+                    }
+                )
                 await raw.until(lambda f: f.get("id") == 4)
                 await client_stream.aclose()
     assert not any(d.exists() for d in dirs)

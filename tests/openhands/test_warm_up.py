@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 
+import pytest
 import trio
 
 from trio_acp import schema
@@ -18,8 +19,6 @@ from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
-
-import pytest
 
 _LOADER: SdkLoader | None = None
 
@@ -82,7 +81,9 @@ async def test_every_warm_up_step_runs_after_session_new(env, tmp_path):
                 assert session.warm_up_report == {"tools": "done", "model call path": "done"}
                 # The tools are up before any prompt asked for them.
                 assert "terminal" in session.conversation.sdk_conversation.agent.tools_map
-                r = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("terminal"))])
+                r = await conn.agent.prompt(
+                    session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("terminal"))]
+                )
                 assert r.stop_reason == "end_turn"
     assert "hello from terminal" in client.tool_outputs()
 
@@ -103,6 +104,8 @@ async def test_a_failed_warm_up_step_costs_the_session_nothing(env, tmp_path, mo
                 assert report["model call path"] == "done"  # the other step is not held up
                 # bash is back: the first prompt starts the tools itself, and they work.
                 monkeypatch.undo()
-                r = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("terminal"))])
+                r = await conn.agent.prompt(
+                    session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("terminal"))]
+                )
                 assert r.stop_reason == "end_turn"
     assert "hello from terminal" in client.tool_outputs()

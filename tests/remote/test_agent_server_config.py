@@ -30,14 +30,23 @@ def test_nothing_configured_means_local(tmp_path):
 
 
 def test_environment(tmp_path):
-    target = load_agent_server({ENV_URL: "http://10.0.0.5:8000/", ENV_API_KEY: KEY}, persistence_dir=tmp_path)
-    assert (target.url, target.api_key, target.source) == ("http://10.0.0.5:8000", KEY, f"${ENV_URL}")
+    target = load_agent_server(
+        {ENV_URL: "http://10.0.0.5:8000/", ENV_API_KEY: KEY}, persistence_dir=tmp_path
+    )
+    assert (target.url, target.api_key, target.source) == (
+        "http://10.0.0.5:8000",
+        KEY,
+        f"${ENV_URL}",
+    )
 
 
 def test_flag_beats_environment_beats_file(tmp_path):
     write(tmp_path, {"url": "http://file:1"})
     env = {ENV_URL: "http://env:2"}
-    assert load_agent_server(env, flag_url="http://flag:3", persistence_dir=tmp_path).url == "http://flag:3"
+    assert (
+        load_agent_server(env, flag_url="http://flag:3", persistence_dir=tmp_path).url
+        == "http://flag:3"
+    )
     assert load_agent_server(env, persistence_dir=tmp_path).url == "http://env:2"
     assert load_agent_server({}, persistence_dir=tmp_path).url == "http://file:1"
 

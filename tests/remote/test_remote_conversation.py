@@ -90,8 +90,15 @@ async def open_driver(sdk, target, llm, server, seen: Seen, mode: str = "always-
     agent = build_agent(sdk, sdk.LLM(**fast_llm_kwargs(llm.base_url, timeout=30)))
     policy, analyzer = confirmation_setup(sdk, mode)
     return await RemoteConversationDriver.open(
-        sdk, target, agent, working_dir=str(server.workspace), on_event=seen.event, on_token=seen.token,
-        confirmation_policy=policy, security_analyzer=analyzer, **kwargs,
+        sdk,
+        target,
+        agent,
+        working_dir=str(server.workspace),
+        on_event=seen.event,
+        on_token=seen.token,
+        confirmation_policy=policy,
+        security_analyzer=analyzer,
+        **kwargs,
     )
 
 
@@ -109,7 +116,9 @@ def reply_text(seen: Seen) -> str:
 
 
 def terminal_output(seen: Seen) -> str:
-    return "\n".join(str(e.observation) for e in seen.of("ObservationEvent") if e.tool_name == "terminal")
+    return "\n".join(
+        str(e.observation) for e in seen.of("ObservationEvent") if e.tool_name == "terminal"
+    )
 
 
 def marked_processes(marker: str, name: str) -> list[psutil.Process]:
@@ -139,7 +148,9 @@ async def test_streamed_reply(sdk, target, llm, server):
         await driver.send_message(user(sdk, prompt))
         status = await driver.run()
         assert status == "finished"
-        assert len(seen.tokens) > 1, "the reply came as one piece: no token streaming over the socket"
+        assert len(seen.tokens) > 1, (
+            "the reply came as one piece: no token streaming over the socket"
+        )
         assert "".join(seen.tokens) == reply_text(seen) == f"Echo: {prompt}"
         assert len(seen.ids()) == len(set(seen.ids()))
         rtt = await driver.measure_round_trip()
@@ -152,7 +163,9 @@ async def test_permission_allow_then_reject_fails_closed(sdk, target, llm, serve
     seen = Seen()
     driver = await open_driver(sdk, target, llm, server, seen, mode="always-ask")
     try:
-        await driver.send_message(user(sdk, scenario_prompt("terminal", command="echo approved-run")))
+        await driver.send_message(
+            user(sdk, scenario_prompt("terminal", command="echo approved-run"))
+        )
         assert await driver.run() == "waiting_for_confirmation"
         pending = await driver.pending_actions()
         assert [a.tool_name for a in pending] == ["terminal"]
@@ -162,7 +175,9 @@ async def test_permission_allow_then_reject_fails_closed(sdk, target, llm, serve
         assert "approved-run" in terminal_output(seen)
 
         target_file = Path(server.workspace) / f"refused-{uuid.uuid4().hex}"
-        await driver.send_message(user(sdk, scenario_prompt("terminal", command=f"touch {target_file}")))
+        await driver.send_message(
+            user(sdk, scenario_prompt("terminal", command=f"touch {target_file}"))
+        )
         assert await driver.run() == "waiting_for_confirmation"
         await driver.reject_pending_actions("The user rejected it.")
         assert not await driver.pending_actions()
@@ -179,6 +194,7 @@ async def test_cancel_mid_stream_stops_the_remote_run(sdk, target, llm, server):
         await driver.send_message(user(sdk, scenario_prompt("slow", chunks=400, delay_ms=50)))
         cancel = trio.Event()
         async with trio.open_nursery() as nursery:
+
             async def cancel_once_streaming() -> None:
                 await wait_for(lambda: len(seen.tokens) >= 3)
                 cancel.set()
@@ -206,8 +222,11 @@ async def test_cancel_mid_tool_ends_the_remote_command(sdk, target, llm, server)
         cancel = trio.Event()
         sleeping: list[psutil.Process] = []
         async with trio.open_nursery() as nursery:
+
             async def cancel_once_sleeping() -> None:
-                await wait_for(lambda: sleeping.extend(marked_processes(driver.marker, "sleep")) or sleeping)
+                await wait_for(
+                    lambda: sleeping.extend(marked_processes(driver.marker, "sleep")) or sleeping
+                )
                 cancel.set()
 
             nursery.start_soon(cancel_once_sleeping)
@@ -215,7 +234,9 @@ async def test_cancel_mid_tool_ends_the_remote_command(sdk, target, llm, server)
         _, alive = psutil.wait_procs(sleeping, timeout=10)
         assert not alive, "the remote `sleep 30` outlived the cancel"
         # The terminal itself survived and runs the next command.
-        await driver.send_message(user(sdk, scenario_prompt("terminal", command="echo terminal-still-works")))
+        await driver.send_message(
+            user(sdk, scenario_prompt("terminal", command="echo terminal-still-works"))
+        )
         assert await driver.run() == "finished"
         assert "terminal-still-works" in terminal_output(seen)
     finally:
@@ -234,7 +255,9 @@ async def test_listed_and_reloaded_after_our_side_is_recreated(sdk, target, llm,
     assert str(conversation_id) in [item["id"] for item in listed]
 
     again = Seen()
-    reopened = await open_driver(sdk, target, llm, server, again, conversation_id=conversation_id, create=False)
+    reopened = await open_driver(
+        sdk, target, llm, server, again, conversation_id=conversation_id, create=False
+    )
     try:
         history = await reopened.events()
         assert [e.id for e in history if type(e).__name__ == "MessageEvent"] == [
@@ -251,7 +274,9 @@ async def test_listed_and_reloaded_after_our_side_is_recreated(sdk, target, llm,
     assert await get_conversation(target, conversation_id) is None
     assert str(conversation_id) not in [item["id"] for item in await list_conversations(target)]
     with pytest.raises(RemoteError, match="does not exist"):
-        await open_driver(sdk, target, llm, server, Seen(), conversation_id=conversation_id, create=False)
+        await open_driver(
+            sdk, target, llm, server, Seen(), conversation_id=conversation_id, create=False
+        )
 
 
 async def test_the_key_never_appears_in_errors_logs_or_files(sdk, target, llm, server, caplog):
@@ -280,10 +305,13 @@ async def test_the_key_never_appears_in_errors_logs_or_files(sdk, target, llm, s
 async def test_server_killed_mid_turn_then_restarted(sdk, target, llm, server):
     """Last: it restarts the module's server."""
     seen = Seen()
-    driver = await open_driver(sdk, target, llm, server, seen, unreachable_grace=1.0, poll_interval=0.2)
+    driver = await open_driver(
+        sdk, target, llm, server, seen, unreachable_grace=1.0, poll_interval=0.2
+    )
     try:
         await driver.send_message(user(sdk, scenario_prompt("sleep", seconds=30)))
         async with trio.open_nursery() as nursery:
+
             async def kill_once_sleeping() -> None:
                 await wait_for(lambda: marked_processes(driver.marker, "sleep"))
                 server.kill()
@@ -304,7 +332,9 @@ async def test_server_killed_mid_turn_then_restarted(sdk, target, llm, server):
         # The driver created the conversation: every event the server has was handed on.
         # (State updates are not conversation events: the driver tracks them, never hands them on.)
         on_server = {
-            e.id: type(e).__name__ for e in await driver.events() if type(e).__name__ != "ConversationStateUpdateEvent"
+            e.id: type(e).__name__
+            for e in await driver.events()
+            if type(e).__name__ != "ConversationStateUpdateEvent"
         }
         missed = {i: kind for i, kind in on_server.items() if i not in set(ids)}
         assert not missed, f"events the server has were never handed on: {missed}"

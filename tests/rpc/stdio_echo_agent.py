@@ -26,7 +26,7 @@ class EchoHandler:
             print("junk")  # a library print
             sys.__stdout__.write("raw-junk\n")  # type: ignore[union-attr]
             sys.__stdout__.flush()  # type: ignore[union-attr]
-            os.system("echo child-junk")  # noqa: ASYNC221 - a child process writing to fd 1
+            os.system("echo child-junk")
             return params
         if method == "forever":
             await trio.sleep_forever()

@@ -17,15 +17,32 @@ from typing import Any
 import trio
 
 from .. import __version__, schema
-from ..schema import unstable
 from ..credentials import SecretValues, secret_values
 from ..rpc import RequestError, after_response, current_request_id
+from ..schema import unstable
 from . import commands
 from .agent_spec import build_session_agent, hook_config
 from .damage import find_damage
-from .errors import SEE_LOG, busy, describe, explained, internal, leaves, not_configured, reraise, unknown_session
+from .errors import (
+    SEE_LOG,
+    busy,
+    describe,
+    explained,
+    internal,
+    leaves,
+    not_configured,
+    reraise,
+    unknown_session,
+)
 from .models import model_choices
-from .sdk import SdkLoader, build_agent, build_choice_llm, build_llm, fork_conversation, mask_in_conversation
+from .sdk import (
+    SdkLoader,
+    build_agent,
+    build_choice_llm,
+    build_llm,
+    fork_conversation,
+    mask_in_conversation,
+)
 from .session import Session
 from .settings import Settings, SettingsError, load_settings
 from .store import RULES_FILE, DeleteError, SessionStore, parse_session_id
@@ -102,7 +119,10 @@ class OpenHandsAgent:
                 mcp_capabilities=schema.McpCapabilities(http=True, sse=True),
                 # A prompt sent while a turn runs is queued (FIFO), not refused; clients
                 # read this under Claude Code's key, the de-facto convention.
-                meta={"claudeCode": {"promptQueueing": True}, "trioAcp": {"promptQueueing": "fifo"}},
+                meta={
+                    "claudeCode": {"promptQueueing": True},
+                    "trioAcp": {"promptQueueing": "fifo"},
+                },
                 # The unstable subclass: it adds `fork` (schema/unstable.py).
                 session_capabilities=unstable.SessionCapabilities(
                     close=schema.SessionCloseCapabilities(),
@@ -131,9 +151,13 @@ class OpenHandsAgent:
         methods: list[Any] = [
             schema.AuthMethodAgent(
                 id=AUTH_METHOD_ID,
-                name="Use the configured model" if configured else "Configure a model for OpenHands",
+                name="Use the configured model"
+                if configured
+                else "Configure a model for OpenHands",
                 description=(
-                    f"Use the model configured in {where}." if configured else load_settings_message(self._env)
+                    f"Use the model configured in {where}."
+                    if configured
+                    else load_settings_message(self._env)
                 ),
             )
         ]
@@ -200,7 +224,9 @@ class OpenHandsAgent:
         if not os.path.isdir(cwd):
             raise RequestError.invalid_params(f"cwd is not an existing directory: {cwd}")
 
-    async def _open_session(self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None) -> Session:
+    async def _open_session(
+        self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None
+    ) -> Session:
         """Start a session (new, or an existing conversation from disk) in the agent's nursery."""
         self._check_cwd(cwd)
         settings = self._settings()
@@ -222,7 +248,9 @@ class OpenHandsAgent:
         store = SessionStore(settings.conversations_dir)
         existing = store.exists(sid)
         try:
-            setup = read_session_setup(settings, cwd, store.dir_for(sid), mcp_config(mcp_servers or []), self._env)
+            setup = read_session_setup(
+                settings, cwd, store.dir_for(sid), mcp_config(mcp_servers or []), self._env
+            )
         except SettingsError as exc:
             raise RequestError.invalid_params(str(exc)) from None
         try:
@@ -234,7 +262,9 @@ class OpenHandsAgent:
             )
             hooks = hook_config(setup)
         except Exception as exc:
-            raise RequestError.invalid_params(f"the session's set-up is not usable: {_short(exc)}") from None
+            raise RequestError.invalid_params(
+                f"the session's set-up is not usable: {_short(exc)}"
+            ) from None
         store.root.mkdir(parents=True, exist_ok=True)
 
         def factory(callbacks, token_callbacks):
@@ -246,7 +276,9 @@ class OpenHandsAgent:
                 persistence_dir=str(store.root),
                 # The SDK's own store for that directory, masking the agent's credentials.
                 file_store=sdk.MaskingFileStore(
-                    str(store.dir_for(sid)), secrets=self.secrets, cache_limit_size=settings.max_iterations
+                    str(store.dir_for(sid)),
+                    secrets=self.secrets,
+                    cache_limit_size=settings.max_iterations,
                 ),
                 conversation_id=sid,
                 callbacks=callbacks,
@@ -269,7 +301,9 @@ class OpenHandsAgent:
             rules_path=store.dir_for(sid) / RULES_FILE,
             store=store,
             models=models,
-            make_llm=lambda choice: build_choice_llm(sdk, choice, env=self._env, retry_listener=retries),
+            make_llm=lambda choice: build_choice_llm(
+                sdk, choice, env=self._env, retry_listener=retries
+            ),
             secrets=self.secrets,
         )
         retries.session = session
@@ -296,7 +330,9 @@ class OpenHandsAgent:
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         session = await self._open_session(uuid.uuid4(), params.cwd, params.mcp_servers)
         return schema.NewSessionResponse(
-            session_id=str(session.id), modes=session.mode_state(), config_options=session.config_options()
+            session_id=str(session.id),
+            modes=session.mode_state(),
+            config_options=session.config_options(),
         )
 
     def _lock_for(self, sid: uuid.UUID) -> trio.Lock:
@@ -328,15 +364,23 @@ class OpenHandsAgent:
         session = await self._existing(params.session_id, params.cwd, params.mcp_servers)
         # The whole history, user messages included, before the response (§6.2).
         await session.replay_history()
-        return schema.LoadSessionResponse(modes=session.mode_state(), config_options=session.config_options())
+        return schema.LoadSessionResponse(
+            modes=session.mode_state(), config_options=session.config_options()
+        )
 
     @explained("session/resume")
-    async def resume_session(self, params: schema.ResumeSessionRequest) -> schema.ResumeSessionResponse:
+    async def resume_session(
+        self, params: schema.ResumeSessionRequest
+    ) -> schema.ResumeSessionResponse:
         # Like load, but the client already shows the history: no replay.
         session = await self._existing(params.session_id, params.cwd, params.mcp_servers)
-        return schema.ResumeSessionResponse(modes=session.mode_state(), config_options=session.config_options())
+        return schema.ResumeSessionResponse(
+            modes=session.mode_state(), config_options=session.config_options()
+        )
 
-    async def fork_session(self, params: unstable.ForkSessionRequest) -> unstable.ForkSessionResponse:
+    async def fork_session(
+        self, params: unstable.ForkSessionRequest
+    ) -> unstable.ForkSessionResponse:
         """session/fork (unstable): a new session with the parent's whole history.
 
         The SDK's `Conversation.fork` copies the history into a conversation of its own
@@ -362,7 +406,9 @@ class OpenHandsAgent:
             live = self._sessions.get(sid)
             if live is not None:
                 if live.busy:
-                    raise busy(f"session {sid} is running a prompt turn; fork it when the turn is over")
+                    raise busy(
+                        f"session {sid} is running a prompt turn; fork it when the turn is over"
+                    )
                 values = live.config_values()
                 try:
                     await live.fork_conversation(fork_id)
@@ -396,12 +442,18 @@ class OpenHandsAgent:
             try:
                 await session.set_config_option(config_id, value)
             except RequestError as exc:
-                log.warning("the fork %s could not take %s=%r: %s", fork_id, config_id, value, exc.message)
+                log.warning(
+                    "the fork %s could not take %s=%r: %s", fork_id, config_id, value, exc.message
+                )
         return unstable.ForkSessionResponse(
-            session_id=str(session.id), modes=session.mode_state(), config_options=session.config_options()
+            session_id=str(session.id),
+            modes=session.mode_state(),
+            config_options=session.config_options(),
         )
 
-    async def _fork_stored(self, sid: uuid.UUID, fork_id: uuid.UUID, settings: Settings, store: SessionStore) -> None:
+    async def _fork_stored(
+        self, sid: uuid.UUID, fork_id: uuid.UUID, settings: Settings, store: SessionStore
+    ) -> None:
         """Fork a session that is not open here: its conversation is opened from disk just
         for the copy (in its own cwd, so its stored state keeps it), then closed."""
         sdk = await self._sdk_loader.get()
@@ -432,7 +484,9 @@ class OpenHandsAgent:
             raise internal(f"could not fork session {sid}: {_short(exc)}") from None
 
     @explained("session/list")
-    async def list_sessions(self, params: schema.ListSessionsRequest) -> schema.ListSessionsResponse:
+    async def list_sessions(
+        self, params: schema.ListSessionsRequest
+    ) -> schema.ListSessionsResponse:
         if params.cwd is not None and not os.path.isabs(params.cwd):
             raise RequestError.invalid_params(f"cwd must be an absolute path, got {params.cwd!r}")
         store = SessionStore(self._settings().conversations_dir)
@@ -442,14 +496,18 @@ class OpenHandsAgent:
             raise RequestError.invalid_params(str(exc)) from None
         return schema.ListSessionsResponse(
             sessions=[
-                schema.SessionInfo(session_id=s.session_id, cwd=s.cwd, title=s.title, updated_at=s.updated_at)
+                schema.SessionInfo(
+                    session_id=s.session_id, cwd=s.cwd, title=s.title, updated_at=s.updated_at
+                )
                 for s in page
             ],
             next_cursor=cursor,
         )
 
     @explained("session/delete")
-    async def delete_session(self, params: schema.DeleteSessionRequest) -> schema.DeleteSessionResponse:
+    async def delete_session(
+        self, params: schema.DeleteSessionRequest
+    ) -> schema.DeleteSessionResponse:
         sid = parse_session_id(params.session_id)
         if sid is None:
             return schema.DeleteSessionResponse()  # unknown ids succeed silently (spec: SHOULD)
@@ -465,7 +523,9 @@ class OpenHandsAgent:
         return schema.DeleteSessionResponse()
 
     @explained("session/set_mode")
-    async def set_session_mode(self, params: schema.SetSessionModeRequest) -> schema.SetSessionModeResponse:
+    async def set_session_mode(
+        self, params: schema.SetSessionModeRequest
+    ) -> schema.SetSessionModeResponse:
         session = self._session(params.session_id)
         await session.set_mode(params.mode_id, announce=False)
         # The mode changed by other means than set_config_option: keep both views in sync.
@@ -480,7 +540,9 @@ class OpenHandsAgent:
         before = session.mode
         options = await session.set_config_option(params.config_id, params.value)
         if session.mode != before:
-            after_response(lambda: session.send_update(schema.CurrentModeUpdate(current_mode_id=session.mode)))
+            after_response(
+                lambda: session.send_update(schema.CurrentModeUpdate(current_mode_id=session.mode))
+            )
         return schema.SetSessionConfigOptionResponse(config_options=options)
 
     def _session(self, session_id: str) -> Session:
@@ -524,7 +586,9 @@ class OpenHandsAgent:
         session.request_cancel()
 
     @explained("session/close")
-    async def close_session(self, params: schema.CloseSessionRequest) -> schema.CloseSessionResponse:
+    async def close_session(
+        self, params: schema.CloseSessionRequest
+    ) -> schema.CloseSessionResponse:
         session = self._session(params.session_id)
         self._sessions.pop(session.id, None)
         await session.close()
@@ -591,7 +655,11 @@ def _settings_identity(env) -> tuple[Any, ...]:
     except OSError:
         return ("missing", str(path))
     return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
-async def _open_failure(sdk: Any, store: SessionStore, sid: uuid.UUID, exc: Exception, *, existing: bool) -> RequestError:
+
+
+async def _open_failure(
+    sdk: Any, store: SessionStore, sid: uuid.UUID, exc: Exception, *, existing: bool
+) -> RequestError:
     """What to tell the user when a session's conversation could not be opened."""
     if not existing:
         return internal(f"could not start the session: {describe(exc)} ({SEE_LOG})")
@@ -647,7 +715,9 @@ async def open_openhands_agent(**kwargs: Any) -> AsyncIterator[OpenHandsAgent]:
                 if id(leaf) not in mine and not isinstance(leaf, trio.Cancelled):
                     log.error("the OpenHands agent failed", exc_info=leaf)
             reraise(body_error)
-        failures = [leaf for leaf in leaves(group) if not isinstance(leaf, trio.Cancelled)] or leaves(group)
+        failures = [
+            leaf for leaf in leaves(group) if not isinstance(leaf, trio.Cancelled)
+        ] or leaves(group)
         for leaf in failures[1:]:
             log.error("the OpenHands agent failed", exc_info=leaf)
         reraise(failures[0])

@@ -82,7 +82,9 @@ def load_agent_server(
 ) -> AgentServerTarget | None:
     """The configured agent-server, or None when sessions run in this process."""
     env = os.environ if env is None else env
-    pdir = Path(persistence_dir or env.get("OPENHANDS_PERSISTENCE_DIR") or Path.home() / ".openhands").expanduser()
+    pdir = Path(
+        persistence_dir or env.get("OPENHANDS_PERSISTENCE_DIR") or Path.home() / ".openhands"
+    ).expanduser()
     path = pdir / SETTINGS_FILE
     data = _read_file(path) or {}
 
@@ -94,7 +96,7 @@ def load_agent_server(
         url, source = env[ENV_URL], f"${ENV_URL}"
     elif data.get("url"):
         if not isinstance(data["url"], str):
-            raise AgentServerConfigError(f"{path}: \"url\" must be a string")
+            raise AgentServerConfigError(f'{path}: "url" must be a string')
         url, source = data["url"], str(path)
     if url is None:
         return None
@@ -104,13 +106,15 @@ def load_agent_server(
     if key is None and data.get("api_key_env") is not None:
         name = data["api_key_env"]
         if not isinstance(name, str) or not name:
-            raise AgentServerConfigError(f"{path}: \"api_key_env\" must name an environment variable")
+            raise AgentServerConfigError(f'{path}: "api_key_env" must name an environment variable')
         key = env.get(name) or None
         if key is None:
-            raise AgentServerConfigError(f"{path} takes the agent-server key from ${name}, which is not set")
+            raise AgentServerConfigError(
+                f"{path} takes the agent-server key from ${name}, which is not set"
+            )
     if key is None and data.get("api_key") is not None:
         if not isinstance(data["api_key"], str):
-            raise AgentServerConfigError(f"{path}: \"api_key\" must be a string")
+            raise AgentServerConfigError(f'{path}: "api_key" must be a string')
         mode = path.stat().st_mode
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
             # The key opens the server to whoever holds it (it runs commands there).

@@ -83,7 +83,10 @@ def condenser(sdk: SimpleNamespace, llm: Any, setup: SessionSetup, build_llm: An
         return sdk.LLMSummarizingCondenser(llm=llm.model_copy(update={"usage_id": "condenser"}))
     if spec is None:
         return None
-    if not isinstance(spec, dict) or spec.get("kind", "LLMSummarizingCondenser") != "LLMSummarizingCondenser":
+    if (
+        not isinstance(spec, dict)
+        or spec.get("kind", "LLMSummarizingCondenser") != "LLMSummarizingCondenser"
+    ):
         # Another condenser kind (none is written by the CLI): the SDK validates it as is.
         from openhands.sdk.context.condenser import CondenserBase
 
@@ -94,7 +97,11 @@ def condenser(sdk: SimpleNamespace, llm: Any, setup: SessionSetup, build_llm: An
         if value:
             fields[name] = value
     if not fields.get("model"):
-        fields = {name: value for name, value in setup.settings.llm.items()} if setup.settings.llm else {}
+        fields = (
+            {name: value for name, value in setup.settings.llm.items()}
+            if setup.settings.llm
+            else {}
+        )
     cond_llm = build_llm(fields).model_copy(update={"usage_id": "condenser"})
     rest = {k: v for k, v in spec.items() if k not in ("llm", "kind")}
     return sdk.LLMSummarizingCondenser.model_validate({**rest, "llm": cond_llm})

@@ -179,9 +179,13 @@ class ClientCalls:
                     call.settle(error=ClientCallClosed(call.what))
                 except ClientCallError as exc:
                     call.settle(error=exc)
-                except Exception as exc:  # noqa: BLE001 - reported to the waiting tool
+                except Exception as exc:
                     log.warning("client call %s failed", call.what, exc_info=True)
-                    call.settle(error=ClientCallFailed(call.what, None, _one_line(str(exc)) or type(exc).__name__))
+                    call.settle(
+                        error=ClientCallFailed(
+                            call.what, None, _one_line(str(exc)) or type(exc).__name__
+                        )
+                    )
                 else:
                     call.settle(result)
             if scope.cancelled_caught:
@@ -267,7 +271,11 @@ class ClientCalls:
     # --- the SDK-thread side ------------------------------------------------------------
 
     def call(
-        self, fn: Callable[[], Awaitable[T]], *, what: str = "the client request", timeout: float | None = None
+        self,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        what: str = "the client request",
+        timeout: float | None = None,
     ) -> T:
         """Run ``await fn()`` on the Trio side and wait for its result, from a thread that
         is not Trio's. Raises a `ClientCallError` (see the module doc); never hangs past

@@ -24,7 +24,11 @@ COMMANDS: list[tuple[str, str, str | None]] = [
     ("condense", "Summarize the conversation so far to free context now.", None),
     ("status", "Show the model, the approval mode, and tokens and cost so far.", None),
     ("rules", "List the 'always' permission rules, or revoke them.", "revoke N | clear"),
-    ("skills", "List the skills and project context (AGENTS.md, .openhands/) this session loaded.", None),
+    (
+        "skills",
+        "List the skills and project context (AGENTS.md, .openhands/) this session loaded.",
+        None,
+    ),
 ]
 NAMES = {name for name, _, _ in COMMANDS}
 
@@ -100,7 +104,9 @@ async def execute(session: CommandHost, name: str, arg: str) -> str:
     if name == "rules":
         return rules_text(session, arg)
     if name == "skills":
-        return skills_text(session.conversation.skills() if session.conversation is not None else [])
+        return skills_text(
+            session.conversation.skills() if session.conversation is not None else []
+        )
     raise AssertionError(name)
 
 
@@ -121,7 +127,9 @@ def skills_text(skills: list[Any]) -> str:
         elif keywords:
             triggered.append(f"- `{skill.name}` (on: {', '.join(keywords)}){source}")
         else:
-            triggered.append(f"- `{skill.name}` ({getattr(skill.trigger, 'type', 'triggered')}){source}")
+            triggered.append(
+                f"- `{skill.name}` ({getattr(skill.trigger, 'type', 'triggered')}){source}"
+            )
     lines = []
     if always:
         lines += ["Always in context:", *always]
@@ -153,7 +161,9 @@ def status_text(session: CommandHost) -> str:
         lines.append("- tokens: unknown")
     else:
         if usage.prompt_tokens is not None:
-            lines.append(f"- tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion")
+            lines.append(
+                f"- tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion"
+            )
         lines.append(f"- cost: ${usage.cost or 0:.4f}")
     lines.append(f"- always-rules: {len(session.rules.rules)}")
     if session.rules.problem:
@@ -183,6 +193,8 @@ def _rules_text(book: Any, arg: str) -> str:
             return f"Usage: `/rules revoke N` with N between 1 and {len(book.rules)}."
         return f"Revoked: {rule.describe()}."
     if not book.rules:
-        return "No 'always' rules yet. Answer a permission request with an 'always' option to add one."
+        return (
+            "No 'always' rules yet. Answer a permission request with an 'always' option to add one."
+        )
     lines = [f"{i}. {rule.describe()}" for i, rule in enumerate(book.rules, 1)]
     return "Rules (revoke with `/rules revoke N`, or `/rules clear`):\n" + "\n".join(lines)

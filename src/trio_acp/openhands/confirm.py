@@ -89,7 +89,11 @@ def preview(tool: str, args: dict[str, Any], cwd: str, risk: str | None) -> list
     the edit as a diff), and the security analyzer's risk."""
     content = permission_preview(tool, args, cwd, _read)
     if risk and risk.upper() != "UNKNOWN":
-        content.append(schema.ContentToolCallContent(content=schema.TextContent(text=f"Security risk: {risk.lower()}")))
+        content.append(
+            schema.ContentToolCallContent(
+                content=schema.TextContent(text=f"Security risk: {risk.lower()}")
+            )
+        )
     return content
 
 
@@ -145,10 +149,15 @@ async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Even
     if isinstance(outcome, schema.CancelledPermissionOutcome):
         return CANCELLED
     if isinstance(outcome, schema.SelectedPermissionOutcome) and outcome.option_id in (
-        ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS
+        ALLOW_ONCE,
+        ALLOW_ALWAYS,
+        REJECT_ONCE,
+        REJECT_ALWAYS,
     ):
         return outcome.option_id
-    raise PermissionFailed(f"the client answered with an option we did not offer: {schema.to_wire(outcome)!r}")
+    raise PermissionFailed(
+        f"the client answered with an option we did not offer: {schema.to_wire(outcome)!r}"
+    )
 
 
 async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio.Event) -> str:
@@ -184,5 +193,7 @@ async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio
         await conv.reject_pending(reason)
     else:
         for tool_call_id in allowed:
-            await session.send_update(schema.ToolCallProgress(tool_call_id=tool_call_id, status="in_progress"))
+            await session.send_update(
+                schema.ToolCallProgress(tool_call_id=tool_call_id, status="in_progress")
+            )
     return "continue"

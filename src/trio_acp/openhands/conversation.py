@@ -105,7 +105,9 @@ class Conversation(Protocol):
 
     async def set_mode(self, mode: str) -> None: ...
 
-    async def use_model(self, choice: Any, *, reasoning_effort: str | None, stream: bool) -> str | None:
+    async def use_model(
+        self, choice: Any, *, reasoning_effort: str | None, stream: bool
+    ) -> str | None:
         """Switch to another configured model; returns its reasoning effort (None: none)."""
         ...
 
@@ -226,7 +228,11 @@ class LocalConversation:
             # Touches no conversation state and owns nothing: not on the session's limiter,
             # where it would hold up a set_mode right after session/new, and a close need
             # not wait for it.
-            "model call path": (functools.partial(warm_model_path, self._sdk, conv.agent.llm), None, True),
+            "model call path": (
+                functools.partial(warm_model_path, self._sdk, conv.agent.llm),
+                None,
+                True,
+            ),
         }
         ensure_ready = getattr(conv, "_ensure_agent_ready", None)
         if ensure_ready is not None:
@@ -245,7 +251,9 @@ class LocalConversation:
                 nursery.start_soon(self._warm_step, report, name, *step)
         return mcp_failures
 
-    async def _warm_step(self, report: dict[str, str], name: str, step: Any, limiter: Any, abandon: bool) -> None:
+    async def _warm_step(
+        self, report: dict[str, str], name: str, step: Any, limiter: Any, abandon: bool
+    ) -> None:
         try:
             await trio.to_thread.run_sync(step, limiter=limiter, abandon_on_cancel=abandon)
         except Exception as exc:
@@ -256,7 +264,9 @@ class LocalConversation:
 
     def llm_options(self) -> LlmOptions:
         llm = self._conv.agent.llm
-        effort = (llm.reasoning_effort or "high") if supports_reasoning_effort(self._sdk, llm) else None
+        effort = (
+            (llm.reasoning_effort or "high") if supports_reasoning_effort(self._sdk, llm) else None
+        )
         return LlmOptions(reasoning_effort=effort, stream=bool(getattr(llm, "stream", True)))
 
     async def set_mode(self, mode: str) -> None:
@@ -270,7 +280,9 @@ class LocalConversation:
 
         await trio.to_thread.run_sync(apply, limiter=self.limiter)
 
-    async def use_model(self, choice: Any, *, reasoning_effort: str | None, stream: bool) -> str | None:
+    async def use_model(
+        self, choice: Any, *, reasoning_effort: str | None, stream: bool
+    ) -> str | None:
         conv, sdk, make_llm = self._conv, self._sdk, self._make_llm
 
         def switch() -> str | None:
@@ -329,7 +341,9 @@ class LocalConversation:
         await trio.to_thread.run_sync(self._conv.interrupt, limiter=self._interrupt_limiter)
 
     async def stop_tools(self) -> None:
-        await trio.to_thread.run_sync(stop_tool_processes, self._conv, limiter=self._interrupt_limiter)
+        await trio.to_thread.run_sync(
+            stop_tool_processes, self._conv, limiter=self._interrupt_limiter
+        )
 
     async def pending_actions(self) -> list[Any]:
         sdk, conv = self._sdk, self._conv
@@ -339,7 +353,9 @@ class LocalConversation:
         )
 
     async def reject_pending(self, reason: str) -> None:
-        await trio.to_thread.run_sync(self._conv.reject_pending_actions, reason, limiter=self.limiter)
+        await trio.to_thread.run_sync(
+            self._conv.reject_pending_actions, reason, limiter=self.limiter
+        )
 
     async def note_interruption(self) -> None:
         """Appended to the SDK's state directly (persisted, no callbacks): the client
@@ -371,7 +387,9 @@ class LocalConversation:
         total = getattr(metrics, "accumulated_token_usage", None)
         cost = metrics.accumulated_cost
         return Usage(
-            last_used=((last.prompt_tokens or 0) + (last.completion_tokens or 0)) if last is not None else 0,
+            last_used=((last.prompt_tokens or 0) + (last.completion_tokens or 0))
+            if last is not None
+            else 0,
             context_window=(getattr(last, "context_window", 0) or 0) if last is not None else 0,
             cost=cost if cost is not None and math.isfinite(cost) else None,
             prompt_tokens=total.prompt_tokens if total is not None else None,
@@ -403,14 +421,16 @@ class LocalConversation:
     async def fork(self, fork_id: Any) -> None:
         """Copy this conversation, history and all, to `fork_id` on disk."""
         conv, sdk = self._conv, self._sdk
-        await trio.to_thread.run_sync(lambda: fork_conversation(sdk, conv, fork_id), limiter=self.limiter)
+        await trio.to_thread.run_sync(
+            lambda: fork_conversation(sdk, conv, fork_id), limiter=self.limiter
+        )
 
     async def close(self) -> None:
         """Close the SDK conversation (tool executors, terminals) and stop the loop thread."""
         conv = self._conv
         try:
             await trio.to_thread.run_sync(
-                lambda: (stop_tool_processes(conv), conv.close(), remove_editor_history(conv)),
+                lambda: _close_all(conv),
                 limiter=self.limiter,
                 abandon_on_cancel=True,
             )
@@ -483,3 +503,11 @@ def _condense_failure(sdk: Any, exc: Exception, logged: list[str]) -> str:
                 return f"the model call that writes the summary failed ({reason}). {unchanged}."
         return f"no summary could be written ({describe(exc)}). {unchanged}."
     return f"{describe(exc)}. {unchanged}. ({SEE_LOG})"
+
+
+def _close_all(conv: Any) -> None:
+    # Blocking: kill the terminals' process groups, close the SDK conversation, then
+    # remove the file editors' undo history it leaves in /tmp.
+    stop_tool_processes(conv)
+    conv.close()
+    remove_editor_history(conv)

@@ -84,7 +84,7 @@ def event_files(events_dir: Path) -> list[Path]:
         m = EVENT_NAME.match(name)
         if m:
             by_index[int(m.group("idx"))] = events_dir / name
-    files = []
+    files: list[Path] = []
     while len(files) in by_index:
         files.append(by_index[len(files)])
     return files

@@ -94,7 +94,9 @@ class EditorFiles:
     def write(self, path: str, text: str) -> None:
         """Hand `text` to the editor as the new content of `path`; raises ClientCallError."""
         self._calls.call(
-            lambda: self._client.write_text_file(session_id=self._session_id, path=path, content=text),
+            lambda: self._client.write_text_file(
+                session_id=self._session_id, path=path, content=text
+            ),
             what=f"writing {path} in the editor",
             timeout=self._write_timeout,
         )
@@ -112,9 +114,9 @@ class EditorFiles:
 
 def make_editor(workspace_root: str | None, files: EditorFiles) -> Any:
     """A `FileEditor` (the SDK's) whose text I/O goes through `files`."""
+    from openhands.tools.file_editor.definition import FileEditorObservation
     from openhands.tools.file_editor.editor import FileEditor
     from openhands.tools.file_editor.exceptions import EditorToolParameterInvalidError, ToolError
-    from openhands.tools.file_editor.definition import FileEditorObservation
     from openhands.tools.file_editor.utils.config import SNIPPET_CONTEXT_WINDOW
 
     class ClientFileEditor(FileEditor):
@@ -155,7 +157,9 @@ def make_editor(workspace_root: str | None, files: EditorFiles) -> Any:
 
         # -- the editor's I/O --------------------------------------------------------------
 
-        def read_file(self, path: Path, start_line: int | None = None, end_line: int | None = None, **_: Any) -> str:
+        def read_file(
+            self, path: Path, start_line: int | None = None, end_line: int | None = None, **_: Any
+        ) -> str:
             self.validate_file(path)
             text = self._buffer(path)
             if start_line is None and end_line is None:
@@ -196,10 +200,14 @@ def make_editor(workspace_root: str | None, files: EditorFiles) -> Any:
             self.write_file(path, after)
             self._history_manager.add_history(path, before)
             start = max(0, insert_line - SNIPPET_CONTEXT_WINDOW)
-            end = min(len(lines) + len(new_lines), insert_line + SNIPPET_CONTEXT_WINDOW + len(new_lines))
+            end = min(
+                len(lines) + len(new_lines), insert_line + SNIPPET_CONTEXT_WINDOW + len(new_lines)
+            )
             snippet = "".join(_lines(after)[start:end])
             message = f"The file {path} has been edited. " + self._make_output(
-                snippet, "a snippet of the edited file", max(1, insert_line - SNIPPET_CONTEXT_WINDOW + 1)
+                snippet,
+                "a snippet of the edited file",
+                max(1, insert_line - SNIPPET_CONTEXT_WINDOW + 1),
             )
             message += (
                 "Review the changes and make sure they are as expected (correct "
@@ -217,7 +225,12 @@ def make_editor(workspace_root: str | None, files: EditorFiles) -> Any:
         def validate_path(self, command: Any, path: Path) -> None:
             # A file this session created through the editor may exist only there (the
             # editor has not saved it yet): it exists for every command but `create`.
-            if command != "create" and path.is_absolute() and not path.exists() and self._files.wrote(str(path)):
+            if (
+                command != "create"
+                and path.is_absolute()
+                and not path.exists()
+                and self._files.wrote(str(path))
+            ):
                 return
             super().validate_path(command, path)
 

@@ -125,7 +125,7 @@ async def run_in_client_terminal(
 async def _quietly(request: Any) -> None:
     try:
         await request
-    except Exception:  # noqa: BLE001 - cleanup of a terminal that may be gone already
+    except Exception:
         log.debug("terminal cleanup request failed", exc_info=True)
 
 
@@ -159,14 +159,24 @@ def make_executor(
             # interrupted: the command's wait ends, its terminal is killed and released.
             calls.cancel_pending()
 
-        def _observation(self, text: str, command: str, *, error: bool = False, exit_code: int | None = None, timeout: bool = False) -> Any:
+        def _observation(
+            self,
+            text: str,
+            command: str,
+            *,
+            error: bool = False,
+            exit_code: int | None = None,
+            timeout: bool = False,
+        ) -> Any:
             return TerminalObservation.from_text(
                 text=text,
                 command=command,
                 is_error=error,
                 exit_code=exit_code,
                 timeout=timeout,
-                metadata=CmdOutputMetadata(exit_code=-1 if exit_code is None else exit_code, working_dir=self.cwd),
+                metadata=CmdOutputMetadata(
+                    exit_code=-1 if exit_code is None else exit_code, working_dir=self.cwd
+                ),
             )
 
         def __call__(self, action: Any, conversation: Any = None) -> Any:
@@ -174,7 +184,9 @@ def make_executor(
             if action.reset:
                 with self._lock:
                     self.cwd = self.root
-                return self._observation("The terminal was reset; commands run in " + self.root, command, exit_code=0)
+                return self._observation(
+                    "The terminal was reset; commands run in " + self.root, command, exit_code=0
+                )
             if action.is_input:
                 return self._observation(
                     "Input cannot be sent to a running process: each command runs to completion in "
@@ -183,7 +195,9 @@ def make_executor(
                     error=True,
                 )
             if not command.strip():
-                return self._observation("No command is running: each command runs to completion.", command, error=True)
+                return self._observation(
+                    "No command is running: each command runs to completion.", command, error=True
+                )
             timeout = action.timeout if action.timeout else DEFAULT_COMMAND_TIMEOUT
             with self._lock:
                 cwd = self.cwd
@@ -198,7 +212,7 @@ def make_executor(
                 if announce is not None:
                     try:
                         announce(action, tid)
-                    except Exception:  # noqa: BLE001 - showing it is not worth failing the command
+                    except Exception:
                         log.warning("could not announce terminal %s", tid, exc_info=True)
 
             try:

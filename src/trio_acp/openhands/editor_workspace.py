@@ -139,8 +139,10 @@ class EditorWorkspace:
         for path in paths:
             with trio.move_on_after(timeout):
                 try:
-                    response = await self.client.read_text_file(session_id=self.session_id, path=path)
-                except Exception:  # noqa: BLE001 - a preview does without
+                    response = await self.client.read_text_file(
+                        session_id=self.session_id, path=path
+                    )
+                except Exception:
                     log.debug("no buffer of %s for the preview", path, exc_info=True)
                     continue
                 buffers[path] = response.content
@@ -214,7 +216,7 @@ def install() -> None:
         """Only a factory: `create` returns the SDK's FileEditorTool instances."""
 
         @classmethod
-        def create(cls, conv_state: Any, **params: Any) -> list[Any]:  # type: ignore[override]
+        def create(cls, conv_state: Any, **params: Any) -> list[Any]:
             workspace = workspace_for(conv_state.id)
             if workspace is None:
                 return list(FileEditorTool.create(conv_state, **params))

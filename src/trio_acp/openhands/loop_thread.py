@@ -53,11 +53,11 @@ class LoopThread:
                 pass
 
 
-async def _call(fn: Callable[[], Awaitable[T]]) -> T:
+async def _call[T](fn: Callable[[], Awaitable[T]]) -> T:
     return await fn()
 
 
-async def wait_future(fut: concurrent.futures.Future[T]) -> T:
+async def wait_future[T](fut: concurrent.futures.Future[T]) -> T:
     """Wait in Trio for a concurrent future, without a blocked worker thread; its result.
 
     Cancelling the waiting Trio task does not cancel the future: the caller decides how

@@ -201,7 +201,10 @@ def _root_cause(error: BaseException | None) -> str | None:
 
 
 def _timeout_seconds(error: BaseException | None, detail: str | None) -> str | None:
-    match = re.search(r"timeout after ([0-9.]+) seconds", " ".join([str(e) for e in chain(error)] + [detail or ""]))
+    match = re.search(
+        r"timeout after ([0-9.]+) seconds",
+        " ".join([str(e) for e in chain(error)] + [detail or ""]),
+    )
     return match.group(1) if match else None
 
 
@@ -210,7 +213,8 @@ def provider_message(error: BaseException | None) -> str | None:
     for exc in chain(error):
         body = getattr(exc, "body", None)
         if isinstance(body, Mapping):
-            inner = body.get("error") if isinstance(body.get("error"), Mapping) else body
+            nested = body.get("error")
+            inner: Mapping[Any, Any] = nested if isinstance(nested, Mapping) else body
             message = inner.get("message")
             if isinstance(message, str) and message.strip():
                 return one_line(message)
@@ -260,12 +264,20 @@ def _classify(error: BaseException | None, code: str | None) -> tuple[str, int |
     if "MidStreamFallbackError" in names:
         return ("bad_stream" if "JSONDecodeError" in names else "broken_stream"), status
     if status is None and names & {
-        "APIConnectionError", "ConnectError", "ConnectionResetError", "ConnectionRefusedError", "ClientOSError"
+        "APIConnectionError",
+        "ConnectError",
+        "ConnectionResetError",
+        "ConnectionRefusedError",
+        "ClientOSError",
     }:
         return "connection", status
     if status is not None and status >= 500:
         return "server", status
-    if status is not None and 400 <= status < 500 or names & {"BadRequestError", "LLMBadRequestError"}:
+    if (
+        status is not None
+        and 400 <= status < 500
+        or names & {"BadRequestError", "LLMBadRequestError"}
+    ):
         return "bad_request", status
     if names & {"LLMServiceUnavailableError", "InternalServerError", "ServiceUnavailableError"}:
         return "server", status
@@ -358,8 +370,17 @@ def describe_model_failure(
         cause = _root_cause(error)
         if cause:
             text += f" ({cause[:200]})"
-    retryable = kind in {"rate_limit", "timeout", "broken_stream", "bad_stream", "connection", "server"}
-    return ModelFailure(kind=kind, message=text, http_status=status, retryable=retryable, attempts=attempts)
+    retryable = kind in {
+        "rate_limit",
+        "timeout",
+        "broken_stream",
+        "bad_stream",
+        "connection",
+        "server",
+    }
+    return ModelFailure(
+        kind=kind, message=text, http_status=status, retryable=retryable, attempts=attempts
+    )
 
 
 def retry_reason(error: BaseException | None) -> str:

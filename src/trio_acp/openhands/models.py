@@ -191,8 +191,12 @@ def _listed(raw: str, default: dict[str, Any]) -> list[ModelChoice]:
         where = f"{MODELS_VARIABLE}[{index}]"
         if isinstance(item, str) and item.strip():
             item = {"model": item.strip()}
-        if not isinstance(item, dict) or not isinstance(item.get("model"), str) or not item["model"].strip():
-            raise SettingsError(f"{where} must be a model name or an object with a \"model\" name")
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("model"), str)
+            or not item["model"].strip()
+        ):
+            raise SettingsError(f'{where} must be a model name or an object with a "model" name')
         for key in ("id", "name", "description", "api_key_env"):
             if key in item and not (isinstance(item[key], str) and item[key].strip()):
                 raise SettingsError(f"{where}.{key} must be a non-empty string")
@@ -209,7 +213,10 @@ def _listed(raw: str, default: dict[str, Any]) -> list[ModelChoice]:
                 id=item.get("id", model),
                 name=item.get("name", model),
                 description=item.get("description")
-                or (f"From {MODELS_VARIABLE}" + ("" if own_credentials else ", with the default model's connection")),
+                or (
+                    f"From {MODELS_VARIABLE}"
+                    + ("" if own_credentials else ", with the default model's connection")
+                ),
                 fields={**inherited, **own, "model": model},
                 api_key_env=item.get("api_key_env"),
             )

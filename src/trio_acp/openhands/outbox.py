@@ -110,7 +110,9 @@ class Outbox:
                     if isinstance(item, Flush):
                         end = item.payload
                         if isinstance(end, EndTurn) and end.fail_open is not None:
-                            pending.extend(_guard(self._translator.fail_open_tool_calls, end.fail_open))
+                            pending.extend(
+                                _guard(self._translator.fail_open_tool_calls, end.fail_open)
+                            )
                             pending_seq = pending_seq or end.seq
                         # Nothing more can come before the client acts or the turn ends: text
                         # held back as a possible credential goes now, as part of this turn.
@@ -173,4 +175,3 @@ def _guard(fn: Any, arg: Any) -> list[Any]:
     except Exception:
         log.exception("translating %r failed", type(arg).__name__)
         return []
-

@@ -56,7 +56,9 @@ def mode_option(current: str) -> Any:
         description="When the agent asks before acting.",
         category="mode",
         current_value=current,
-        options=[schema.SessionConfigSelectOption(value=i, name=n, description=d) for i, n, d in MODES],
+        options=[
+            schema.SessionConfigSelectOption(value=i, name=n, description=d) for i, n, d in MODES
+        ],
     )
 
 
@@ -64,9 +66,13 @@ def permission_options(scope_label: str) -> list[schema.PermissionOption]:
     # The option ids are the kinds: unique, stable, and self-describing in logs.
     return [
         schema.PermissionOption(option_id=ALLOW_ONCE, name="Allow once", kind=ALLOW_ONCE),
-        schema.PermissionOption(option_id=ALLOW_ALWAYS, name=f"Always allow {scope_label}", kind=ALLOW_ALWAYS),
+        schema.PermissionOption(
+            option_id=ALLOW_ALWAYS, name=f"Always allow {scope_label}", kind=ALLOW_ALWAYS
+        ),
         schema.PermissionOption(option_id=REJECT_ONCE, name="Reject", kind=REJECT_ONCE),
-        schema.PermissionOption(option_id=REJECT_ALWAYS, name=f"Always reject {scope_label}", kind=REJECT_ALWAYS),
+        schema.PermissionOption(
+            option_id=REJECT_ALWAYS, name=f"Always reject {scope_label}", kind=REJECT_ALWAYS
+        ),
     ]
 
 
@@ -106,7 +112,9 @@ class Rule:
 class RuleBook:
     """The session's "always" rules, persisted as JSON when a path is given."""
 
-    def __init__(self, path: Path | None = None, *, mask: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self, path: Path | None = None, *, mask: Callable[[str], str] | None = None
+    ) -> None:
         self.path = path
         # The agent's credentials are masked in the file (credentials.py): a rule naming
         # one then never matches after a reload, and the action is asked about again.
@@ -117,7 +125,9 @@ class RuleBook:
         if path is not None and os.path.lexists(path):
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
-                self.rules = [Rule(r["tool"], r.get("target"), bool(r["allow"])) for r in data["rules"]]
+                self.rules = [
+                    Rule(r["tool"], r.get("target"), bool(r["allow"])) for r in data["rules"]
+                ]
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 # A damaged rules file must not take the session down; asking again is
                 # safe. It is set aside rather than overwritten by the next "always".
@@ -126,8 +136,10 @@ class RuleBook:
 
     @staticmethod
     def _set_aside(path: Path, exc: Exception) -> str:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (
-            "not valid JSON" if isinstance(exc, ValueError) else "not in the expected format"
+        reason = (
+            exc.strerror
+            if isinstance(exc, OSError) and exc.strerror
+            else ("not valid JSON" if isinstance(exc, ValueError) else "not in the expected format")
         )
         aside = path.with_name(path.name + ".damaged")
         try:

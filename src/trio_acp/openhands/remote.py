@@ -128,9 +128,10 @@ def _describe(exc: BaseException) -> str:
     return text[:300]
 
 
-def _is_transport_error(exc: BaseException) -> bool:
+def _is_transport_error(error: BaseException) -> bool:
     import httpx
 
+    exc: BaseException | None = error
     for _ in range(5):  # the SDK wraps (ConversationRunError), at most a few deep
         if exc is None:
             return False
@@ -177,8 +178,8 @@ def _stop_marked_command(marker: str) -> str:
         "for d in /proc/[0-9]*; do p=${d#/proc/}; "
         "marked $p || continue; "
         "pp=$(sed 's/.*) //' $d/stat 2>/dev/null | cut -d' ' -f2); "
-        "[ -n \"$pp\" ] && marked $pp && victims=\"$victims $p\"; done; "
-        "[ -z \"$victims\" ] && exit 0; "
+        '[ -n "$pp" ] && marked $pp && victims="$victims $p"; done; '
+        '[ -z "$victims" ] && exit 0; '
         "kill -TERM $victims 2>/dev/null; sleep 0.5; kill -KILL $victims 2>/dev/null; "
         "echo stopped:$victims"
     )
@@ -191,7 +192,12 @@ class _Inbox:
     `run_sync_soon`).
     """
 
-    def __init__(self, token: trio.lowlevel.TrioToken, on_event: Callable[[Any], None], on_token: Callable[[Any], None]):
+    def __init__(
+        self,
+        token: trio.lowlevel.TrioToken,
+        on_event: Callable[[Any], None],
+        on_token: Callable[[Any], None],
+    ):
         from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
         from openhands.sdk.event import ConversationStateUpdateEvent, StreamingDeltaEvent
 
@@ -202,7 +208,12 @@ class _Inbox:
         self._delta = StreamingDeltaEvent
         self._chunk = lambda event: ModelResponseStream(
             id=event.id,
-            choices=[StreamingChoices(index=0, delta=Delta(content=event.content, reasoning_content=event.reasoning_content))],
+            choices=[
+                StreamingChoices(
+                    index=0,
+                    delta=Delta(content=event.content, reasoning_content=event.reasoning_content),
+                )
+            ],
         )
         self.seen: set[str] = set()
         self.terminal_calls: set[str] = set()
@@ -281,9 +292,17 @@ class RemoteConversationDriver:
     with `open()` (a new conversation, or an existing one by id).
     """
 
-    def __init__(self, sdk: Any, target: AgentServerTarget, *, working_dir: str,
-                 on_event: Callable[[Any], None], on_token: Callable[[Any], None],
-                 unreachable_grace: float = UNREACHABLE_GRACE, poll_interval: float = POLL_INTERVAL) -> None:
+    def __init__(
+        self,
+        sdk: Any,
+        target: AgentServerTarget,
+        *,
+        working_dir: str,
+        on_event: Callable[[Any], None],
+        on_token: Callable[[Any], None],
+        unreachable_grace: float = UNREACHABLE_GRACE,
+        poll_interval: float = POLL_INTERVAL,
+    ) -> None:
         self.sdk = sdk
         self.target = target
         if target.api_key:
@@ -310,18 +329,31 @@ class RemoteConversationDriver:
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, sdk: Any, target: AgentServerTarget, agent: Any, *, working_dir: str,
-                   on_event: Callable[[Any], None], on_token: Callable[[Any], None],
-                   conversation_id: uuid.UUID | None = None, create: bool = True,
-                   confirmation_policy: Any = None, security_analyzer: Any = None,
-                   max_iterations: int = 500, **kwargs: Any) -> RemoteConversationDriver:
+    async def open(
+        cls,
+        sdk: Any,
+        target: AgentServerTarget,
+        agent: Any,
+        *,
+        working_dir: str,
+        on_event: Callable[[Any], None],
+        on_token: Callable[[Any], None],
+        conversation_id: uuid.UUID | None = None,
+        create: bool = True,
+        confirmation_policy: Any = None,
+        security_analyzer: Any = None,
+        max_iterations: int = 500,
+        **kwargs: Any,
+    ) -> RemoteConversationDriver:
         """A new conversation with `agent`, or the server's conversation `conversation_id`.
 
         With `create=False` the conversation must exist (session/load, resume): it keeps the
         agent it was started with on the server. With `create=True` and an id, the
         conversation is created under that id (session/new chooses the id).
         """
-        self = cls(sdk, target, working_dir=working_dir, on_event=on_event, on_token=on_token, **kwargs)
+        self = cls(
+            sdk, target, working_dir=working_dir, on_event=on_event, on_token=on_token, **kwargs
+        )
         if conversation_id is not None and not create:
             await self._require_exists(conversation_id)
         marker = terminal_marker(agent) or secrets.token_hex(8)
@@ -335,8 +367,12 @@ class RemoteConversationDriver:
     def _new_workspace(self) -> Any:
         from openhands.sdk.workspace import RemoteWorkspace
 
-        return RemoteWorkspace(host=self.target.url, api_key=self.target.api_key,
-                               working_dir=self.working_dir, read_timeout=60.0)
+        return RemoteWorkspace(
+            host=self.target.url,
+            api_key=self.target.api_key,
+            working_dir=self.working_dir,
+            read_timeout=60.0,
+        )
 
     def _connect(self, agent: Any, conversation_id: uuid.UUID | None, max_iterations: int) -> None:
         from openhands.sdk import RemoteConversation
@@ -344,8 +380,12 @@ class RemoteConversationDriver:
         workspace = self._new_workspace()
         try:
             conversation = RemoteConversation(
-                agent=agent, workspace=workspace, conversation_id=conversation_id,
-                callbacks=[self._inbox], visualizer=None, max_iteration_per_run=max_iterations,
+                agent=agent,
+                workspace=workspace,
+                conversation_id=conversation_id,
+                callbacks=[self._inbox],
+                visualizer=None,
+                max_iteration_per_run=max_iterations,
                 delete_on_close=False,
             )
         except BaseException:
@@ -364,7 +404,9 @@ class RemoteConversationDriver:
     async def _require_exists(self, conversation_id: uuid.UUID) -> None:
         info = await self.get_info(conversation_id)
         if info is None:
-            raise RemoteError(f"conversation {conversation_id} does not exist on the agent-server at {self.target.url}")
+            raise RemoteError(
+                f"conversation {conversation_id} does not exist on the agent-server at {self.target.url}"
+            )
 
     async def _reattach(self) -> None:
         """After the server or the socket went away: a fresh connection, missed events once."""
@@ -383,10 +425,14 @@ class RemoteConversationDriver:
 
     # -- calls -----------------------------------------------------------------------------
 
-    async def _call(self, fn: Callable[[], Any], *, limiter: trio.CapacityLimiter | None = None) -> Any:
+    async def _call(
+        self, fn: Callable[[], Any], *, limiter: trio.CapacityLimiter | None = None
+    ) -> Any:
         """`fn()` in a worker thread; failures become one `RemoteError` without the key."""
         try:
-            return await trio.to_thread.run_sync(fn, limiter=limiter or self._limiter, abandon_on_cancel=True)
+            return await trio.to_thread.run_sync(
+                fn, limiter=limiter or self._limiter, abandon_on_cancel=True
+            )
         except RemoteError:
             raise
         except Exception as exc:
@@ -394,7 +440,9 @@ class RemoteConversationDriver:
                 # The connection is gone: the next call re-attaches rather than wait for the
                 # SDK's socket to come back on its own back-off (up to 30 s).
                 self._stale = self.conversation is not None
-            raise RemoteError(_scrub(f"agent-server {self.target.url}: {_describe(exc)}", self.target.api_key)) from None
+            raise RemoteError(
+                _scrub(f"agent-server {self.target.url}: {_describe(exc)}", self.target.api_key)
+            ) from None
 
     async def send_message(self, message: Any) -> None:
         conv = await self._ready()
@@ -473,7 +521,9 @@ class RemoteConversationDriver:
             self._stale = True
             raise RemoteError(self._unreachable_message)
         if status == "gone":
-            raise RemoteError(f"conversation {self.id} no longer exists on the agent-server at {self.target.url}")
+            raise RemoteError(
+                f"conversation {self.id} no longer exists on the agent-server at {self.target.url}"
+            )
         return status
 
     async def _interrupt_when(self, cancel_event: trio.Event) -> None:
@@ -499,7 +549,8 @@ class RemoteConversationDriver:
             await trio.sleep(self.poll_interval)
             try:
                 response = await trio.to_thread.run_sync(
-                    lambda: self.workspace.client.get(path, timeout=REQUEST_TIMEOUT), abandon_on_cancel=True
+                    lambda: self.workspace.client.get(path, timeout=REQUEST_TIMEOUT),
+                    abandon_on_cancel=True,
                 )
             except httpx.HTTPError as exc:
                 now = time.monotonic()
@@ -574,10 +625,14 @@ class RemoteConversationDriver:
         workspace = self.workspace
         command = _stop_marked_command(self.marker)
         try:
-            result = await self._call(lambda: workspace.execute_command(command, timeout=10.0),
-                                      limiter=trio.CapacityLimiter(1))
+            result = await self._call(
+                lambda: workspace.execute_command(command, timeout=10.0),
+                limiter=trio.CapacityLimiter(1),
+            )
         except RemoteError:
-            log.warning("could not stop the terminal's processes on the agent-server", exc_info=True)
+            log.warning(
+                "could not stop the terminal's processes on the agent-server", exc_info=True
+            )
             return ""
         stopped = (result.stdout or "").strip()
         log.info("terminal processes stopped on the agent-server: %s", stopped or "none")
@@ -587,7 +642,9 @@ class RemoteConversationDriver:
         """Seconds for one small authenticated request to the server and back."""
         path = f"/api/conversations/{self.id}"
         start = time.perf_counter()
-        await self._call(lambda: self.workspace.client.get(path, timeout=REQUEST_TIMEOUT).raise_for_status())
+        await self._call(
+            lambda: self.workspace.client.get(path, timeout=REQUEST_TIMEOUT).raise_for_status()
+        )
         self.round_trip = time.perf_counter() - start
         return self.round_trip
 
@@ -619,6 +676,7 @@ class RemoteConversationDriver:
 
 # -- the server's catalogue, without a conversation open ----------------------------------
 
+
 def _client(target: AgentServerTarget) -> Any:
     import httpx
 
@@ -626,7 +684,9 @@ def _client(target: AgentServerTarget) -> Any:
     return httpx.Client(base_url=target.url, headers=headers, timeout=REQUEST_TIMEOUT)
 
 
-async def _request(target: AgentServerTarget, method: str, path: str, ok: Iterable[int] = (200,), **kwargs: Any) -> Any:
+async def _request(
+    target: AgentServerTarget, method: str, path: str, ok: Iterable[int] = (200,), **kwargs: Any
+) -> Any:
     def call() -> Any:
         with _client(target) as client:
             response = client.request(method, path, **kwargs)
@@ -637,15 +697,21 @@ async def _request(target: AgentServerTarget, method: str, path: str, ok: Iterab
     try:
         return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
     except Exception as exc:
-        raise RemoteError(_scrub(f"agent-server {target.url}: {_describe(exc)}", target.api_key)) from None
+        raise RemoteError(
+            _scrub(f"agent-server {target.url}: {_describe(exc)}", target.api_key)
+        ) from None
 
 
-async def get_conversation(target: AgentServerTarget, conversation_id: uuid.UUID) -> dict[str, Any] | None:
+async def get_conversation(
+    target: AgentServerTarget, conversation_id: uuid.UUID
+) -> dict[str, Any] | None:
     response = await _request(target, "GET", f"/api/conversations/{conversation_id}", ok=(200, 404))
     return None if response.status_code == 404 else response.json()
 
 
-async def list_conversations(target: AgentServerTarget, *, limit: int = 100) -> list[dict[str, Any]]:
+async def list_conversations(
+    target: AgentServerTarget, *, limit: int = 100
+) -> list[dict[str, Any]]:
     """The server's conversations, newest first: id, title, status, created/updated times."""
     items: list[dict[str, Any]] = []
     page_id: str | None = None
@@ -655,9 +721,13 @@ async def list_conversations(target: AgentServerTarget, *, limit: int = 100) -> 
             params["page_id"] = page_id
         page = (await _request(target, "GET", "/api/conversations/search", params=params)).json()
         for item in page.get("items", []):
-            items.append({key: item.get(key) for key in
-                          ("id", "title", "execution_status", "created_at", "updated_at")}
-                         | {"working_dir": (item.get("workspace") or {}).get("working_dir")})
+            items.append(
+                {
+                    key: item.get(key)
+                    for key in ("id", "title", "execution_status", "created_at", "updated_at")
+                }
+                | {"working_dir": (item.get("workspace") or {}).get("working_dir")}
+            )
         page_id = page.get("next_page_id")
         if not page_id:
             return items
@@ -665,5 +735,7 @@ async def list_conversations(target: AgentServerTarget, *, limit: int = 100) -> 
 
 async def delete_conversation(target: AgentServerTarget, conversation_id: uuid.UUID) -> bool:
     """Delete it on the server; False if it did not exist."""
-    response = await _request(target, "DELETE", f"/api/conversations/{conversation_id}", ok=(200, 404))
+    response = await _request(
+        target, "DELETE", f"/api/conversations/{conversation_id}", ok=(200, 404)
+    )
     return response.status_code == 200

@@ -13,10 +13,10 @@ import json
 import logging
 import os
 import threading
-import warnings
 import time
 import types
 import typing
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
@@ -47,18 +47,25 @@ def _prepare_environment() -> None:
 def import_sdk() -> SimpleNamespace:
     """Import everything the agent uses from the SDK (slow; call from a thread)."""
     _prepare_environment()
-    from openhands.sdk import LLM, Agent, Conversation, Message, TextContent, Tool
-    from openhands.sdk import LocalConversation, LocalFileStore
-    from openhands.sdk import LLMSummarizingCondenser
+    from openhands.sdk import (
+        LLM,
+        Agent,
+        Conversation,
+        LLMSummarizingCondenser,
+        LocalConversation,
+        LocalFileStore,
+        Message,
+        TextContent,
+        Tool,
+    )
     from openhands.sdk.context.condenser import NoCondensationAvailableException
-    from openhands.sdk.event import Event
     from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
-    from openhands.sdk.event import MessageEvent
+    from openhands.sdk.event import Event, MessageEvent
+    from openhands.sdk.llm import ImageContent
+    from openhands.sdk.llm.utils.model_features import get_features
     from openhands.sdk.security.confirmation_policy import AlwaysConfirm, ConfirmRisky, NeverConfirm
     from openhands.sdk.security.llm_analyzer import LLMSecurityAnalyzer
-    from openhands.sdk.llm.utils.model_features import get_features
     from openhands.sdk.security.risk import SecurityRisk
-    from openhands.sdk.llm import ImageContent
     from openhands.tools.file_editor import FileEditorTool
     from openhands.tools.task_tracker import TaskTrackerTool
     from openhands.tools.terminal import TerminalTool
@@ -174,10 +181,9 @@ def _session_llm_class(LLM: Any) -> Any:
     error message. Everything else (stop, logging, the temperature nudge) stays the SDK's.
     Serialized, it is a plain `LLM`: nothing of this reaches the persisted conversation.
     """
+    from openhands.sdk.llm.exceptions import LLMContextWindowExceedError
     from pydantic import PrivateAttr
     from tenacity import wait_exponential
-
-    from openhands.sdk.llm.exceptions import LLMContextWindowExceedError
 
     class SessionLLM(LLM):
         # Context-window overflows in a row, with no successful call in between. The agent
@@ -218,12 +224,12 @@ def _session_llm_class(LLM: Any) -> Any:
         def retry_decorator(self, *args: Any, **kwargs: Any) -> Any:
             listener = kwargs.pop("retry_listener", None)
             base = super().retry_decorator(*args, retry_listener=None, **kwargs)
-            attempts = int(kwargs.get("num_retries", self.num_retries))
+            attempts = int(kwargs.get("num_retries", self.num_retries) or 0)
             policy = RetryPolicy(attempts=attempts)
             backoff = wait_exponential(
-                multiplier=kwargs.get("retry_multiplier", self.retry_multiplier),
-                min=kwargs.get("retry_min_wait", self.retry_min_wait),
-                max=kwargs.get("retry_max_wait", self.retry_max_wait),
+                multiplier=kwargs.get("retry_multiplier", self.retry_multiplier) or 0,
+                min=kwargs.get("retry_min_wait", self.retry_min_wait) or 0,
+                max=kwargs.get("retry_max_wait", self.retry_max_wait) or 0,
             )
 
             def decorate(fn: Any) -> Any:
@@ -234,7 +240,9 @@ def _session_llm_class(LLM: Any) -> Any:
                     return state.outcome.exception() if state.outcome is not None else None
 
                 def retry(state: Any) -> bool:
-                    return policy.should_retry(sdk_retry(state), state.attempt_number, exception_of(state))
+                    return policy.should_retry(
+                        sdk_retry(state), state.attempt_number, exception_of(state)
+                    )
 
                 def wait(state: Any) -> float:
                     return policy.wait(backoff(state), exception_of(state))
@@ -256,7 +264,9 @@ class ContextStillTooLong(Exception):
     """Condensing did not make the conversation fit the model's context window."""
 
 
-def _user_chosen(data: dict[str, Any], known: dict[str, Any], sources: dict[str, str] | None) -> set[str]:
+def _user_chosen(
+    data: dict[str, Any], known: dict[str, Any], sources: dict[str, str] | None
+) -> set[str]:
     """The LLM fields the user set on purpose.
 
     An environment variable always counts. The OpenHands CLI writes every field into its
@@ -267,7 +277,12 @@ def _user_chosen(data: dict[str, Any], known: dict[str, Any], sources: dict[str,
     for key, value in data.items():
         source = (sources or {}).get(key, "")
         field = known.get(key)
-        if sources is not None and not source.startswith("$") and field is not None and value == field.default:
+        if (
+            sources is not None
+            and not source.startswith("$")
+            and field is not None
+            and value == field.default
+        ):
             continue
         chosen.add(key)
     return chosen
@@ -302,7 +317,9 @@ def build_llm(
     return llm
 
 
-def build_choice_llm(sdk: SimpleNamespace, choice: Any, *, env: Any = None, retry_listener: Any = None) -> Any:
+def build_choice_llm(
+    sdk: SimpleNamespace, choice: Any, *, env: Any = None, retry_listener: Any = None
+) -> Any:
     """The LLM of one configured model (`models.ModelChoice`); blocking (reads a profile).
 
     A profile is loaded the SDK's way (`LLMProfileStore`, which also resolves a linked
@@ -315,7 +332,9 @@ def build_choice_llm(sdk: SimpleNamespace, choice: Any, *, env: Any = None, retr
         saved = LLMProfileStore(choice.profile_dir).load(choice.profile)
         # The profile's own values, in our LLM class: its failures follow the same retry
         # policy and context-overflow guard as the default model's (model_failures.py).
-        llm = sdk.SessionLLM.model_validate({name: getattr(saved, name) for name in saved.model_fields_set})
+        llm = sdk.SessionLLM.model_validate(
+            {name: getattr(saved, name) for name in saved.model_fields_set}
+        )
         update: dict[str, Any] = {"usage_id": "agent"}
         if retry_listener is not None:
             update["retry_listener"] = retry_listener
@@ -334,7 +353,9 @@ def fork_conversation(sdk: SimpleNamespace, conv: Any, fork_id: Any) -> None:
     copy = conv.fork(conversation_id=fork_id)
     try:
         if sdk.ConversationState.get_unmatched_actions(list(copy.state.events)):
-            copy.reject_pending_actions("Not approved before the session was forked; nothing was run.")
+            copy.reject_pending_actions(
+                "Not approved before the session was forked; nothing was run."
+            )
     finally:
         copy.close()
 
@@ -391,7 +412,9 @@ def interruption_event(sdk: SimpleNamespace) -> Any:
     """
     return sdk.MessageEvent(
         source="agent",
-        llm_message=sdk.Message(role="assistant", content=[sdk.TextContent(text=INTERRUPTION_TEXT)]),
+        llm_message=sdk.Message(
+            role="assistant", content=[sdk.TextContent(text=INTERRUPTION_TEXT)]
+        ),
         sender=INTERRUPTION_SENDER,
     )
 
@@ -475,6 +498,10 @@ REASONING_EFFORTS = ["low", "medium", "high"]
 
 def supports_reasoning_effort(sdk: SimpleNamespace, llm: Any) -> bool:
     try:
-        return bool(sdk.get_features(llm.model, overrides=llm.capability_overrides).supports_reasoning_effort)
+        return bool(
+            sdk.get_features(
+                llm.model, overrides=llm.capability_overrides
+            ).supports_reasoning_effort
+        )
     except Exception:
         return False

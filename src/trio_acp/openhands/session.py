@@ -23,17 +23,16 @@ import trio
 from .. import schema
 from ..credentials import SecretValues, UpdateMask
 from ..rpc import PeerClosed, RequestError
-from . import commands
-from .conversation import Conversation, LocalConversation
-from .outbox import Outbox
-from .notices import mcp_failure_notices, retry_note, supports_compaction
-from . import turn
-from .confirm import confirm_pending
-from .errors import SEE_LOG, closed_session, describe, internal, leaves, sole_error
-from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
-from .store import now_iso
-from .sdk import REASONING_EFFORTS
+from . import commands, turn
 from .config_options import client_takes_booleans, model_option, stream_option
+from .confirm import confirm_pending
+from .conversation import Conversation, LocalConversation
+from .errors import SEE_LOG, closed_session, describe, internal, leaves, sole_error
+from .notices import mcp_failure_notices, retry_note, supports_compaction
+from .outbox import Outbox
+from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
+from .sdk import REASONING_EFFORTS
+from .store import now_iso
 from .translate import Translator, one_line
 from .turn_queue import TurnQueue
 
@@ -87,7 +86,9 @@ class Session:
         # A credential split across streamed chunks is in no single frame: the outbox
         # masks what it sends.
         self.outbox = Outbox(
-            Translator(cwd, compaction=supports_compaction(client)), UpdateMask(secrets), self.send_update
+            Translator(cwd, compaction=supports_compaction(client)),
+            UpdateMask(secrets),
+            self.send_update,
         )
         # Prompts in the order the client sent them; one turn at a time (turn_queue.py).
         self._queue = TurnQueue()
@@ -136,7 +137,9 @@ class Session:
                 await self._closed.wait()
                 nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
-            if started and all(isinstance(leaf, (Exception, trio.Cancelled)) for leaf in leaves(group)):
+            if started and all(
+                isinstance(leaf, (Exception, trio.Cancelled)) for leaf in leaves(group)
+            ):
                 self._fail(group)
                 return
             # The conversation could not be built (damaged files, ...): that one failure
@@ -209,7 +212,10 @@ class Session:
                     name="Reasoning effort",
                     category="thought_level",
                     current_value=self.reasoning_effort,
-                    options=[schema.SessionConfigSelectOption(value=v, name=v.capitalize()) for v in REASONING_EFFORTS],
+                    options=[
+                        schema.SessionConfigSelectOption(value=v, name=v.capitalize())
+                        for v in REASONING_EFFORTS
+                    ],
                 )
             )
         if client_takes_booleans(self.client):
@@ -232,7 +238,11 @@ class Session:
         model's own, or "high", if none was chosen), gone where it has none. Streaming
         stays as the session has it.
         """
-        choice = next((c for c in self.models if c.id == value), None) if isinstance(value, str) else None
+        choice = (
+            next((c for c in self.models if c.id == value), None)
+            if isinstance(value, str)
+            else None
+        )
         if choice is None:
             ids = [c.id for c in self.models] or [self.model]
             raise RequestError.invalid_params(
@@ -246,7 +256,9 @@ class Session:
                 choice, reasoning_effort=self.reasoning_effort, stream=self.stream
             )
         except Exception as exc:
-            log.warning("switching session %s to model %s failed", self.id, choice.id, exc_info=True)
+            log.warning(
+                "switching session %s to model %s failed", self.id, choice.id, exc_info=True
+            )
             raise internal(f"model {choice.id!r} cannot be used: {one_line(exc, 500)}") from None
         self.model = choice.id
         self.reasoning_effort = new_effort
@@ -262,7 +274,9 @@ class Session:
         if self.reasoning_effort is None:
             raise RequestError.invalid_params("this model has no reasoning effort to choose")
         if value not in REASONING_EFFORTS:
-            raise RequestError.invalid_params(f"reasoning effort must be one of {', '.join(REASONING_EFFORTS)}")
+            raise RequestError.invalid_params(
+                f"reasoning effort must be one of {', '.join(REASONING_EFFORTS)}"
+            )
         assert self.conversation is not None
         await self.conversation.update_llm(reasoning_effort=value)
         self.reasoning_effort = value
@@ -275,7 +289,9 @@ class Session:
     async def set_mode(self, mode: str, *, announce: bool) -> None:
         """Switch the approval mode; `announce` sends current_mode_update and config_option_update."""
         if mode not in MODE_IDS:
-            raise RequestError.invalid_params(f"unknown mode {mode!r}; one of: {', '.join(MODE_IDS)}")
+            raise RequestError.invalid_params(
+                f"unknown mode {mode!r}; one of: {', '.join(MODE_IDS)}"
+            )
         await self._apply_mode(mode)
         self.mode = mode
         self._save_options()
@@ -336,7 +352,13 @@ class Session:
                 await self.set_config_option(config_id, saved[config_id])
             except RequestError as exc:
                 # E.g. a model no longer configured: the session opens with the default.
-                log.warning("session %s: not restoring %s=%r: %s", self.id, config_id, saved[config_id], exc.message)
+                log.warning(
+                    "session %s: not restoring %s=%r: %s",
+                    self.id,
+                    config_id,
+                    saved[config_id],
+                    exc.message,
+                )
         self._save_options()
 
     async def fork_conversation(self, fork_id: uuid.UUID) -> None:
@@ -472,4 +494,3 @@ def _title_from(text: str) -> str | None:
     if not words:
         return None
     return words if len(words) <= 80 else words[:79].rstrip() + "…"
-

@@ -97,7 +97,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             raise SettingsError(f"{path} is not valid JSON ({exc}); fix or remove it") from exc
         file_llm = data.get("llm") if isinstance(data, dict) else None
         if not isinstance(file_llm, dict):
-            raise SettingsError(f"{path} has no 'llm' object; configure a model with the OpenHands CLI")
+            raise SettingsError(
+                f"{path} has no 'llm' object; configure a model with the OpenHands CLI"
+            )
         agent_file = data
         for key, value in file_llm.items():
             llm[key] = value
@@ -115,10 +117,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         if max_iterations < 1:
             raise ValueError
     except ValueError:
-        raise SettingsError(f"TRIO_ACP_MAX_ITERATIONS must be a positive integer, got {raw!r}") from None
+        raise SettingsError(
+            f"TRIO_ACP_MAX_ITERATIONS must be a positive integer, got {raw!r}"
+        ) from None
     mode = env.get("TRIO_ACP_DEFAULT_MODE", "").strip() or "always-ask"
     if mode not in MODE_IDS:
-        raise SettingsError(f"TRIO_ACP_DEFAULT_MODE must be one of {', '.join(MODE_IDS)}, got {mode!r}")
+        raise SettingsError(
+            f"TRIO_ACP_DEFAULT_MODE must be one of {', '.join(MODE_IDS)}, got {mode!r}"
+        )
     conversations = env.get("OPENHANDS_CONVERSATIONS_DIR", "").strip()
     return Settings(
         agent_file=agent_file,

@@ -111,7 +111,9 @@ class SessionStore:
         options = self._index(sid).get("configOptions")
         if not isinstance(options, dict):
             return {}
-        return {k: v for k, v in options.items() if isinstance(k, str) and isinstance(v, (str, bool))}
+        return {
+            k: v for k, v in options.items() if isinstance(k, str) and isinstance(v, (str, bool))
+        }
 
     def write_options(self, sid: uuid.UUID, options: dict[str, Any]) -> None:
         """Save the config option values (not an update of the session: `updatedAt` stays)."""
@@ -146,7 +148,11 @@ class SessionStore:
         # Plain strings, not Path objects: with 1,000 sessions pathlib's overhead was most
         # of a cached list's time.
         seen.add(name)
-        stamps = (_stamp(f"{path}/{BASE_STATE}"), _stamp(f"{path}/{INDEX_FILE}"), _stamp(f"{path}/{EVENTS_DIR}"))
+        stamps = (
+            _stamp(f"{path}/{BASE_STATE}"),
+            _stamp(f"{path}/{INDEX_FILE}"),
+            _stamp(f"{path}/{EVENTS_DIR}"),
+        )
         cached = self._listing.get(name)
         if cached is not None and cached[0] == stamps:
             return cached[1]
@@ -172,8 +178,16 @@ class SessionStore:
         updated = index.get("updatedAt")
         if not isinstance(updated, str):
             stamps = [p.stat().st_mtime for p in (directory / "events").glob("*.json")]
-            stamp = max(stamps) if stamps else os.lstat(base_path if os.path.lexists(base_path) else directory).st_mtime
-            updated = dt.datetime.fromtimestamp(stamp, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            stamp = (
+                max(stamps)
+                if stamps
+                else os.lstat(base_path if os.path.lexists(base_path) else directory).st_mtime
+            )
+            updated = (
+                dt.datetime.fromtimestamp(stamp, dt.UTC)
+                .isoformat(timespec="seconds")
+                .replace("+00:00", "Z")
+            )
         title = index.get("title") if isinstance(index.get("title"), str) else None
         if title is None and not index:
             # A conversation another OpenHands client made (the CLI): titled, as the CLI
@@ -181,6 +195,7 @@ class SessionStore:
             title = _first_user_text(directory / EVENTS_DIR)
         if damaged:
             title = f"{DAMAGED} {title or 'untitled session'}"
+        assert isinstance(cwd, str)  # _is_abs_path above
         return StoredSession(str(sid), cwd, title, updated)
 
     def list(self, cwd: str | None, cursor: str | None) -> tuple[list[StoredSession], str | None]:
@@ -195,7 +210,9 @@ class SessionStore:
         for entry in entries:
             if entry.is_dir():
                 stored = self._read_cached(entry.path, entry.name, seen)
-                if stored is not None and (cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)):
+                if stored is not None and (
+                    cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)
+                ):
                     found.append(stored)
         for name in self._listing.keys() - seen:
             self._listing.pop(name, None)  # deleted since the last list
@@ -229,7 +246,9 @@ def _first_user_text(events_dir: Path, *, look_at: int = 50) -> str | None:
             continue
         content = (event.get("llm_message") or {}).get("content") or []
         text = " ".join(
-            item["text"] for item in content if isinstance(item, dict) and isinstance(item.get("text"), str)
+            item["text"]
+            for item in content
+            if isinstance(item, dict) and isinstance(item.get("text"), str)
         )
         words = " ".join(text.split())
         if words:

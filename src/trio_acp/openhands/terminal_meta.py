@@ -42,7 +42,12 @@ class TerminalMetaStream:
     """The updates of one command's tool call (module doc)."""
 
     def __init__(
-        self, tool_call_id: str, *, cwd: str | None = None, max_chunk: int = MAX_CHUNK, max_total: int = MAX_TOTAL
+        self,
+        tool_call_id: str,
+        *,
+        cwd: str | None = None,
+        max_chunk: int = MAX_CHUNK,
+        max_total: int = MAX_TOTAL,
     ) -> None:
         self.tool_call_id = tool_call_id
         self.terminal_id = tool_call_id
@@ -87,7 +92,13 @@ class TerminalMetaStream:
         self._closed = True
         return schema.ToolCallProgress(
             tool_call_id=self.tool_call_id,
-            meta={"terminal_exit": {"terminal_id": self.terminal_id, "exit_code": exit_code, "signal": signal}},
+            meta={
+                "terminal_exit": {
+                    "terminal_id": self.terminal_id,
+                    "exit_code": exit_code,
+                    "signal": signal,
+                }
+            },
         )
 
     def _output(self, data: str) -> Any:
@@ -116,7 +127,12 @@ def merge_outputs(updates: list[Any]) -> list[Any]:
             out = prev_meta["terminal_output"]
             merged[-1] = schema.ToolCallProgress(
                 tool_call_id=update.tool_call_id,
-                meta={"terminal_output": {**out, "data": out["data"] + meta["terminal_output"]["data"]}},
+                meta={
+                    "terminal_output": {
+                        **out,
+                        "data": out["data"] + meta["terminal_output"]["data"],
+                    }
+                },
             )
         else:
             merged.append(update)

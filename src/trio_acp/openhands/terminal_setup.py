@@ -48,21 +48,33 @@ def run_setup(env: dict[str, str] | None = None, *, out: TextIO | None = None) -
             from .sdk import SdkLoader
 
             loader = SdkLoader()  # a new file needs the SDK's Agent: import while the user types
-        llm = existing.get("llm") if isinstance(existing.get("llm"), dict) else {}
+        found = existing.get("llm")
+        llm: dict[str, Any] = found if isinstance(found, dict) else {}
         _say(out, f"Configure the model trio-acp (OpenHands) uses. It is saved to {path}.")
         _say(out, "Press Enter to keep a value shown in [brackets]; Ctrl-C to quit without saving.")
-        model = _ask(out, "Model (a litellm name such as anthropic/claude-sonnet-4-5 or openai/gpt-5)", llm.get("model"))
+        model = _ask(
+            out,
+            "Model (a litellm name such as anthropic/claude-sonnet-4-5 or openai/gpt-5)",
+            llm.get("model"),
+        )
         base_url = _ask(
-            out, "Base URL (only for an OpenAI-compatible server; '-' for the provider's default)",
-            llm.get("base_url"), required=False,
+            out,
+            "Base URL (only for an OpenAI-compatible server; '-' for the provider's default)",
+            llm.get("base_url"),
+            required=False,
         )
         if base_url == "-":
             base_url = ""
         has_key = bool(llm.get("api_key"))
-        prompt = "API key (not shown as you type" + ("; Enter keeps the saved key): " if has_key else "): ")
+        prompt = "API key (not shown as you type" + (
+            "; Enter keeps the saved key): " if has_key else "): "
+        )
         api_key = getpass.getpass(prompt, stream=out).strip()
         if not api_key and not has_key:
-            _say(out, "No API key given: the provider's own environment variable (e.g. OPENAI_API_KEY) will be used, if set.")
+            _say(
+                out,
+                "No API key given: the provider's own environment variable (e.g. OPENAI_API_KEY) will be used, if set.",
+            )
     except (_Abort, EOFError, KeyboardInterrupt):
         _say(out, "\nNothing was saved.")
         return 1
@@ -79,7 +91,10 @@ def run_setup(env: dict[str, str] | None = None, *, out: TextIO | None = None) -
         pdir.mkdir(parents=True, exist_ok=True)
         write_private(path, json.dumps(data, indent=2))
     except Exception as exc:
-        _say(out, f"Could not save the settings: {' '.join(str(exc).split())[:500]}\nNothing was saved.")
+        _say(
+            out,
+            f"Could not save the settings: {' '.join(str(exc).split())[:500]}\nNothing was saved.",
+        )
         return 1
     _say(out, f"Saved: {model}" + (f" at {base_url}" if base_url else "") + f", in {path}.")
     _say(out, "You can close this terminal and go back to your editor.")

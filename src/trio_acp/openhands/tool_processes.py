@@ -21,14 +21,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 
 log = logging.getLogger(__name__)
 
 
 def terminal_shell_pids(conversation: Any) -> list[int]:
     """PIDs of the shells behind the conversation's terminal tools (best effort)."""
-    pids = []
+    pids: list[int] = []
     try:
         tools = conversation.agent.tools_map.values()
     except Exception:
@@ -73,7 +73,7 @@ def stop_tool_processes(conversation: Any) -> list[int]:
 
 def editor_history_dirs(conversation: Any) -> list[Path]:
     """The file editors' temporary undo-history directories (best effort: SDK internals)."""
-    dirs = []
+    dirs: list[Path] = []
     try:
         tools = conversation.agent.tools_map.values()
     except Exception:

@@ -49,7 +49,9 @@ class TurnHost(Protocol):
     async def send_update(self, update: Any) -> None: ...
 
 
-async def play_prompt(host: TurnHost, blocks: list[Any], cancel_event: trio.Event, seq: int) -> schema.PromptResponse:
+async def play_prompt(
+    host: TurnHost, blocks: list[Any], cancel_event: trio.Event, seq: int
+) -> schema.PromptResponse:
     """Turn `seq`: a slash command, or the prompt sent to the conversation and run."""
     outbox = host.outbox
     outbox.begin_turn(seq)
@@ -71,7 +73,9 @@ async def play_prompt(host: TurnHost, blocks: list[Any], cancel_event: trio.Even
         if conv.status() == WAITING_FOR_CONFIRMATION:
             # Left waiting by an earlier process (crash, kill) or turn: the SDK would run
             # those actions as approved on the next run. Nobody approved them.
-            await _reject_pending(conv, "Not approved before the session was reopened; nothing was run.")
+            await _reject_pending(
+                conv, "Not approved before the session was reopened; nothing was run."
+            )
         start = conv.event_count()
         await conv.send_message(parts)
         sent = True
@@ -83,8 +87,10 @@ async def play_prompt(host: TurnHost, blocks: list[Any], cancel_event: trio.Even
     finally:
         # Every update of this turn goes out before its response, errors included;
         # tool calls the turn announced but never finished are closed as failed.
-        fail_open = None if stop_reason == "end_turn" else (
-            "Cancelled." if stop_reason == "cancelled" else "The turn ended with an error."
+        fail_open = (
+            None
+            if stop_reason == "end_turn"
+            else ("Cancelled." if stop_reason == "cancelled" else "The turn ended with an error.")
         )
         with trio.move_on_after(CANCEL_DEADLINE, shield=True):
             if sent and stop_reason == "cancelled" and host.conversation is not None:
@@ -98,7 +104,9 @@ async def play_prompt(host: TurnHost, blocks: list[Any], cancel_event: trio.Even
     return schema.PromptResponse(stop_reason=stop_reason)
 
 
-async def _run_until_over(host: TurnHost, conv: Conversation, cancel_event: trio.Event, start: int) -> str:
+async def _run_until_over(
+    host: TurnHost, conv: Conversation, cancel_event: trio.Event, start: int
+) -> str:
     """Run the conversation until the turn is over, asking permission as it stops for it.
 
     If this request itself is cancelled — `$/cancel_request` for the prompt (also while
@@ -120,7 +128,9 @@ async def _run_until_over(host: TurnHost, conv: Conversation, cancel_event: trio
     return "cancelled"
 
 
-async def _confirm_loop(host: TurnHost, conv: Conversation, cancel_event: trio.Event, start: int) -> str:
+async def _confirm_loop(
+    host: TurnHost, conv: Conversation, cancel_event: trio.Event, start: int
+) -> str:
     while True:
         outcome = await _run_conversation_once(conv, cancel_event, start, host.model)
         if outcome != "confirm":
@@ -156,7 +166,9 @@ async def _reject_pending(conv: Conversation, reason: str) -> None:
         await conv.reject_pending(reason)
 
 
-async def _run_conversation_once(conv: Conversation, cancel_event: trio.Event, start: int, model: str) -> str:
+async def _run_conversation_once(
+    conv: Conversation, cancel_event: trio.Event, start: int, model: str
+) -> str:
     run = conv.start_run()
     try:
         async with trio.open_nursery() as nursery:
@@ -229,4 +241,3 @@ def only_cancelled(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(only_cancelled(e) for e in exc.exceptions)
     return False
-

@@ -83,14 +83,18 @@ def load_cli_config(persistence_dir: Path, env: Mapping[str, str] | None = None)
     except FileNotFoundError:
         return CliConfig()
     except OSError as exc:
-        return CliConfig(path=path, warning=f"cannot read {path}: {exc}; using the default critic settings")
+        return CliConfig(
+            path=path, warning=f"cannot read {path}: {exc}; using the default critic settings"
+        )
     try:
         data = json.loads(text)
         if not isinstance(data, dict):
             raise ValueError("it is not a JSON object")
         critic = _critic_settings(data)
     except (ValueError, TypeError) as exc:
-        return CliConfig(path=path, warning=f"{path} is not usable ({exc}); using the default critic settings")
+        return CliConfig(
+            path=path, warning=f"{path} is not usable ({exc}); using the default critic settings"
+        )
     return CliConfig(critic=critic, path=path)
 
 
@@ -133,7 +137,16 @@ def _bool(name: str, value: Any) -> bool:
         return value
     if isinstance(value, int) and value in (0, 1):
         return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+    if isinstance(value, str) and value.strip().lower() in (
+        "true",
+        "false",
+        "1",
+        "0",
+        "yes",
+        "no",
+        "on",
+        "off",
+    ):
         return value.strip().lower() in ("true", "1", "yes", "on")
     raise ValueError(f"{name} must be true or false, got {value!r}")
 
@@ -179,7 +192,9 @@ def load_mcp_file(persistence_dir: Path) -> dict[str, dict[str, Any]]:
         if not isinstance(server.get("command"), str) and not isinstance(server.get("url"), str):
             raise SettingsError(f"{path}: server {name!r} has neither a 'command' nor a 'url'")
         enabled[name] = {
-            key: value for key, value in server.items() if key not in _MCP_BOOKKEEPING and value is not None
+            key: value
+            for key, value in server.items()
+            if key not in _MCP_BOOKKEEPING and value is not None
         }
     return enabled
 
@@ -242,6 +257,11 @@ def read_session_setup(
         hooks_path=hooks_file(pdir, cwd),
         stored_tools=stored_tools(conversation_dir),
         cli=load_cli_config(pdir, env),
-        env_llm={name: env[f"LLM_{name.upper()}"] for name in ("model", "api_key", "base_url") if env.get(f"LLM_{name.upper()}")},
-        public_skills=env.get("TRIO_ACP_PUBLIC_SKILLS", "1").strip().lower() not in ("0", "false", "no", "off"),
+        env_llm={
+            name: env[f"LLM_{name.upper()}"]
+            for name in ("model", "api_key", "base_url")
+            if env.get(f"LLM_{name.upper()}")
+        },
+        public_skills=env.get("TRIO_ACP_PUBLIC_SKILLS", "1").strip().lower()
+        not in ("0", "false", "no", "off"),
     )

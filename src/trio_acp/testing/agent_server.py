@@ -60,7 +60,9 @@ def free_port() -> int:
 class AgentServer:
     """One agent-server subprocess; restartable on the same port, key and storage."""
 
-    def __init__(self, *, root: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *, root: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self._own_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="trio-acp-agent-server-")).resolve()
         self.port = free_port()
@@ -87,7 +89,10 @@ class AgentServer:
         env = dict(os.environ)
         # Nothing of the test process's own configuration leaks into the server.
         for name in list(env):
-            if name.startswith("OH_") or name in ("SESSION_API_KEY", "OPENHANDS_AGENT_SERVER_CONFIG_PATH"):
+            if name.startswith("OH_") or name in (
+                "SESSION_API_KEY",
+                "OPENHANDS_AGENT_SERVER_CONFIG_PATH",
+            ):
                 del env[name]
         env.update(
             OH_SESSION_API_KEYS_0=self.api_key,
@@ -111,12 +116,22 @@ class AgentServer:
         if self.process is not None and self.process.poll() is None:
             return
         if importlib.util.find_spec("openhands.agent_server") is None:
-            raise AgentServerUnavailable("openhands-agent-server is not installed (uv sync --group dev)")
+            raise AgentServerUnavailable(
+                "openhands-agent-server is not installed (uv sync --group dev)"
+            )
         self.workspace.mkdir(parents=True, exist_ok=True)
         (self.root / "tmux").mkdir(exist_ok=True)
         self._log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "openhands.agent_server", "--host", "127.0.0.1", "--port", str(self.port)],
+            [
+                sys.executable,
+                "-m",
+                "openhands.agent_server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
             cwd=self.root,
             env=self.environment(),
             stdin=subprocess.DEVNULL,
@@ -144,7 +159,9 @@ class AgentServer:
             if self.healthy():
                 return
             time.sleep(0.1)
-        raise AgentServerUnavailable(f"the agent-server did not become healthy in {timeout:.0f} s; see {self.log_path}")
+        raise AgentServerUnavailable(
+            f"the agent-server did not become healthy in {timeout:.0f} s; see {self.log_path}"
+        )
 
     def healthy(self) -> bool:
         try:

@@ -58,6 +58,7 @@ class EditorClient:
         self.received = trio.Event()
         self.terminal = terminal
         self.terminals: dict[str, dict[str, Any]] = {}
+        self._nursery: trio.Nursery | None = None
         self.updates: list[Any] = []
         self.create_delay = 0.0
         self._next = 0
@@ -120,7 +121,13 @@ class EditorClient:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        term = {"proc": proc, "out": b"", "limit": params.output_byte_limit, "done": trio.Event(), "truncated": False}
+        term = {
+            "proc": proc,
+            "out": b"",
+            "limit": params.output_byte_limit,
+            "done": trio.Event(),
+            "truncated": False,
+        }
         self.terminals[tid] = term
         self._nursery.start_soon(self._pump, term)
         return schema.CreateTerminalResponse(terminal_id=tid)
@@ -150,7 +157,9 @@ class EditorClient:
         self.calls.append(("terminal/output", params.terminal_id))
         term = self.terminals[params.terminal_id]
         return schema.TerminalOutputResponse(
-            output=term["out"].decode(errors="replace"), truncated=term["truncated"], exit_status=self._status(term)
+            output=term["out"].decode(errors="replace"),
+            truncated=term["truncated"],
+            exit_status=self._status(term),
         )
 
     async def wait_for_terminal_exit(self, params):
@@ -189,6 +198,8 @@ async def editor_pair(client: EditorClient) -> AsyncIterator[Any]:
     async with trio.open_nursery() as nursery:
         client._nursery = nursery
         async with open_in_memory_pair(agent, client) as (_, conn):
-            await conn.agent.initialize(protocol_version=1, client_capabilities=client.capabilities())
+            await conn.agent.initialize(
+                protocol_version=1, client_capabilities=client.capabilities()
+            )
             yield agent.client
         nursery.cancel_scope.cancel()

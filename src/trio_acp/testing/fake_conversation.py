@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 import trio
+import trio.lowlevel
 
 FINISHED = "finished"
 WAITING_FOR_CONFIRMATION = "waiting_for_confirmation"
@@ -119,7 +121,9 @@ class FakeConversation:
     async def set_mode(self, mode: str) -> None:
         pass
 
-    async def use_model(self, choice: Any, *, reasoning_effort: str | None, stream: bool) -> str | None:
+    async def use_model(
+        self, choice: Any, *, reasoning_effort: str | None, stream: bool
+    ) -> str | None:
         return None
 
     async def update_llm(self, **update: Any) -> None:
@@ -148,7 +152,9 @@ class FakeConversation:
             self._approved.set()  # a run after a confirmation: the actions were approved
         else:
             self._approved = trio.Event()
-            self.nursery.start_soon(self._play, run, self.script.pop(0) if self.script else Reply("(no reply)"))
+            self.nursery.start_soon(
+                self._play, run, self.script.pop(0) if self.script else Reply("(no reply)")
+            )
         return run
 
     async def _play(self, run: _Run, reply: Reply) -> None:
@@ -160,7 +166,10 @@ class FakeConversation:
                 await self._reply(rid, reply)
                 if self._status == "running":
                     self._status = FINISHED
-            if run.cancel_scope.cancelled_caught and self._status in ("running", WAITING_FOR_CONFIRMATION):
+            if run.cancel_scope.cancelled_caught and self._status in (
+                "running",
+                WAITING_FOR_CONFIRMATION,
+            ):
                 self._status = PAUSED
         except Exception as exc:
             run.error = exc
@@ -178,7 +187,7 @@ class FakeConversation:
             raise RuntimeError(failure.message)
         for word in reply.text.split(" ") if reply.text else ():
             self.on_token(_chunk(rid, word + " "))
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
         for index, tool in enumerate(reply.tools):
             call_id = f"{rid}-call-{index}"
             action = ActionEvent(
@@ -211,7 +220,9 @@ class FakeConversation:
                     return
                 continue
             await self._tool(action, tool)
-        message = MessageEvent(id=f"{rid}-message", llm_response_id=rid, source="agent", llm_message=None)
+        message = MessageEvent(
+            id=f"{rid}-message", llm_response_id=rid, source="agent", llm_message=None
+        )
         self.events.append(message)
 
     async def _tool(self, action: Any, tool: Tool) -> None:
@@ -220,7 +231,9 @@ class FakeConversation:
             id=f"{action.id}-obs",
             tool_call_id=action.tool_call_id,
             tool_name=action.tool_name,
-            observation=SimpleNamespace(content=[SimpleNamespace(text=tool.output)], is_error=False),
+            observation=SimpleNamespace(
+                content=[SimpleNamespace(text=tool.output)], is_error=False
+            ),
         )
         self.events.append(observation)
         self.on_event(observation)
@@ -239,7 +252,11 @@ class FakeConversation:
     async def reject_pending(self, reason: str) -> None:
         self.rejected.append(reason)
         for action in self._pending:
-            event = UserRejectObservation(tool_call_id=action.tool_call_id, tool_name=action.tool_name, rejection_reason=reason)
+            event = UserRejectObservation(
+                tool_call_id=action.tool_call_id,
+                tool_name=action.tool_name,
+                rejection_reason=reason,
+            )
             self.events.append(event)
             self.on_event(event)
         self._pending = []
@@ -278,4 +295,6 @@ class FakeConversation:
 
 def _chunk(rid: str, text: str) -> Any:
     delta = SimpleNamespace(content=text, reasoning_content=None, tool_calls=None)
-    return SimpleNamespace(id=rid, choices=[SimpleNamespace(index=0, delta=delta, finish_reason=None)])
+    return SimpleNamespace(
+        id=rid, choices=[SimpleNamespace(index=0, delta=delta, finish_reason=None)]
+    )

@@ -61,8 +61,11 @@ def frame_problem(frame: Any) -> str | None:
         if rid is not None and not valid_id:
             return f"an error with an id of type {type(rid).__name__}"
         error = frame["error"]
-        if not (isinstance(error, dict) and type(error.get("code")) is int
-                and isinstance(error.get("message"), str)):
+        if not (
+            isinstance(error, dict)
+            and type(error.get("code")) is int
+            and isinstance(error.get("message"), str)
+        ):
             return "a malformed error object"
     return None
 
@@ -83,12 +86,22 @@ class RawAgent:
         os.set_blocking(process.stdout.fileno(), False)  # type: ignore[union-attr]
 
     @classmethod
-    def spawn(cls, env: Mapping[str, str], *, argv: list[str] | None = None,
-              stderr: Any = None, cwd: str | None = None) -> RawAgent:
+    def spawn(
+        cls,
+        env: Mapping[str, str],
+        *,
+        argv: list[str] | None = None,
+        stderr: Any = None,
+        cwd: str | None = None,
+    ) -> RawAgent:
         """Start the agent; ``stderr`` None inherits ours (a pipe nobody reads could fill)."""
         process = subprocess.Popen(
             argv or [sys.executable, "-m", "trio_acp"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=dict(env), cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=dict(env),
+            cwd=cwd,
         )
         return cls(process)
 
@@ -115,7 +128,9 @@ class RawAgent:
             while view:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise Hang(f"the agent stopped reading its stdin ({len(view):,} bytes not written)")
+                    raise Hang(
+                        f"the agent stopped reading its stdin ({len(view):,} bytes not written)"
+                    )
                 for key, _ in sel.select(min(left, 1.0)):
                     if key.fd == fd_in:
                         try:
@@ -123,14 +138,18 @@ class RawAgent:
                         except BlockingIOError:
                             continue
                         except BrokenPipeError as exc:
-                            raise Hang(f"the agent closed its stdin (exit status {self.process.poll()})") from exc
+                            raise Hang(
+                                f"the agent closed its stdin (exit status {self.process.poll()})"
+                            ) from exc
                         view = view[written:]
                     elif not self._read_available():
                         sel.unregister(key.fd)
                 if not view:
                     break
                 if not self.alive():
-                    raise Hang(f"the agent exited (status {self.process.returncode}) while being written to")
+                    raise Hang(
+                        f"the agent exited (status {self.process.returncode}) while being written to"
+                    )
 
     def send(self, frame: Mapping[str, Any], **kwargs: Any) -> None:
         self.write(json.dumps(frame).encode() + b"\n", **kwargs)
@@ -169,8 +188,13 @@ class RawAgent:
                 continue
             self.frames.append(frame)
 
-    def read_until(self, predicate: Callable[[dict[str, Any]], bool], *, timeout: float = 60.0,
-                   what: str = "a frame") -> dict[str, Any]:
+    def read_until(
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        *,
+        timeout: float = 60.0,
+        what: str = "a frame",
+    ) -> dict[str, Any]:
         """The first frame not handed out before that matches ``predicate``; frames before it
         stay in `frames`.  A `Hang` at the deadline or at EOF."""
         deadline = time.monotonic() + timeout
@@ -184,8 +208,10 @@ class RawAgent:
                     if predicate(frame):
                         return frame
                 if self._eof:
-                    raise Hang(f"the agent closed its stdout (exit status {self.process.poll()}) "
-                               f"while we waited for {what}")
+                    raise Hang(
+                        f"the agent closed its stdout (exit status {self.process.poll()}) "
+                        f"while we waited for {what}"
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise Hang(f"no {what} within {timeout} s")
@@ -194,20 +220,29 @@ class RawAgent:
 
     def response(self, rid: Any, **kwargs: Any) -> dict[str, Any]:
         """The response to request ``rid`` not handed out before (frames received earlier too)."""
+
         def unclaimed(index: int, frame: dict[str, Any]) -> bool:
-            return index not in self._claimed and "method" not in frame and same_id(frame.get("id"), rid)
+            return (
+                index not in self._claimed
+                and "method" not in frame
+                and same_id(frame.get("id"), rid)
+            )
 
         for index, frame in enumerate(self.frames):
             if unclaimed(index, frame):
                 self._claimed.add(index)
                 return frame
-        frame = self.read_until(lambda f: unclaimed(self._seen - 1, f),
-                                what=f"the response to request {rid!r}", **kwargs)
+        frame = self.read_until(
+            lambda f: unclaimed(self._seen - 1, f),
+            what=f"the response to request {rid!r}",
+            **kwargs,
+        )
         self._claimed.add(self._seen - 1)
         return frame
 
-    def request(self, method: str, params: Any = None, *, rid: Any = None,
-                timeout: float = 60.0) -> dict[str, Any]:
+    def request(
+        self, method: str, params: Any = None, *, rid: Any = None, timeout: float = 60.0
+    ) -> dict[str, Any]:
         """Send a request and return its response frame (result or error)."""
         rid = self.new_id() if rid is None else rid
         frame: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
@@ -238,13 +273,18 @@ class RawAgent:
         return self.result("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
 
     def new_session(self, cwd: str, *, timeout: float = 240.0) -> str:
-        return self.result("session/new", {"cwd": cwd, "mcpServers": []}, timeout=timeout)["sessionId"]
+        return self.result("session/new", {"cwd": cwd, "mcpServers": []}, timeout=timeout)[
+            "sessionId"
+        ]
 
-    def prompt(self, session_id: str, blocks: list[dict[str, Any]] | str, *,
-               timeout: float = 90.0) -> dict[str, Any]:
+    def prompt(
+        self, session_id: str, blocks: list[dict[str, Any]] | str, *, timeout: float = 90.0
+    ) -> dict[str, Any]:
         if isinstance(blocks, str):
             blocks = [{"type": "text", "text": blocks}]
-        return self.request("session/prompt", {"sessionId": session_id, "prompt": blocks}, timeout=timeout)
+        return self.request(
+            "session/prompt", {"sessionId": session_id, "prompt": blocks}, timeout=timeout
+        )
 
     # -- ending ----------------------------------------------------------------------
 

@@ -27,7 +27,6 @@ MAX_TEXT_BYTES = 256 * 1024
 MAX_RAW_STRING_BYTES = 16 * 1024
 
 
-
 _ANSI_RE = re.compile(
     r"""
       \x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?     # OSC ... BEL/ST
@@ -98,7 +97,6 @@ def fence(text: str, info: str = "") -> str:
     if not text.endswith("\n"):
         text += "\n"
     return f"{fence}{info}\n{text}{fence}"
-
 
 
 def one_line(text: Any, limit: int | None = None) -> str:

@@ -406,7 +406,7 @@ def rule_scope(tool: str, args: dict[str, Any] | None, cwd: str) -> tuple[str, s
 
 
 def tool_family(tool: str) -> str | None:
-    """"terminal", "file_editor" or "task_tracker" for those tools under any of their names
+    """ "terminal", "file_editor" or "task_tracker" for those tools under any of their names
     (the legacy `bash`, `execute_bash`, `str_replace_editor` too), else None."""
     spec = lookup(tool)
     return spec.name if spec in (TERMINAL, FILE_EDITOR, TASK_TRACKER) else None

@@ -545,7 +545,9 @@ class Translator:
             return []
         failed = bool(getattr(observation, "is_error", False))
         args = (call.args if call is not None else None) or {}
-        rendered = spec_for_result(tool, class_names(observation)).result(observation, args, self.cwd)
+        rendered = spec_for_result(tool, class_names(observation)).result(
+            observation, args, self.cwd
+        )
         content, raw_output = rendered.content, rendered.raw_output
         locations, extra = rendered.locations, rendered.extra
         status = "failed" if failed else "completed"
