@@ -35,6 +35,9 @@ def test_which_variables_and_fields_are_the_agents_credentials():
         is_agent_variable(n) for n in ["LLM_API_KEY", "LLM_MODEL", "LLM_AWS_SECRET_ACCESS_KEY"]
     )
     assert not any(is_agent_variable(n) for n in ["PATH", "OPENAI_API_KEY", "TRIO_ACP_LOG_LEVEL"])
+    # The agent-server's key is the agent's own too: withheld from tools like LLM_API_KEY.
+    assert is_agent_variable("TRIO_ACP_AGENT_SERVER_API_KEY")
+    assert not is_agent_variable("TRIO_ACP_AGENT_SERVER_URL")
     for name in [
         "api_key",
         "aws_access_key_id",

@@ -45,7 +45,7 @@ _MASK_BYTES = MASK.encode()
 MIN_SECRET_LENGTH = 12
 
 #: Credentials of the agent itself that are not `LLM_*` variables (an agent-server key, say).
-AGENT_SECRET_VARIABLES: frozenset[str] = frozenset()
+AGENT_SECRET_VARIABLES: frozenset[str] = frozenset({"TRIO_ACP_AGENT_SERVER_API_KEY"})
 
 #: The SDK's secret `LLM` fields (`openhands.sdk.llm.llm.LLM_SECRET_FIELDS`).
 SECRET_FIELDS = frozenset(

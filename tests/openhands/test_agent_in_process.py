@@ -52,6 +52,21 @@ def llm():
         Scenario("mcp-shout", shout_steps, "call the shout MCP tool"),
         Scenario("cutoff", [Reply(text="This reply is cut", finish_reason="length")], "max tokens"),
         Scenario(
+            "loop",
+            [
+                Reply(
+                    tool_calls=[
+                        ToolCall(
+                            "terminal",
+                            {"command": "echo same", "summary": "Again", "security_risk": "LOW"},
+                        )
+                    ]
+                )
+            ]
+            * 12,
+            "the same command over and over (the SDK's stuck detector stops it)",
+        ),
+        Scenario(
             "refuse",
             [Reply(text="I can't help with that.", finish_reason="content_filter")],
             "refusal",
@@ -280,6 +295,24 @@ async def test_stop_reasons_follow_the_models_finish_reason(env, tmp_path):
         "end_turn",
     )
     assert "This reply is cut" in client.text()
+
+
+async def test_a_stuck_agent_ends_its_turn_saying_so(env, tmp_path, llm):
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _start(conn, tmp_path)
+            before = len(llm.requests)
+            r = await conn.agent.prompt(session_id=sid, prompt=_text(scenario_prompt("loop")))
+            assert r.stop_reason == "end_turn"
+            # Stopped by the SDK's detector, well before the script ran out.
+            assert len(llm.requests) - before < 12
+            assert "going around in circles" in client.text()
+            # The session goes on.
+            r = await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("echo", "next"))
+            )
+            assert r.stop_reason == "end_turn"
 
 
 async def test_max_iterations_is_max_turn_requests(env, tmp_path):

@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 FINISHED = "finished"
 WAITING_FOR_CONFIRMATION = "waiting_for_confirmation"
 ERROR = "error"
+STUCK = "stuck"
 
 
 @attrs.frozen

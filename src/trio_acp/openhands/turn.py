@@ -17,7 +17,7 @@ from .. import schema
 from ..rpc import RequestError
 from . import commands
 from .confirm import CANCELLED, PermissionFailed
-from .conversation import ERROR, FINISHED, WAITING_FOR_CONFIRMATION, Conversation, Run
+from .conversation import ERROR, FINISHED, STUCK, WAITING_FOR_CONFIRMATION, Conversation, Run
 from .errors import internal
 from .model_failures import describe_model_failure
 from .outbox import Outbox
@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 # How long a cancelled turn may take to stop the conversation before we give up waiting
 # and answer anyway. interrupt() lands in milliseconds; this bounds a misbehaving tool.
 CANCEL_DEADLINE = 10.0
+
+STUCK_MESSAGE = (
+    "\n\nI stopped: I was going around in circles (repeating the same step with the same "
+    "result). Tell me what to try differently, or give me more to go on."
+)
 
 
 class TurnHost(Protocol):
@@ -83,6 +88,12 @@ async def play_prompt(
             stop_reason = "cancelled"
         else:
             stop_reason = await _run_until_over(host, conv, cancel_event, start)
+            if stop_reason == "end_turn" and conv.status() == STUCK:
+                # The SDK's stuck detector stopped a loop (the same action and result
+                # over and over, or talking to itself): the turn is over, say why.
+                await host.send_update(
+                    schema.AgentMessageChunk(content=schema.TextContent(text=STUCK_MESSAGE))
+                )
         host.post_usage(seq)
     finally:
         # Every update of this turn goes out before its response, errors included;
