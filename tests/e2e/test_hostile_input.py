@@ -26,12 +26,18 @@ pytestmark = pytest.mark.timeout(300)
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 UNKNOWN_SESSION = -32002
 SECRET = "sentinel-secret-7d1f"
+# What the SDK writes to HOME whatever the persistence directory (known, reported): the
+# terminal's bash history, its default profile store, and the public skills' cache (the
+# clone the CLI makes too; offline only its lock).
 SDK_HOME_ENTRIES = {
     ".bash_history",
     ".openhands",
     ".openhands/profiles",
     ".openhands/profiles/.profiles.lock",
     ".openhands/provider-connections",
+    ".openhands/cache",
+    ".openhands/cache/skills",
+    ".openhands/cache/skills/public-skills.lock",
 }
 
 
