@@ -66,51 +66,75 @@ class AgentProxy(Proxy):
     async def _call(self, method: str, cls: type, params: Any, kw: dict[str, Any]) -> Any:
         return await self._request(method, build_params(cls, params, kw))
 
-    async def initialize(self, params=None, /, **kw) -> schema.InitializeResponse:
+    async def initialize(
+        self, params: schema.InitializeRequest | None = None, /, **kw: Any
+    ) -> schema.InitializeResponse:
         return await self._call("initialize", schema.InitializeRequest, params, kw)
 
-    async def authenticate(self, params=None, /, **kw) -> schema.AuthenticateResponse:
+    async def authenticate(
+        self, params: schema.AuthenticateRequest | None = None, /, **kw: Any
+    ) -> schema.AuthenticateResponse:
         return await self._call("authenticate", schema.AuthenticateRequest, params, kw)
 
-    async def logout(self, params=None, /, **kw) -> schema.LogoutResponse:
+    async def logout(
+        self, params: schema.LogoutRequest | None = None, /, **kw: Any
+    ) -> schema.LogoutResponse:
         return await self._call("logout", schema.LogoutRequest, params, kw)
 
-    async def new_session(self, params=None, /, **kw) -> schema.NewSessionResponse:
+    async def new_session(
+        self, params: schema.NewSessionRequest | None = None, /, **kw: Any
+    ) -> schema.NewSessionResponse:
         return await self._call("session/new", schema.NewSessionRequest, params, kw)
 
-    async def load_session(self, params=None, /, **kw) -> schema.LoadSessionResponse:
+    async def load_session(
+        self, params: schema.LoadSessionRequest | None = None, /, **kw: Any
+    ) -> schema.LoadSessionResponse:
         return await self._call("session/load", schema.LoadSessionRequest, params, kw)
 
-    async def list_sessions(self, params=None, /, **kw) -> schema.ListSessionsResponse:
+    async def list_sessions(
+        self, params: schema.ListSessionsRequest | None = None, /, **kw: Any
+    ) -> schema.ListSessionsResponse:
         return await self._call("session/list", schema.ListSessionsRequest, params, kw)
 
-    async def resume_session(self, params=None, /, **kw) -> schema.ResumeSessionResponse:
+    async def resume_session(
+        self, params: schema.ResumeSessionRequest | None = None, /, **kw: Any
+    ) -> schema.ResumeSessionResponse:
         return await self._call("session/resume", schema.ResumeSessionRequest, params, kw)
 
-    async def close_session(self, params=None, /, **kw) -> schema.CloseSessionResponse:
+    async def close_session(
+        self, params: schema.CloseSessionRequest | None = None, /, **kw: Any
+    ) -> schema.CloseSessionResponse:
         return await self._call("session/close", schema.CloseSessionRequest, params, kw)
 
-    async def delete_session(self, params=None, /, **kw) -> schema.DeleteSessionResponse:
+    async def delete_session(
+        self, params: schema.DeleteSessionRequest | None = None, /, **kw: Any
+    ) -> schema.DeleteSessionResponse:
         return await self._call("session/delete", schema.DeleteSessionRequest, params, kw)
 
-    async def fork_session(self, params=None, /, **kw) -> unstable.ForkSessionResponse:
+    async def fork_session(
+        self, params: unstable.ForkSessionRequest | None = None, /, **kw: Any
+    ) -> unstable.ForkSessionResponse:
         """UNSTABLE in the spec: `session/fork` (see `trio_acp.schema.unstable`)."""
         return await self._call("session/fork", unstable.ForkSessionRequest, params, kw)
 
-    async def set_session_mode(self, params=None, /, **kw) -> schema.SetSessionModeResponse:
+    async def set_session_mode(
+        self, params: schema.SetSessionModeRequest | None = None, /, **kw: Any
+    ) -> schema.SetSessionModeResponse:
         return await self._call("session/set_mode", schema.SetSessionModeRequest, params, kw)
 
     async def set_session_config_option(
-        self, params=None, /, **kw
+        self, params: schema.SetSessionConfigOptionRequest | None = None, /, **kw: Any
     ) -> schema.SetSessionConfigOptionResponse:
         return await self._call(
             "session/set_config_option", schema.SetSessionConfigOptionRequest, params, kw
         )
 
-    async def prompt(self, params=None, /, **kw) -> schema.PromptResponse:
+    async def prompt(
+        self, params: schema.PromptRequest | None = None, /, **kw: Any
+    ) -> schema.PromptResponse:
         return await self._call("session/prompt", schema.PromptRequest, params, kw)
 
-    async def cancel(self, params=None, /, **kw) -> None:
+    async def cancel(self, params: schema.CancelNotification | None = None, /, **kw: Any) -> None:
         await self._notify("session/cancel", build_params(schema.CancelNotification, params, kw))
 
 

@@ -10,12 +10,16 @@ implements it.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .. import schema
 from ..rpc._errors import RequestError
+
+if TYPE_CHECKING:
+    from ..rpc import Peer
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +72,13 @@ class TypedHandler:
     notifications are ignored, as the spec asks).
     """
 
-    def __init__(self, impl: object, routes: dict[str, Route], *, on_request=None) -> None:
+    def __init__(
+        self,
+        impl: object,
+        routes: dict[str, Route],
+        *,
+        on_request: Callable[[str, Any], None] | None = None,
+    ) -> None:
         self._impl = impl
         self._routes = routes
         # Called with (method, decoded params) before the implementation sees a request;
@@ -149,25 +159,32 @@ def build_params(cls: Any, params: Any, kwargs: dict[str, Any]) -> Any:
 class Proxy:
     """Calls the remote side's methods with schema objects; see the side modules."""
 
-    def __init__(self, peer, table: dict[str, schema.MethodSpec]) -> None:
+    def __init__(self, peer: Peer | None, table: dict[str, schema.MethodSpec]) -> None:
+        # None until the connection opens (the agent side builds its proxy first).
         self._peer = peer
         self._table = table
 
+    @property
+    def _live(self) -> Peer:
+        if self._peer is None:
+            raise RuntimeError("the connection is not open yet")
+        return self._peer
+
     async def _request(self, method: str, params: Any) -> Any:
         spec = self._table[method]
-        raw = await self._peer.request(method, schema.to_wire(params))
+        raw = await self._live.request(method, schema.to_wire(params))
         return schema.from_wire(spec.result, raw)
 
     async def _notify(self, method: str, params: Any) -> None:
-        await self._peer.notify(method, schema.to_wire(params))
+        await self._live.notify(method, schema.to_wire(params))
 
     async def ext_method(self, method: str, params: Any = None) -> Any:
         """Call an extension method (its name must start with ``_``)."""
         if not method.startswith("_"):
             raise ValueError(f"extension method names start with '_': {method!r}")
-        return await self._peer.request(method, params if params is not None else {})
+        return await self._live.request(method, params if params is not None else {})
 
     async def ext_notification(self, method: str, params: Any = None) -> None:
         if not method.startswith("_"):
             raise ValueError(f"extension notification names start with '_': {method!r}")
-        await self._peer.notify(method, params if params is not None else {})
+        await self._live.notify(method, params if params is not None else {})

@@ -6,6 +6,7 @@ Sessions are children of the agent's nursery (each with a nursery of its own, se
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -22,6 +23,7 @@ from ..rpc import RequestError, after_response, current_request_id
 from ..schema import unstable
 from . import commands
 from .agent_spec import build_session_agent, hook_config
+from .conversation import fork_stored
 from .damage import find_damage
 from .errors import (
     SEE_LOG,
@@ -40,7 +42,6 @@ from .sdk import (
     build_agent,
     build_choice_llm,
     build_llm,
-    fork_conversation,
     mask_in_conversation,
 )
 from .session import Session
@@ -463,19 +464,15 @@ class OpenHandsAgent:
         except Exception as exc:
             raise not_configured(f"the model settings are not usable: {_short(exc)}") from None
 
-        def fork() -> None:
-            conv = sdk.Conversation(
-                agent=agent,
-                workspace=stored.cwd if stored is not None else str(store.dir_for(sid)),
-                persistence_dir=str(store.root),
-                conversation_id=sid,
-                visualizer=None,
-            )
-            try:
-                fork_conversation(sdk, conv, fork_id)
-            finally:
-                conv.close()
-
+        fork = functools.partial(
+            fork_stored,
+            sdk,
+            agent,
+            workspace=stored.cwd if stored is not None else str(store.dir_for(sid)),
+            persistence_dir=str(store.root),
+            conversation_id=sid,
+            fork_id=fork_id,
+        )
         try:
             await trio.to_thread.run_sync(fork)
         except Exception as exc:

@@ -440,6 +440,30 @@ class LocalConversation:
                 self._loop.stop()
 
 
+def fork_stored(
+    sdk: SimpleNamespace,
+    agent: Any,
+    *,
+    workspace: str,
+    persistence_dir: str,
+    conversation_id: Any,
+    fork_id: Any,
+) -> None:
+    """Copy a stored conversation that is not open here to `fork_id` on disk; blocking (run
+    it in a worker thread). The conversation is opened just for the copy, then closed."""
+    conv = sdk.Conversation(
+        agent=agent,
+        workspace=workspace,
+        persistence_dir=persistence_dir,
+        conversation_id=conversation_id,
+        visualizer=None,
+    )
+    try:
+        fork_conversation(sdk, conv, fork_id)
+    finally:
+        conv.close()
+
+
 class _ThreadWarnings(logging.Handler):
     """Warnings logged by the calling thread (the condenser's logger is shared by sessions)."""
 

@@ -122,13 +122,13 @@ def _is_plain(tp: Any) -> bool:
 # -- containers ---------------------------------------------------------------------------
 
 
-def _list_structure_factory(tp: Any) -> Callable[[Any, Any], list]:
+def _list_structure_factory(tp: Any) -> Callable[[Any, Any], list[Any]]:
     (item_tp,) = get_args(tp) or (Any,)
     item = converter.get_structure_hook(item_tp)
 
     if item_tp is Any:
 
-        def structure_any_list(v: Any, _: Any) -> list:
+        def structure_any_list(v: Any, _: Any) -> list[Any]:
             if v.__class__ is list:
                 return v
             raise _expected("an array", v)
@@ -137,7 +137,7 @@ def _list_structure_factory(tp: Any) -> Callable[[Any, Any], list]:
 
     if item_tp in _PRIMITIVES:
 
-        def structure_plain_list(v: Any, _: Any) -> list:
+        def structure_plain_list(v: Any, _: Any) -> list[Any]:
             if v.__class__ is not list:
                 raise _expected("an array", v)
             for i, x in enumerate(v):
@@ -150,7 +150,7 @@ def _list_structure_factory(tp: Any) -> Callable[[Any, Any], list]:
 
         return structure_plain_list
 
-    def structure_list(v: Any, _: Any) -> list:
+    def structure_list(v: Any, _: Any) -> list[Any]:
         if v.__class__ is not list:
             raise _expected("an array", v)
         try:
@@ -174,17 +174,17 @@ def _list_unstructure_factory(tp: Any) -> Callable[[Any], Any]:
         return identity
     item = converter.get_unstructure_hook(item_tp)
 
-    def unstructure_list(v: list) -> list:
+    def unstructure_list(v: list[Any]) -> list[Any]:
         return [item(x) for x in v]
 
     return unstructure_list
 
 
-def _dict_structure_factory(tp: Any) -> Callable[[Any, Any], dict]:
+def _dict_structure_factory(tp: Any) -> Callable[[Any, Any], dict[str, Any]]:
     _, value_tp = get_args(tp) or (str, Any)
     if value_tp is Any:
 
-        def structure_object(v: Any, _: Any) -> dict:
+        def structure_object(v: Any, _: Any) -> dict[str, Any]:
             if v.__class__ is dict or isinstance(v, dict):
                 return v
             raise _expected("an object", v)
@@ -193,7 +193,7 @@ def _dict_structure_factory(tp: Any) -> Callable[[Any, Any], dict]:
 
     value = converter.get_structure_hook(value_tp)
 
-    def structure_dict(v: Any, _: Any) -> dict:
+    def structure_dict(v: Any, _: Any) -> dict[str, Any]:
         if not isinstance(v, dict):
             raise _expected("an object", v)
         out = {}
@@ -213,7 +213,7 @@ def _dict_unstructure_factory(tp: Any) -> Callable[[Any], Any]:
         return identity
     value = converter.get_unstructure_hook(value_tp)
 
-    def unstructure_dict(v: dict) -> dict:
+    def unstructure_dict(v: dict[str, Any]) -> dict[str, Any]:
         return {k: value(x) for k, x in v.items()}
 
     return unstructure_dict
@@ -275,8 +275,8 @@ def _class_unstructure_factory(cls: type) -> Callable[[Any], Any]:
         return gen
     key = spec.key
 
-    def unstructure_variant(obj: Any) -> dict:
-        d = gen(obj)
+    def unstructure_variant(obj: Any) -> dict[str, Any]:
+        d: dict[str, Any] = gen(obj)
         d[key] = tag
         return d
 
@@ -284,7 +284,7 @@ def _class_unstructure_factory(cls: type) -> Callable[[Any], Any]:
     return unstructure_variant
 
 
-def _unstructure_unknown(obj: UnknownVariant) -> dict:
+def _unstructure_unknown(obj: UnknownVariant) -> dict[str, Any]:
     return obj.data
 
 
@@ -292,11 +292,13 @@ converter.register_structure_hook_factory(attrs.has, _class_structure_factory)
 converter.register_unstructure_hook_factory(attrs.has, _class_unstructure_factory)
 
 
-def _config_value_structure(gen: Callable[[dict, Any], Any]) -> Callable[[dict, Any], Any]:
+def _config_value_structure(
+    gen: Callable[[dict[str, Any], Any], Any],
+) -> Callable[[dict[str, Any], Any], Any]:
     """``session/set_config_option``: ``"type": "boolean"`` goes with a bool value, no type
     with a value id. Anything else is a kind of option this version cannot set."""
 
-    def structure(v: dict, tp: Any) -> Any:
+    def structure(v: dict[str, Any], tp: Any) -> Any:
         obj = gen(v, tp)
         typ = v.get("type")
         if typ is None:
@@ -314,8 +316,10 @@ def _config_value_structure(gen: Callable[[dict, Any], Any]) -> Callable[[dict, 
     return structure
 
 
-def _config_value_unstructure(gen: Callable[[Any], dict]) -> Callable[[Any], dict]:
-    def unstructure(obj: Any) -> dict:
+def _config_value_unstructure(
+    gen: Callable[[Any], dict[str, Any]],
+) -> Callable[[Any], dict[str, Any]]:
+    def unstructure(obj: Any) -> dict[str, Any]:
         d = gen(obj)
         if obj.value is True or obj.value is False:
             d["type"] = "boolean"
@@ -339,8 +343,8 @@ def _is_union(tp: Any) -> bool:
 def _tagged_structure(spec: TaggedUnion) -> Callable[[Any, Any], Any]:
     key = spec.key
     # Filled on first use: building the variants' hooks here could recurse into this one.
-    by_tag: dict[str, Callable[[dict, Any], Any]] = {}
-    default: dict[str, Callable[[dict, Any], Any]] = {}
+    by_tag: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
+    default: dict[str, Callable[[dict[str, Any], Any], Any]] = {}
 
     def resolve() -> None:
         for tag, cls in {**spec.decode_only, **spec.variants}.items():
@@ -372,7 +376,7 @@ def _tagged_structure(spec: TaggedUnion) -> Callable[[Any, Any], Any]:
     return structure_tagged
 
 
-def _by_class_unstructure(members: frozenset, what: str) -> Callable[[Any], Any]:
+def _by_class_unstructure(members: frozenset[Any], what: str) -> Callable[[Any], Any]:
     by_class: dict[type, Callable[[Any], Any]] = {}
 
     def unstructure_member(obj: Any) -> Any:
@@ -409,7 +413,7 @@ def _select_options_structure(v: Any, _: Any) -> Any:
     return converter.get_structure_hook(tp)(v, tp)
 
 
-def _primitive_union_structure(members: tuple) -> Callable[[Any, Any], Any]:
+def _primitive_union_structure(members: tuple[Any, ...]) -> Callable[[Any, Any], Any]:
     plain = tuple(m for m in members if m in _PRIMITIVES)
     lists = [m for m in members if get_origin(m) is list]
     names = [_PRIMITIVE_NAMES[m] for m in plain] + ["an array of strings"] * bool(lists)

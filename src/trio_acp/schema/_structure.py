@@ -85,7 +85,7 @@ def make_structure_fn(
         "    raise _diagnose(o)",
     ]
 
-    def _diagnose(o: dict) -> SchemaError:
+    def _diagnose(o: dict[str, Any]) -> SchemaError:
         # Decoding failed: try each field alone, in order, to say which one is wrong.
         for wire, required, nullable, hook, tp in specs:
             if wire not in o:
@@ -107,12 +107,12 @@ def make_structure_fn(
     # Tracebacks through generated code show its lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), globs)
-    fn = globs[name]
+    fn: Callable[[Any, Any], Any] = globs[name]
     fn.__qualname__ = name
     return fn
 
 
-def _from_mapping(o: Any) -> dict:
+def _from_mapping(o: Any) -> dict[str, Any]:
     if isinstance(o, dict):
         return dict(o)
     raise SchemaError(f"expected an object, got {kind(o)}")

@@ -194,7 +194,9 @@ class ArgScanner:
         self._pieces.append(piece)
         pieces.setdefault(self._key, []).append(piece)
 
-    def _scan_string(self, text: str, i: int, completed: list[str], pieces: dict) -> int:
+    def _scan_string(
+        self, text: str, i: int, completed: list[str], pieces: dict[str, list[str]]
+    ) -> int:
         n = len(text)
         while i < n:
             if self._uni is not None:

@@ -109,9 +109,8 @@ def abs_path(cwd: str, path: Any) -> str | None:
     local = local_path(path)
     if local is not None:
         path = local
-    if not os.path.isabs(path):
-        path = os.path.join(cwd, path)
-    return os.path.normpath(path)
+    absolute: str = path if os.path.isabs(path) else os.path.join(cwd, path)
+    return os.path.normpath(absolute)
 
 
 def is_dir_safe(is_dir: Callable[[str], bool], path: str) -> bool:

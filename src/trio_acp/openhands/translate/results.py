@@ -28,7 +28,7 @@ _PLAN_STATUS = {
 }
 
 
-def terminal_payload(observation: Any) -> tuple[list | None, Any]:
+def terminal_payload(observation: Any) -> tuple[list[Any] | None, Any]:
     text = strip_ansi(text_of(observation))
     metadata = getattr(observation, "metadata", None)
     exit_code = getattr(observation, "exit_code", None)
@@ -60,7 +60,7 @@ def terminal_payload(observation: Any) -> tuple[list | None, Any]:
 
 def editor_payload(
     observation: Any, args: dict[str, Any], cwd: str
-) -> tuple[list | None, Any, Locations | None]:
+) -> tuple[list[Any] | None, Any, Locations | None]:
     command = getattr(observation, "command", None) or args.get("command")
     raw_path = getattr(observation, "path", None) or args.get("path")
     path = abs_path(cwd, raw_path)
@@ -88,8 +88,8 @@ def editor_payload(
     return [text_item(cap_text(text))], None, None
 
 
-def generic_payload(observation: Any) -> tuple[list | None, Any]:
-    items: list = []
+def generic_payload(observation: Any) -> tuple[list[Any] | None, Any]:
+    items: list[Any] = []
     texts: list[str] = []
     for c in getattr(observation, "content", None) or []:
         text = getattr(c, "text", None)

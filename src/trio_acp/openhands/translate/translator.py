@@ -300,7 +300,9 @@ class Translator:
         part = "message" if call.special == "finish" else "thought"
         return [self._chunk(part, text, message_id(call.tool_call_id, call.special or ""))]
 
-    def _presentation_update(self, call: _Call, presentation: tuple) -> SessionUpdate:
+    def _presentation_update(
+        self, call: _Call, presentation: tuple[str, str, tuple[tuple[str, int | None], ...]]
+    ) -> SessionUpdate:
         title, kind, locations = presentation
         had_locations = bool(call.presentation and call.presentation[2])
         call.presentation = presentation
@@ -407,7 +409,9 @@ class Translator:
         log.debug("streamed %s differs from the final one; not repeating it", part)
         return []
 
-    def _response_text(self, rid: str | None, key: str, text: str, thought: str) -> list:
+    def _response_text(
+        self, rid: str | None, key: str, text: str, thought: str
+    ) -> list[SessionUpdate]:
         stream = self._claim_stream(rid, text, thought)
         return self._final_text(stream, key, thought, "thought") + self._final_text(
             stream, key, text, "message"
@@ -439,7 +443,7 @@ class Translator:
                 )
         return out
 
-    def _user_chunks(self, event: Any, contents: list) -> list[SessionUpdate]:
+    def _user_chunks(self, event: Any, contents: list[Any]) -> list[SessionUpdate]:
         event_id = str(getattr(event, "id", ""))
         try:
             mid = str(uuid.UUID(event_id))
@@ -619,7 +623,7 @@ class Translator:
         tool: str,
         call: _Call | None,
         status: str,
-        content: list | None,
+        content: list[Any] | None,
         raw_output: Any,
         locations: list[tuple[str, int | None]] | None,
     ) -> SessionUpdate:
@@ -661,7 +665,7 @@ class Translator:
         return present(tool, args, summary, cwd=self.cwd, is_dir=self._is_dir)
 
 
-_HANDLERS: dict[str, Callable[[Translator, Any], list]] = {
+_HANDLERS: dict[str, Callable[[Translator, Any], list[SessionUpdate]]] = {
     "MessageEvent": Translator._on_message,
     "ActionEvent": Translator._on_action,
     "ObservationEvent": Translator._on_observation,

@@ -20,11 +20,11 @@ __all__ = ["coalesce", "fold_tool_calls"]
 _TOOL_FIELDS = ("title", "kind", "status", "content", "locations", "raw_input", "raw_output")
 
 
-def fold_tool_calls(updates: list) -> list:
+def fold_tool_calls(updates: list[Any]) -> list[Any]:
     """Fold every tool_call_update into the tool_call announcing it (replay: one tool_call
     per call, with its final state, at the position it was announced). Updates for calls
     never announced are dropped."""
-    out: list = []
+    out: list[Any] = []
     where: dict[str, int] = {}
     for update in updates:
         if isinstance(update, schema.ToolCallStart):
@@ -44,11 +44,11 @@ def fold_tool_calls(updates: list) -> list:
     return out
 
 
-def coalesce(updates: list) -> list:
+def coalesce(updates: list[Any]) -> list[Any]:
     """Merge runs of AgentMessageChunk (and of AgentThoughtChunk) with the same message_id
     and plain text content into one chunk each, preserving order; the rest is untouched."""
-    out: list = []
-    run: list = []
+    out: list[Any] = []
+    run: list[Any] = []
 
     def flush() -> None:
         if not run:
