@@ -117,9 +117,13 @@ async def _cancels(llm, home, ws):
         await conn.cancel(session_id=sid)
 
         # Mid-LLM-stream: the slow scenario streams 200 chunks 50 ms apart.
-        client.got_update.clear()
+        # Wait for the reply's first chunk, not any update: the session's own updates
+        # (available commands) may still be arriving after session/new answered.
         task = asyncio.create_task(_prompt(conn, wire, sid, scenario_prompt("slow")))
-        await asyncio.wait_for(client.got_update.wait(), TIMEOUT)
+        for _ in range(int(TIMEOUT * 20)):
+            if client.of(AgentMessageChunk):
+                break
+            await asyncio.sleep(0.05)
         await conn.cancel(session_id=sid)
         out["stream"] = await asyncio.wait_for(task, TIMEOUT)
         out["chunks_at_cancel"] = len(client.of(AgentMessageChunk))
