@@ -3,7 +3,7 @@
 Each run spawns `python -m trio_acp` (with the scripted model) and times, from the spawn,
 the `initialize` response and the first `session/new` response, then closes its stdin.
 *cold*: `TRIO_ACP_WARM=0`, the ordinary start (the SDK imported in the new process).
-*warm*: a warm server (`trio-acp warm serve`, src/trio_acp/warm.py) in a private directory
+*warm*: a warm server (`trio-acp warm serve`, src/trio_acp/warm_server.py) in a private directory
 of this run, started first (its own import is reported, not counted). Also: the launcher's
 own import (`python -c "import trio_acp.cli, trio_acp.warm"`) and `--version`, which bound
 what a warm launch costs before it hands its stdio over. Medians (and min–max) of --runs.

@@ -145,7 +145,9 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
 
         _configure_logging(args.log_level, args.log_file)
         if args.action == "serve":
-            return warm_start.serve(args.idle)
+            from . import warm_server
+
+            return warm_server.serve(args.idle)
         if args.action == "start":
             return warm_start.start(args.idle)
         return warm_start.stop() if args.action == "stop" else warm_start.status()

@@ -1,4 +1,4 @@
-"""Warm start (src/trio_acp/warm.py): launches served by a fork server that imported the SDK.
+"""Warm start (src/trio_acp/warm.py, warm_server.py): launches served by a fork server that imported the SDK.
 
 `python -m trio_acp` as an editor launches it, raw frames on its stdio, with a warm server
 in a private directory of the test's own (never the user's). What must hold: a whole

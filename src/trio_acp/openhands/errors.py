@@ -14,8 +14,10 @@ import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
+from ..exception_groups import leaves as leaves
+from ..exception_groups import reraise as reraise
 from ..rpc import ErrorCode, RequestError
 
 log = logging.getLogger(__name__)
@@ -55,23 +57,6 @@ def sole_error(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
-
-
-def reraise(exc: BaseException) -> NoReturn:
-    """Raise `exc` from inside an `except` block without making the group being handled
-    its `__context__` (the trick Trio's own nursery uses; as `rpc.open_peer` does)."""
-    context = exc.__context__
-    try:
-        raise exc
-    finally:
-        exc.__context__ = context
-        del exc, context
-
-
-def leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for member in exc.exceptions for leaf in leaves(member)]
-    return [exc]
 
 
 def describe(exc: BaseException) -> str:

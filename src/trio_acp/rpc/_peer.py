@@ -39,10 +39,11 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
 import trio
 
+from ..exception_groups import leaves, reraise
 from ._errors import PeerClosed, RequestError
 from ._framing import DEFAULT_MAX_FRAME_SIZE, FrameTooLarge, LineBuffer
 from ._messages import (
@@ -453,13 +454,13 @@ class Peer:
             return encode_error(request.id, RequestError.internal_error())
 
     def _error_for(self, exc: Exception, request: Request) -> RequestError:
-        leaves = _leaves(exc)
-        for leaf in leaves:
+        failures = leaves(exc)
+        for leaf in failures:
             if isinstance(leaf, RequestError):
-                if len(leaves) > 1:
+                if len(failures) > 1:
                     logger.error("handler for %r failed", request.method, exc_info=exc)
                 return leaf
-        if self._closing and all(isinstance(leaf, PeerClosed) for leaf in leaves):
+        if self._closing and all(isinstance(leaf, PeerClosed) for leaf in failures):
             logger.debug("handler for %r stopped: connection closed", request.method)
             return RequestError.request_cancelled()
         logger.error(
@@ -471,7 +472,7 @@ class Peer:
         try:
             await self._handler.handle_notification(msg.method, msg.params)
         except Exception as exc:
-            if all(isinstance(leaf, RequestError) for leaf in _leaves(exc)):
+            if all(isinstance(leaf, RequestError) for leaf in leaves(exc)):
                 logger.debug("notification %r not handled: %s", msg.method, exc)
             else:
                 logger.error("notification handler for %r failed", msg.method, exc_info=exc)
@@ -524,23 +525,6 @@ class Peer:
             pass
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
-    return [exc]
-
-
-def _reraise(exc: BaseException) -> NoReturn:
-    """Raise ``exc`` from inside an ``except`` block without making the group being
-    handled its ``__context__`` (the trick trio's own nursery uses)."""
-    context = exc.__context__
-    try:
-        raise exc
-    finally:
-        exc.__context__ = context
-        del exc, context
-
-
 @asynccontextmanager
 async def open_peer(
     stream: trio.abc.Stream,
@@ -586,17 +570,17 @@ async def open_peer(
         # nothing but what the body or the surrounding cancellation caused.
         if body_error is not None:
             # (Trio may re-derive a group the body raised, but its leaves stay the same.)
-            mine = {id(leaf) for leaf in _leaves(body_error)}
-            others = [leaf for leaf in _leaves(group) if id(leaf) not in mine]
+            mine = {id(leaf) for leaf in leaves(body_error)}
+            others = [leaf for leaf in leaves(group) if id(leaf) not in mine]
             if peer._internal_error is not None:
                 others.append(peer._internal_error)
             for leaf in others:
                 if not isinstance(leaf, trio.Cancelled):
                     logger.error("JSON-RPC connection failed", exc_info=leaf)
-            _reraise(body_error)
-        leaves = _leaves(group)
-        if len(leaves) == 1:
-            _reraise(leaves[0])
+            reraise(body_error)
+        failures = leaves(group)
+        if len(failures) == 1:
+            reraise(failures[0])
         raise
     if peer._internal_error is not None:
         raise peer._internal_error
