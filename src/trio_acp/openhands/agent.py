@@ -47,6 +47,7 @@ from .sdk import (
 from .session import Session
 from .settings import Settings, SettingsError, load_settings
 from .store import RULES_FILE, DeleteError, SessionStore, parse_session_id
+from .subagents import subagent_view
 from .terminal_setup import SETUP_ARG
 from .user_setup import read_session_setup
 
@@ -284,7 +285,8 @@ class OpenHandsAgent:
                 conversation_id=sid,
                 callbacks=callbacks,
                 token_callbacks=token_callbacks,
-                visualizer=None,
+                # Shows nothing itself; makes the sub-agents' work visible (subagents.py).
+                visualizer=subagent_view(callbacks[0]),
                 max_iteration_per_run=settings.max_iterations,
                 hook_config=hooks,
             )

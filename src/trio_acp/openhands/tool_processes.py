@@ -68,7 +68,25 @@ def kill_descendants(pids: list[int], *, grace: float = 1.0) -> list[int]:
 
 
 def stop_tool_processes(conversation: Any) -> list[int]:
+    stop_subagents(conversation)
     return kill_descendants(terminal_shell_pids(conversation))
+
+
+def stop_subagents(conversation: Any) -> None:
+    """Stop the sub-agents the conversation's `task` tool runs, with their processes, and
+    wait for them (bounded): they run on threads an interrupt does not end
+    (`subagents.py`)."""
+    try:
+        tools = list(conversation.agent.tools_map.values())
+    except Exception:
+        return
+    for tool in tools:
+        stop = getattr(getattr(tool, "executor", None), "stop_subagents", None)
+        if callable(stop):
+            try:
+                stop(stop_tool_processes)
+            except Exception:
+                log.warning("stopping the sub-agents failed", exc_info=True)
 
 
 def editor_history_dirs(conversation: Any) -> list[Path]:
