@@ -194,12 +194,18 @@ class Hub:
 
     # --- the turn (Trio) ------------------------------------------------------------------
 
-    async def serve(self, decide: Callable[[Ask], Awaitable[tuple[str, str]]]) -> None:
+    async def serve(
+        self,
+        decide: Callable[[Ask], Awaitable[tuple[str, str]]],
+        *,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Answer the sub-agents' questions with `decide`, one at a time, until cancelled."""
         send, receive = trio.open_memory_channel[Ask](math.inf)
         with self._lock:
             self._serving = (trio.lowlevel.current_trio_token(), send)
             self._cancelled = False
+        task_status.started()
         try:
             async with receive:
                 async for ask in receive:
@@ -439,11 +445,18 @@ class _Batch:
         self.rejected = reason
 
 
-async def serve_subagents(host: Any, conversation: Any, cancel_event: trio.Event) -> None:
+async def serve_subagents(
+    host: Any,
+    conversation: Any,
+    cancel_event: trio.Event,
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
     """While a turn runs: put the sub-agents' waiting actions to the user, as the turn puts
     the conversation's (`host.confirm_pending`); returns at once without sub-agents."""
     hub = hub_of(conversation)
     if hub is None:
+        task_status.started()
         return
 
     async def decide(ask: Ask) -> tuple[str, str]:
@@ -455,4 +468,4 @@ async def serve_subagents(host: Any, conversation: Any, cancel_event: trio.Event
             return REJECT, batch.rejected
         return RUN, ""
 
-    await hub.serve(decide)
+    await hub.serve(decide, task_status=task_status)

@@ -186,7 +186,7 @@ async def _run_conversation_once(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_interrupt_when, cancel_event, conv, run)
             if host is not None:  # sub-agents ask the user through the running turn
-                nursery.start_soon(serve_subagents, host, conv, cancel_event)
+                await nursery.start(serve_subagents, host, conv, cancel_event)
             error = await run.outcome()
             nursery.cancel_scope.cancel()
     except BaseException:
