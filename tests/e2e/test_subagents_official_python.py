@@ -84,15 +84,20 @@ async def _delegation(llm, home, ws):
     async with trio_acp_agent(client, wire, agent_env(llm, home)) as (conn, process):
         sid = (await new_session(conn, ws)).session_id
 
-        # 1. Allowed: the task, then the sub-agent's command.
-        client.answers = ["allow_once", "allow_once"]
+        # 1. Allowed: the task, then the sub-agent's command (always).
+        client.answers = ["allow_once", "allow_always"]
         prompt = scenario_prompt("delegate", command=f"touch {ws}/by-sub-agent")
         out["allowed"] = (await _prompt(conn, wire, sid, prompt)).stop_reason
         out["allowed_calls"], out["allowed_asked"] = _calls(client), list(client.asked)
         out["allowed_text"] = client.text()
         out["files_after_allowed"] = sorted(os.listdir(ws))
+        # The session's "always" rule covers the sub-agent's command next time.
+        client.asked.clear()
+        client.answers = ["allow_once"]
+        out["again"] = (await _prompt(conn, wire, sid, prompt)).stop_reason
+        out["again_asked"] = [a.title for a in client.asked]
 
-        # 2. The sub-agent's command refused: it never runs; the turn still ends normally.
+        # 2. The sub-agent's (other) command refused: never run; the turn ends normally.
         client.updates.clear()
         client.asked.clear()
         client.answers = ["allow_once", "reject_once"]
@@ -101,11 +106,12 @@ async def _delegation(llm, home, ws):
         out["refused_asked"] = list(client.asked)
         out["files_after_refused"] = sorted(os.listdir(ws))
 
-        # 3. A cancel while the sub-agent's `sleep` runs.
+        # 3. A cancel while the sub-agent's `sleep` runs; in always-approve nobody is asked.
+        await _prompt(conn, wire, sid, "/confirm always-approve")
         agent = psutil.Process(process.pid)
         client.updates.clear()
         client.asked.clear()
-        client.answers = ["allow_once", "allow_once"]
+        client.answers = []
         prompt = scenario_prompt("delegate", sub="sleep", seconds=57)
         task = asyncio.create_task(_prompt(conn, wire, sid, prompt))
         loop = asyncio.get_running_loop()
@@ -117,6 +123,7 @@ async def _delegation(llm, home, ws):
         out["cancelled"] = (await asyncio.wait_for(task, TIMEOUT)).stop_reason
         out["sleeps_after_cancel"] = _sleeps(agent)
         out["cancel_calls"] = _calls(client)
+        out["cancel_asked"] = list(client.asked)
         # The session goes on.
         out["after"] = (await _prompt(conn, wire, sid, scenario_prompt("echo", "next"))).stop_reason
         out["late"] = wire.updates_after_responses()
@@ -160,6 +167,9 @@ def test_delegation_is_nested_asked_and_cancellable():
     sub_requests = [r for r in out["requests"] if "[scenario:terminal]" in str(r.messages[-1:])]
     assert sub_requests and not any(r.stream for r in sub_requests)
 
+    assert out["again"] == "end_turn"
+    assert len(out["again_asked"]) == 1 and out["again_asked"][0].startswith("Sub-agent")
+
     # 2. Refused: asked, never run.
     assert out["refused"] == "end_turn"
     assert len(out["refused_asked"]) == 2
@@ -167,7 +177,7 @@ def test_delegation_is_nested_asked_and_cancellable():
 
     # 3. Cancelled mid-command: the turn ends `cancelled`, no sleep survives, the
     # delegating call and the sub-agent's call are closed.
-    assert out["sleeping"]
+    assert out["sleeping"] and out["cancel_asked"] == []
     assert out["cancelled"] == "cancelled"
     assert out["sleeps_after_cancel"] == []
     calls = out["cancel_calls"]

@@ -6,7 +6,9 @@ SIGINT to the shell's process group. But the shell is interactive (`bash -i`), s
 job control the running command sits in a process group of its own and never sees that
 signal: `sleep 30` survives a cancel. So after interrupting we stop every descendant of
 each terminal shell ourselves (SIGTERM, then SIGKILL), leaving the shell alive so the
-session's terminal keeps working.
+session's terminal keeps working. Sub-agents (the `task` tool) run on threads the
+interrupt does not end: they are stopped here too, with their own tools' processes
+(`subagents.py`).
 
 The file editor keeps its undo history in a temporary directory of its own
 (`oh_editor_history_*`) and never removes it: one per session, piling up in the
