@@ -143,6 +143,9 @@ def test_delegation_is_nested_asked_and_cancellable():
     assert task_asked.kind == "think"
     assert "touch" in str(sub_asked.raw_input)
     assert sub_asked.tool_call_id.startswith(task_asked.tool_call_id + "/")
+    # The request names the call as the client was shown it: label, parent.
+    assert sub_asked.title.startswith("Run a command: touch ")
+    assert _parent_of(sub_asked) == task_asked.tool_call_id
     calls = out["allowed_calls"]
     task_updates = calls[task_asked.tool_call_id]
     sub_updates = calls[sub_asked.tool_call_id]

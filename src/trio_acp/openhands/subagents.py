@@ -49,7 +49,7 @@ import attrs
 import trio
 
 from .confirm import CANCELLED
-from .translate.subagents import SubagentEvent, nested_id
+from .translate.subagents import META_KEY, SubagentEvent, nested_id
 
 log = logging.getLogger(__name__)
 
@@ -419,11 +419,16 @@ def subagent_view(post: Callable[[Any], None]) -> Any:
 
 
 class _Nested:
-    """A sub-agent's pending action under the tool call id the client knows it by."""
+    """A sub-agent's pending action under the tool call id the client knows it by, with
+    the label and `_meta` its tool call has (`confirm.ask` reads `nesting`)."""
 
-    def __init__(self, action: Any, tool_call_id: str) -> None:
+    def __init__(self, action: Any, d: Delegation) -> None:
         self._action = action
-        self.tool_call_id = tool_call_id
+        self.tool_call_id = nested_id(d.parent_tool_call_id, str(action.tool_call_id))
+        self.nesting = SimpleNamespace(
+            label=d.label,
+            meta={META_KEY: {"parentToolCallId": d.parent_tool_call_id, "subagent": d.label}},
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._action, name)
@@ -438,8 +443,7 @@ class _Batch:
         self.rejected: str | None = None
 
     async def pending_actions(self) -> list[Any]:
-        parent = self._ask.delegation.parent_tool_call_id
-        return [_Nested(a, nested_id(parent, str(a.tool_call_id))) for a in self._ask.actions]
+        return [_Nested(a, self._ask.delegation) for a in self._ask.actions]
 
     async def reject_pending(self, reason: str) -> None:
         self.rejected = reason
