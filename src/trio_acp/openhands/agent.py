@@ -286,7 +286,7 @@ class OpenHandsAgent:
                 callbacks=callbacks,
                 token_callbacks=token_callbacks,
                 # Shows nothing itself; makes the sub-agents' work visible (subagents.py).
-                visualizer=subagent_view(callbacks[0]),
+                visualizer=subagent_view(callbacks[0], self.secrets),
                 max_iteration_per_run=settings.max_iterations,
                 hook_config=hooks,
             )

@@ -26,7 +26,11 @@ CLI's keep working unchanged):
   session's tools (`tool_processes.stop_tool_processes`) also stops every live sub-agent:
   its pending question is answered "stop", its tools are interrupted and their processes
   killed, it is paused, and we wait (bounded) until its thread is done.
-- The sub-agent's terminal runs as a plain subprocess, as the session's does.
+- The sub-agent's terminal runs as a plain subprocess, as the session's does, and the
+  agent's credentials are masked in its tool output as in the session's
+  (`sdk.mask_in_conversation`). Its conversation's files, under the session's
+  `subagents/` directory and deleted when it ends, are written by the SDK's own store,
+  without our masking of tool arguments (`sdk.MaskingFileStore`).
 
 Threads: sub-agents run on the parent's tool threads; their callbacks only post (never
 wait); a sub-agent waiting for a decision waits on a `threading.Event` that the turn's answer,
@@ -49,6 +53,7 @@ import attrs
 import trio
 
 from .confirm import CANCELLED
+from .sdk import mask_in_conversation
 from .translate.subagents import META_KEY, SubagentEvent, nested_id
 
 log = logging.getLogger(__name__)
@@ -91,8 +96,11 @@ class Ask:
 class Hub:
     """The sub-agents of one session: what they post, ask, and how they are stopped."""
 
-    def __init__(self, post: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, post: Callable[[Any], None] | None = None, secrets: Any = None) -> None:
         self._post = post
+        # The agent's credentials (`credentials.SecretValues`): masked in the sub-agents'
+        # conversations as in the session's.
+        self.secrets = secrets
         self._lock = threading.Lock()
         self._live: list[Delegation] = []
         self._asks: list[Ask] = []
@@ -337,6 +345,8 @@ def sdk_classes() -> SimpleNamespace:
             hub = getattr(_current, "hub", None)
             if d is not None:
                 d.conversation = conversation
+            if isinstance(hub, Hub) and hub.secrets is not None:
+                mask_in_conversation(conversation, hub.secrets.values)
             waiting = ConversationExecutionStatus.WAITING_FOR_CONFIRMATION
             while True:
                 if d is not None and d.stopped.is_set():
@@ -410,9 +420,9 @@ def sdk_classes() -> SimpleNamespace:
     return SimpleNamespace(view=SubagentView, tool_set=SessionTaskToolSet)
 
 
-def subagent_view(post: Callable[[Any], None]) -> Any:
+def subagent_view(post: Callable[[Any], None], secrets: Any = None) -> Any:
     """The visualizer of a session's SDK conversation (call after the SDK import)."""
-    return sdk_classes().view(Hub(post))
+    return sdk_classes().view(Hub(post, secrets))
 
 
 # --- the turn's side ---------------------------------------------------------------------------
