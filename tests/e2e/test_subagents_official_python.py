@@ -30,6 +30,7 @@ from _oh_harness import (  # noqa: E402
 )
 from acp.schema import (  # noqa: E402
     AllowedOutcome,
+    DeniedOutcome,
     RequestPermissionResponse,
     ToolCallProgress,
     ToolCallStart,
@@ -45,10 +46,16 @@ class AnsweringClient(Client):
         super().__init__()
         self.answers: list[str] = []
         self.asked: list = []
+        self.waiting = asyncio.Event()
+        self.release = asyncio.Event()
 
     async def request_permission(self, session_id, tool_call, options, **kwargs):
         self.asked.append(tool_call)
         answer = self.answers.pop(0) if self.answers else "reject_once"
+        if answer == "hang":  # a user who has not answered when the cancel comes
+            self.waiting.set()
+            await self.release.wait()
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=answer)
         )
@@ -105,6 +112,17 @@ async def _delegation(llm, home, ws):
         out["refused"] = (await _prompt(conn, wire, sid, prompt)).stop_reason
         out["refused_asked"] = list(client.asked)
         out["files_after_refused"] = sorted(os.listdir(ws))
+
+        # 2b. A cancel while the sub-agent's permission request is pending.
+        client.asked.clear()
+        client.answers = ["allow_once", "hang"]
+        prompt = scenario_prompt("delegate", command=f"touch {ws}/never")
+        task = asyncio.create_task(_prompt(conn, wire, sid, prompt))
+        await asyncio.wait_for(client.waiting.wait(), TIMEOUT)
+        await conn.cancel(session_id=sid)
+        client.release.set()
+        out["cancel_during_ask"] = (await asyncio.wait_for(task, TIMEOUT)).stop_reason
+        out["files_after_cancel_during_ask"] = sorted(os.listdir(ws))
 
         # 3. A cancel while the sub-agent's `sleep` runs; in always-approve nobody is asked.
         await _prompt(conn, wire, sid, "/confirm always-approve")
@@ -177,6 +195,9 @@ def test_delegation_is_nested_asked_and_cancellable():
     assert out["refused"] == "end_turn"
     assert len(out["refused_asked"]) == 2
     assert "refused" not in out["files_after_refused"]
+
+    assert out["cancel_during_ask"] == "cancelled"
+    assert "never" not in out["files_after_cancel_during_ask"]
 
     # 3. Cancelled mid-command: the turn ends `cancelled`, no sleep survives, the
     # delegating call and the sub-agent's call are closed.
