@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import trio
@@ -337,7 +338,29 @@ def test_a_stored_conversations_tools_are_kept_and_its_terminal_is_ours():
     from openhands.sdk.tool.registry import list_registered_tools
 
     assert "task_tool_set" in list_registered_tools()
-    assert [t.name for t in session_tools(sdk, None)] == ["terminal", "file_editor", "task_tracker"]
+    # A stored conversation without delegation does not gain it.
+    stored = session_tools(sdk, [{"name": "terminal", "params": {}}])
+    assert [t.name for t in stored] == ["terminal"]
+    # A new one gets the CLI's default set, delegation included (ours: subagents.py).
+    assert [t.name for t in session_tools(sdk, None)] == [
+        "terminal",
+        "file_editor",
+        "task_tracker",
+        "task_tool_set",
+    ]
+    from openhands.sdk.subagent import get_registered_agent_definitions
+    from openhands.sdk.tool.registry import resolve_tool
+
+    from trio_acp.openhands.subagents import sdk_classes
+
+    assert {"general-purpose", "bash-runner", "code-explorer"} <= {
+        d.name for d in get_registered_agent_definitions()
+    }
+    state = SimpleNamespace(agent=None)
+    (task,) = resolve_tool(sdk.Tool(name="task_tool_set"), state)  # type: ignore[arg-type]
+    assert task.name == "task"
+    assert type(task.executor).__name__ == "SessionTaskExecutor"
+    assert sdk_classes().tool_set.__name__ == "SessionTaskToolSet"
 
 
 # -- MCP servers over http and sse, from the client ------------------------------------------------

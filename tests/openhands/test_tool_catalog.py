@@ -35,7 +35,7 @@ ALIASES = [
 
 
 def test_every_tool_name_has_one_entry():
-    for name in ("terminal", "file_editor", "task_tracker", "think", "finish"):
+    for name in ("terminal", "file_editor", "task_tracker", "task", "think", "finish"):
         assert lookup(name).name == name
     assert lookup("bash") is lookup("execute_bash") is lookup("terminal")
     assert lookup("str_replace_editor") is lookup("file_editor")
@@ -44,6 +44,7 @@ def test_every_tool_name_has_one_entry():
         "terminal",
         "file_editor",
         "task_tracker",
+        "task",
         "think",
         "finish",
     }

@@ -22,7 +22,7 @@ from ..credentials import SecretValues, secret_values
 from ..rpc import RequestError, after_response, current_request_id
 from ..schema import unstable
 from . import commands
-from .agent_spec import build_session_agent, hook_config
+from .agent_spec import build_session_agent, hook_config, session_tools
 from .conversation import fork_stored
 from .damage import find_damage
 from .errors import (
@@ -47,8 +47,9 @@ from .sdk import (
 from .session import Session
 from .settings import Settings, SettingsError, load_settings
 from .store import RULES_FILE, DeleteError, SessionStore, parse_session_id
+from .subagents import subagent_view
 from .terminal_setup import SETUP_ARG
-from .user_setup import read_session_setup
+from .user_setup import read_session_setup, stored_tools
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +285,8 @@ class OpenHandsAgent:
                 conversation_id=sid,
                 callbacks=callbacks,
                 token_callbacks=token_callbacks,
-                visualizer=None,
+                # Shows nothing itself; makes the sub-agents' work visible (subagents.py).
+                visualizer=subagent_view(callbacks[0], self.secrets),
                 max_iteration_per_run=settings.max_iterations,
                 hook_config=hooks,
             )
@@ -463,6 +465,9 @@ class OpenHandsAgent:
             agent = build_agent(sdk, build_llm(sdk, settings.llm or {}))
         except Exception as exc:
             raise not_configured(f"the model settings are not usable: {_short(exc)}") from None
+        # With the tools it was made with: the SDK refuses to open it with fewer.
+        tools = await trio.to_thread.run_sync(stored_tools, store.dir_for(sid))
+        agent = agent.model_copy(update={"tools": session_tools(sdk, tools)})
 
         fork = functools.partial(
             fork_stored,

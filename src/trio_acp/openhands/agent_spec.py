@@ -4,11 +4,13 @@ The pieces come from files read in `settings.py` and `user_setup.py` (no SDK the
 module turns them into SDK objects, so it runs after the SDK import, in a worker thread.
 
 - **Tools**: a stored conversation keeps the tools it was created with (its
-  `base_state.json`; the SDK refuses to resume a conversation whose tools were removed, so
-  a conversation made by the OpenHands CLI — which adds `task_tool_set` — could not be
-  resumed with ours). A new conversation gets ours. The terminal always runs as the
-  subprocess terminal, whatever params were stored: it needs no tmux server that could
-  outlive us and is killed with its process group on interrupt.
+  `base_state.json`; the SDK refuses to resume a conversation whose tools were removed).
+  A new conversation gets the CLI's default set: terminal, file editor, task tracker and
+  delegation (`task_tool_set`, with the CLI's built-in sub-agents, browser-less), the
+  delegation being our variant of the SDK's (`subagents.py`: visible, asked, cancellable).
+  The terminal always runs as the subprocess terminal, whatever params were stored: it
+  needs no tmux server that could outlive us and is killed with its process group on
+  interrupt.
 - **MCP**: the servers of `mcp.json` that are enabled, then the client's `mcpServers`
   (the client's win on a name clash, as in the CLI).
 - **Condenser**: the file's `LLMSummarizingCondenser` (its `max_size`, `keep_first`, ...)
@@ -24,6 +26,7 @@ module turns them into SDK objects, so it runs after the SDK import, in a worker
 
 from __future__ import annotations
 
+import functools
 import logging
 import platform
 from types import SimpleNamespace
@@ -49,15 +52,33 @@ _TOOL_MODULES = {
 _CONDENSER_OVERRIDES = ("model", "api_key", "base_url")
 
 
+#: The delegation tool set's name (the SDK's `TaskToolSet.name`).
+DELEGATION = "task_tool_set"
+
+
 def default_tools(sdk: SimpleNamespace) -> list[Any]:
     return [
         sdk.Tool(name=sdk.TerminalTool.name, params={"terminal_type": "subprocess"}),
         sdk.Tool(name=sdk.FileEditorTool.name),
         sdk.Tool(name=sdk.TaskTrackerTool.name),
+        sdk.Tool(name=DELEGATION),
     ]
 
 
+@functools.cache
+def enable_delegation() -> None:
+    """The CLI's built-in sub-agents (browser-less, as the CLI registers them) and our
+    `task_tool_set` (`subagents.py`); once per process."""
+    from openhands.tools.preset.default import register_builtins_agents
+
+    from .subagents import sdk_classes
+
+    register_builtins_agents(enable_browser=False)
+    sdk_classes()
+
+
 def session_tools(sdk: SimpleNamespace, stored: list[dict[str, Any]] | None) -> list[Any]:
+    enable_delegation()
     if not stored:
         return default_tools(sdk)
     import importlib

@@ -107,6 +107,10 @@ async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Even
     title, kind, locations = present(
         action.tool_name, args, getattr(action, "summary", None), cwd=session.cwd
     )
+    # A sub-agent's action: titled and tagged as its tool call is (translate/subagents.py).
+    nesting = getattr(action, "nesting", None)
+    if nesting is not None:
+        title = f"{nesting.label}: {title}"
     tool_call = schema.ToolCallUpdate(
         tool_call_id=action.tool_call_id,
         title=title,
@@ -116,6 +120,7 @@ async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Even
         content=preview(action.tool_name, args, session.cwd, risk) or None,
         locations=tool_locations(locations),
         raw_input=args or None,
+        meta=nesting.meta if nesting is not None else None,
     )
     request = schema.RequestPermissionRequest(
         session_id=str(session.id), tool_call=tool_call, options=permission_options(scope.label())

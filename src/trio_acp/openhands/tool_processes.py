@@ -6,7 +6,9 @@ SIGINT to the shell's process group. But the shell is interactive (`bash -i`), s
 job control the running command sits in a process group of its own and never sees that
 signal: `sleep 30` survives a cancel. So after interrupting we stop every descendant of
 each terminal shell ourselves (SIGTERM, then SIGKILL), leaving the shell alive so the
-session's terminal keeps working.
+session's terminal keeps working. Sub-agents (the `task` tool) run on threads the
+interrupt does not end: they are stopped here too, with their own tools' processes
+(`subagents.py`).
 
 The file editor keeps its undo history in a temporary directory of its own
 (`oh_editor_history_*`) and never removes it: one per session, piling up in the
@@ -68,7 +70,25 @@ def kill_descendants(pids: list[int], *, grace: float = 1.0) -> list[int]:
 
 
 def stop_tool_processes(conversation: Any) -> list[int]:
+    stop_subagents(conversation)
     return kill_descendants(terminal_shell_pids(conversation))
+
+
+def stop_subagents(conversation: Any) -> None:
+    """Stop the sub-agents the conversation's `task` tool runs, with their processes, and
+    wait for them (bounded): they run on threads an interrupt does not end
+    (`subagents.py`)."""
+    try:
+        tools = list(conversation.agent.tools_map.values())
+    except Exception:
+        return
+    for tool in tools:
+        stop = getattr(getattr(tool, "executor", None), "stop_subagents", None)
+        if callable(stop):
+            try:
+                stop(stop_tool_processes)
+            except Exception:
+                log.warning("stopping the sub-agents failed", exc_info=True)
 
 
 def editor_history_dirs(conversation: Any) -> list[Path]:

@@ -22,6 +22,7 @@ from .errors import internal
 from .model_failures import describe_model_failure
 from .outbox import Outbox
 from .prompt import prompt_to_parts
+from .subagents import serve_subagents
 from .translate import one_line
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ async def _confirm_loop(
     host: TurnHost, conv: Conversation, cancel_event: trio.Event, start: int
 ) -> str:
     while True:
-        outcome = await _run_conversation_once(conv, cancel_event, start, host.model)
+        outcome = await _run_conversation_once(conv, cancel_event, start, host.model, host)
         if outcome != "confirm":
             return outcome
         try:
@@ -178,12 +179,14 @@ async def _reject_pending(conv: Conversation, reason: str) -> None:
 
 
 async def _run_conversation_once(
-    conv: Conversation, cancel_event: trio.Event, start: int, model: str
+    conv: Conversation, cancel_event: trio.Event, start: int, model: str, host: Any = None
 ) -> str:
     run = conv.start_run()
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_interrupt_when, cancel_event, conv, run)
+            if host is not None:  # sub-agents ask the user through the running turn
+                await nursery.start(serve_subagents, host, conv, cancel_event)
             error = await run.outcome()
             nursery.cancel_scope.cancel()
     except BaseException:

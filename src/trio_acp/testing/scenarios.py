@@ -37,6 +37,10 @@ truncate    Streams half of a text reply, then closes the connection without ``[
 badjson     Streams half of a text reply, then one ``data:`` event that is not JSON, then the rest.
 reset       Resets the TCP connection (RST) without a response; with ``[after:N]``, after N
             chunks of a streamed reply.
+delegate    The ``task`` tool: a sub-agent (``[agent:general-purpose]``) is given the prompt
+            ``[scenario:<[sub:terminal]>]`` plus this prompt's ``[command:...]`` /
+            ``[seconds:...]`` tags, so its own LLM calls (same server, ``stream: false``,
+            its own history) play that scenario; then ``finish`` quoting the task's result.
 remember    Multi-turn memory proof: the reply quotes the ``[word:X]`` tag of the most recent
             EARLIER user message that has one (else that message's last word):
             ``"You said earlier: X"``.
@@ -55,6 +59,7 @@ from trio_acp.testing.script import Reply, RequestContext, Scenario, ToolCall, m
 
 __all__ = [
     "BUILTIN_SCENARIOS",
+    "DELEGATE",
     "DEMO",
     "ECHO",
     "EDIT",
@@ -401,6 +406,41 @@ def _reset(ctx: RequestContext) -> Reply:
 
 RESET = Scenario("reset", [_reset], "TCP reset before any response ([after:N]: after N chunks)")
 
+# -- delegate (sub-agents) ---------------------------------------------------------------------
+
+#: Tags of the delegating prompt handed on to the sub-agent's.
+_SUB_TAGS = ("command", "seconds", "risk")
+
+
+def _delegate_first(ctx: RequestContext) -> Reply:
+    sub = ctx.tag("sub", "terminal") or "terminal"
+    tags = " ".join(f"[{k}:{ctx.tags[k]}]" for k in _SUB_TAGS if k in ctx.tags)
+    return Reply(
+        text="I'll hand this to a sub-agent.",
+        tool_calls=[
+            _tool(
+                "task",
+                "Delegate to a sub-agent",
+                description=ctx.tag("description", "Run a command") or "Run a command",
+                prompt=f"[scenario:{sub}] {tags} Do this and report back.",
+                subagent_type=ctx.tag("agent", "general-purpose") or "general-purpose",
+            )
+        ],
+    )
+
+
+def _delegate_report(ctx: RequestContext) -> Reply:
+    results = [m for m in ctx.messages_since_prompt if m.get("role") == "tool"]
+    text = message_text(results[-1]) if results else "(no result)"
+    return finish(f"The sub-agent reported: {' '.join(text.split())}")
+
+
+DELEGATE = Scenario(
+    "delegate",
+    [_delegate_first, _delegate_report],
+    "task tool call: a sub-agent plays [sub:terminal] with this prompt's tags, then finish",
+)
+
 # -- remember -----------------------------------------------------------------------------------
 
 _WORD_RE = re.compile(r"[A-Za-z0-9_'-]+")
@@ -446,5 +486,6 @@ BUILTIN_SCENARIOS: dict[str, Scenario] = {
         BADJSON,
         RESET,
         REMEMBER,
+        DELEGATE,
     )
 }

@@ -15,7 +15,7 @@ The translator (`translator.py`), the permission request (`confirm.py`) and the 
 (`permissions.py`) all ask this catalog, under any of a tool's names: the legacy `bash`,
 `execute_bash` and `str_replace_editor` are aliases of `terminal` and `file_editor`, with the
 same title, preview and rule scope. A name the catalog does not know (an MCP tool, a
-browser tool, `task`) gets `GENERIC`: its summary as title, a path argument as rule scope,
+browser tool) gets `GENERIC`: its summary as title, a path argument as rule scope,
 its text and images as result.
 
 Adding a tool is one entry here, e.g. an MCP tool that deletes files::
@@ -28,8 +28,7 @@ Adding a tool is one entry here, e.g. an MCP tool that deletes files::
         scope=path_scope,
     ))
 
-(the same goes for a delegate tool, or the editor's own fs/terminal when the agent uses
-them). Pure: no trio, no `openhands.*`; the only I/O is through the `is_dir` and `read`
+(the same goes for the editor's own fs/terminal when the agent uses them). Pure: no trio, no `openhands.*`; the only I/O is through the `is_dir` and `read`
 callables passed in.
 """
 
@@ -44,6 +43,7 @@ import attrs
 from ... import schema
 from .paths import abs_path, is_dir_safe
 from .results import editor_payload, generic_payload, plan_updates, terminal_payload
+from .text import one_line
 
 __all__ = [
     "GENERIC",
@@ -306,6 +306,59 @@ TASK_TRACKER = ToolSpec(
 )
 
 
+# ------------------------------------------------------------------- sub-agents (task)
+
+
+def _delegate_present(
+    tool: str, args: dict[str, Any], summary: str | None, cwd: str, is_dir: Callable[[str], bool]
+) -> Presentation:
+    agent = args.get("subagent_type")
+    agent = agent if isinstance(agent, str) and agent.strip() else "general-purpose"
+    what = args.get("description")
+    if not (isinstance(what, str) and what.strip()):
+        prompt = args.get("prompt")
+        what = one_line(prompt, 80) if isinstance(prompt, str) and prompt.strip() else ""
+    resume = args.get("resume")
+    verb = f"Resume {resume} ({agent})" if isinstance(resume, str) and resume else agent
+    return (f"Sub-agent {verb}: {one_line(what)}" if what else f"Sub-agent {verb}"), "think", ()
+
+
+def _delegate_preview(args: dict[str, Any], cwd: str, read: Reader) -> list[Any]:
+    prompt = args.get("prompt")
+    if not isinstance(prompt, str):
+        return []
+    agent = args.get("subagent_type") or "general-purpose"
+    text = f"Delegate to the `{agent}` sub-agent (each of its actions is asked for again):\n\n"
+    return [schema.ContentToolCallContent(content=schema.TextContent(text=text + prompt))]
+
+
+def _delegate_scope(tool: str, args: dict[str, Any], cwd: str) -> tuple[str, str | None]:
+    # "Always" covers starting that kind of sub-agent, never what it then does.
+    agent = args.get("subagent_type")
+    return "task", agent if isinstance(agent, str) and agent else "general-purpose"
+
+
+def _delegate_result(observation: Any, args: dict[str, Any], cwd: str) -> Rendered:
+    content, _ = generic_payload(observation)
+    raw = {
+        key: value
+        for key in ("task_id", "subagent", "status")
+        if isinstance(value := getattr(observation, key, None), str)
+    }
+    return Rendered(content, raw or None)
+
+
+TASK = ToolSpec(
+    name="task",
+    present=_delegate_present,
+    title_args=frozenset({"description", "subagent_type", "prompt", "resume"}),
+    preview=_delegate_preview,
+    scope=_delegate_scope,
+    result=_delegate_result,
+    observation="TaskObservation",
+)
+
+
 # ------------------------------------------------------------------------ finish, think
 
 FINISH = ToolSpec(
@@ -319,7 +372,7 @@ THINK = ToolSpec(
     action="ThinkAction",
 )
 
-#: Any tool the catalog does not name (MCP tools, browser tools, `task`, ...).
+#: Any tool the catalog does not name (MCP tools, browser tools, ...).
 GENERIC = ToolSpec(name="")
 
 
@@ -340,7 +393,7 @@ def register(spec: ToolSpec) -> ToolSpec:
     return spec
 
 
-for _spec in (TERMINAL, FILE_EDITOR, TASK_TRACKER, FINISH, THINK):
+for _spec in (TERMINAL, FILE_EDITOR, TASK_TRACKER, TASK, FINISH, THINK):
     register(_spec)
 
 

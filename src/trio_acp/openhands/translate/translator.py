@@ -72,6 +72,7 @@ from .content import (
     text_block,
     text_item,
 )
+from .subagents import SubagentViews
 from .text import MAX_RAW_STRING_BYTES, cap_json, cap_text
 from .tools import Presentation, lookup, present, spec_for_result, text_tool
 from .updates import coalesce, fold_tool_calls
@@ -186,6 +187,14 @@ class Translator:
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
         self._pending: dict[tuple[str, int], _PendingCall] = {}
         self._calls: dict[str, _Call] = {}
+        # Sub-agents' events (`SubagentEvent`), nested under their delegating calls.
+        self._subagents = SubagentViews(
+            lambda: Translator(self.cwd, is_dir=self._is_dir), self._finished
+        )
+
+    def _finished(self, tool_call_id: str) -> bool:
+        call = self._calls.get(tool_call_id)
+        return call is not None and call.finished
 
     # ---------------------------------------------------------------- streaming
 
@@ -362,6 +371,7 @@ class Translator:
                     )
                 )
         self._pending.clear()
+        out += self._subagents.fail_open(reason)
         out += self.end_compaction("failed", reason or None)
         return out
 
@@ -555,7 +565,8 @@ class Translator:
         content, raw_output = rendered.content, rendered.raw_output
         locations, extra = rendered.locations, rendered.extra
         status = "failed" if failed else "completed"
-        return [self._complete(call_id, tool, call, status, content, raw_output, locations)] + extra
+        done = self._complete(call_id, tool, call, status, content, raw_output, locations)
+        return self._subagents.close(call_id, "The sub-agent stopped.") + [done] + extra
 
     def _on_agent_error(self, event: Any) -> list[SessionUpdate]:
         error = str(getattr(event, "error", "") or "The tool call failed.")
@@ -566,7 +577,8 @@ class Translator:
             # A finish/think call that failed (bad arguments): it is a tool call after all.
             call.special = None
         content = [text_item(cap_text(error))]
-        return [self._complete(call_id, tool, call, "failed", content, None, None)]
+        done = self._complete(call_id, tool, call, "failed", content, None, None)
+        return self._subagents.close(call_id, "The sub-agent stopped.") + [done]
 
     def _on_reject(self, event: Any) -> list[SessionUpdate]:
         reason = str(getattr(event, "rejection_reason", "") or "Rejected.")
@@ -676,4 +688,5 @@ _HANDLERS: dict[str, Callable[[Translator, Any], list[SessionUpdate]]] = {
     "CondensationRequest": Translator._on_condensation_request,
     "ConversationErrorEvent": Translator._on_conversation_error,
     "InterruptEvent": Translator._on_interrupt,
+    "SubagentEvent": lambda self, event: self._subagents.event(event, self.action_status),
 }

@@ -1,0 +1,115 @@
+"""A sub-agent's events as the client sees them: nested under the delegating `task` call
+(translate/subagents.py), and the `task` tool's catalog entry. Real SDK events; every
+update is validated against the official schema."""
+
+from __future__ import annotations
+
+from openhands.sdk.event import AgentErrorEvent, MessageEvent
+from openhands.sdk.llm import Message, TextContent
+from openhands.tools.task import TaskAction, TaskObservation
+from openhands.tools.terminal import TerminalAction, TerminalObservation
+from test_translate import CWD, action_event, observation_event, translator, wire
+
+from trio_acp.openhands.translate import permission_preview, present, rule_scope
+from trio_acp.openhands.translate.subagents import SubagentEvent
+
+TASK = TaskAction(description="Run the tests", prompt="Run pytest and report.")
+
+
+def delegated(t, call_id: str = "p1") -> None:
+    (start,) = wire(t.event(action_event(TASK, "task", call_id, "r-parent")))
+    assert start["title"] == "Sub-agent general-purpose: Run the tests"
+    assert start["kind"] == "think"
+
+
+def sub(event, parent: str = "p1") -> SubagentEvent:
+    return SubagentEvent(parent, "Run the tests", event)
+
+
+def test_sub_agent_tool_calls_are_nested_under_the_delegating_call():
+    t = translator()
+    t.action_status = "pending"
+    delegated(t)
+    ls = action_event(TerminalAction(command="ls"), "terminal", "c1", "r-sub")
+    start, log = wire(t.event(sub(ls)))
+    assert start["sessionUpdate"] == "tool_call"
+    assert start["toolCallId"] == "p1/c1"  # the sub-agent's ids are its own namespace
+    assert start["title"] == "Run the tests: ls"
+    assert start["status"] == "pending"  # asked for, as the parent's actions are
+    assert start["_meta"]["trio_acp"] == {"parentToolCallId": "p1", "subagent": "Run the tests"}
+    assert log["toolCallId"] == "p1" and "status" not in log
+    assert "ls" in log["content"][0]["content"]["text"]
+
+    obs = TerminalObservation.from_text(text="a.py\n", command="ls", exit_code=0)
+    done, log = wire(t.event(sub(observation_event(obs, "terminal", "c1"))))
+    assert (done["toolCallId"], done["status"]) == ("p1/c1", "completed")
+    assert "✓ ls" in log["content"][0]["content"]["text"]
+
+    # The sub-agent's own text is not repeated: its final message is the call's result.
+    said = MessageEvent(
+        source="agent",
+        llm_message=Message(role="assistant", content=[TextContent(text="All green.")]),
+    )
+    assert t.event(sub(said)) == []
+    result = TaskObservation.from_text(
+        text="All green.", task_id="task_00000001", subagent="general-purpose", status="completed"
+    )
+    (update,) = wire(t.event(observation_event(result, "task", "p1")))
+    assert update["toolCallId"] == "p1" and update["status"] == "completed"
+    assert update["content"][0]["content"]["text"] == "All green."
+    assert update["rawOutput"] == {
+        "task_id": "task_00000001",
+        "subagent": "general-purpose",
+        "status": "completed",
+    }
+
+    # A sub-agent's id that equals one of the parent's stays apart.
+    again = action_event(TerminalAction(command="pwd"), "terminal", "p1", "r-sub2")
+    delegated(t, "p2")
+    start, _ = wire(t.event(sub(again, "p2")))
+    assert start["toolCallId"] == "p2/p1" and start["sessionUpdate"] == "tool_call"
+
+
+def test_what_a_sub_agent_posts_after_its_delegating_call_ended_is_dropped():
+    t = translator()
+    delegated(t)
+    ls = action_event(TerminalAction(command="sleep 50"), "terminal", "c1", "r-sub")
+    wire(t.event(sub(ls)))
+    interrupted = AgentErrorEvent(
+        error="Tool call interrupted", tool_name="task", tool_call_id="p1"
+    )
+    # The parent's call fails; the sub-agent's unfinished call is closed first.
+    closed, failed = wire(t.event(interrupted))
+    assert (closed["toolCallId"], closed["status"]) == ("p1/c1", "failed")
+    assert (failed["toolCallId"], failed["status"]) == ("p1", "failed")
+    # The sub-agent winding down afterwards: nothing more about a call the client saw end.
+    obs = TerminalObservation.from_text(text="", command="sleep 50", exit_code=-1)
+    assert t.event(sub(observation_event(obs, "terminal", "c1"))) == []
+    assert t.event(sub(action_event(TerminalAction(command="ls"), "terminal", "c2", "r"))) == []
+
+
+def test_a_cut_turn_closes_the_sub_agents_calls_too():
+    t = translator()
+    delegated(t)
+    wire(t.event(sub(action_event(TerminalAction(command="make"), "terminal", "c1", "r"))))
+    data = wire(t.fail_open_tool_calls("Cancelled."))
+    assert {(d["toolCallId"], d["status"]) for d in data} == {
+        ("p1", "failed"),
+        ("p1/c1", "failed"),
+    }
+
+
+def test_the_task_tool_in_the_catalog():
+    args = {"prompt": "Find where X is defined.\nThen report.", "subagent_type": "code-explorer"}
+    assert present("task", args, cwd=CWD) == (
+        "Sub-agent code-explorer: Find where X is defined. Then report.",
+        "think",
+        (),
+    )
+    assert present("task", {}, cwd=CWD)[0] == "Sub-agent general-purpose"
+    resume = present("task", {"resume": "task_00000002", "description": "more"}, cwd=CWD)
+    assert resume[0] == "Sub-agent Resume task_00000002 (general-purpose): more"
+    # "Always" covers starting that kind of sub-agent, not what it does.
+    assert rule_scope("task", args, CWD) == ("task", "code-explorer")
+    (item,) = permission_preview("task", args, CWD, lambda path: None)
+    assert "code-explorer" in item.content.text and "Find where X is defined." in item.content.text
