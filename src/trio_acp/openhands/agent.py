@@ -306,6 +306,7 @@ class OpenHandsAgent:
                 sdk, choice, env=self._env, retry_listener=retries
             ),
             secrets=self.secrets,
+            critic=setup.cli.critic if agent.critic is not None else None,
         )
         retries.session = session
         try:
