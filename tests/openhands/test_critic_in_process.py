@@ -166,9 +166,7 @@ async def test_verdict_refinement_in_the_same_turn_and_the_counter_resets(llm, t
     )
     assert "- Loop Behavior (90%)" in refinements[1].content.text
     # The follow-ups reached the model as user messages of the same conversation.
-    users = [
-        e for e in history if type(e).__name__ == "MessageEvent" and e.source == "user"
-    ]
+    users = [e for e in history if type(e).__name__ == "MessageEvent" and e.source == "user"]
     assert sum("The task appears incomplete" in str(e.llm_message.content) for e in users) == 5
     # The second prompt: counted from 0 again, stopped at 3 of 3.
     assert [r.meta["trioAcp"]["refinement"]["iteration"] for r in refinements2] == [1, 2, 3]
