@@ -171,3 +171,24 @@ async def test_no_verdict_without_a_critic_and_none_for_a_stopped_run(autojump):
         assert await host.prompt("hi") == "end_turn"
         nursery.cancel_scope.cancel()
     assert _verdicts(host.client.wire) == [] and len(host.conversation.messages) == 1
+
+
+def test_the_critic_template_and_timeout_variables(tmp_path):
+    from trio_acp.openhands.settings import SettingsError
+    from trio_acp.openhands.user_setup import _critic_timeout, load_critic_template
+
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text('{"chat_template": "{{ messages }}", "eos_token": "x"}')
+    assert load_critic_template(str(config)) == "{{ messages }}"
+    jinja = tmp_path / "t.jinja"
+    jinja.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    assert load_critic_template(str(jinja)).startswith("{% for m")
+    config.write_text('{"eos_token": "x"}')
+    with pytest.raises(SettingsError, match="without a 'chat_template'"):
+        load_critic_template(str(config))
+    with pytest.raises(SettingsError, match="cannot read"):
+        load_critic_template(str(tmp_path / "absent"))
+    assert _critic_timeout(None) == 60.0 and _critic_timeout("2.5") == 2.5
+    for bad in ("0", "-1", "soon", "nan", "inf"):
+        with pytest.raises(SettingsError, match="TRIO_ACP_CRITIC_TIMEOUT"):
+            _critic_timeout(bad)

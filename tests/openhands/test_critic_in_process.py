@@ -196,6 +196,21 @@ async def test_a_failing_critic_ends_the_turn_normally_with_a_notice(llm, tmp_pa
     assert [v.raw_output["score"] for v in client.verdicts()] == [0.9]
 
 
+async def test_a_critic_that_never_answers_times_out_and_the_turn_ends(llm, tmp_path):
+    env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
+    env["TRIO_ACP_CRITIC_TIMEOUT"] = "1"
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            await _initialize(conn)
+            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            with trio.fail_after(60):
+                response = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:stall]"))
+    assert response.stop_reason == "end_turn"
+    (notice,) = client.of(schema.NoticeUpdate)
+    assert "timed out" in notice.description.lower()
+
+
 async def test_without_refinement_the_verdict_is_shown_once(llm, tmp_path):
     env = _env(llm, tmp_path / "home", "cli_config.json")  # the CLI's defaults
     client = Client()

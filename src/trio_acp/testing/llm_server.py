@@ -2,8 +2,10 @@
 
 :class:`ScriptedLLM` answers each request with the reply its script gives (see :mod:`.script`),
 encoded by :mod:`.openai_wire`, carrying out the reply's fault if it has one, and logs every
-request as a :class:`RequestRecord`.  It serves from a plain thread (``http.server``), so sync
-tests, Trio tests and subprocess agents can all use it.
+request as a :class:`RequestRecord`.  It also answers the OpenHands critic's ``/classify``
+(any path ending so, e.g. ``/vllm/classify``), scripted by :mod:`.critic_wire`, logging each
+request in :attr:`ScriptedLLM.critic_requests`.  It serves from a plain thread
+(``http.server``), so sync tests, Trio tests and subprocess agents can all use it.
 """
 
 from __future__ import annotations
