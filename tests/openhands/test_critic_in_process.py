@@ -222,3 +222,23 @@ async def test_without_refinement_the_verdict_is_shown_once(llm, tmp_path):
     assert response.stop_reason == "end_turn"
     assert [v.raw_output["score"] for v in client.verdicts()] == [0.1]
     assert not client.refinements()
+
+
+async def test_an_unusable_cli_config_is_said_and_the_defaults_apply(llm, tmp_path):
+    env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
+    # What the CLI's validator rejects (a threshold above 1): the CLI's defaults, refinement off.
+    (tmp_path / "home" / "cli_config.json").write_text(
+        '{"critic": {"enable_iterative_refinement": true, "critic_threshold": 1.5}}'
+    )
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            await _initialize(conn)
+            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            response = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:0.1]"))
+    assert response.stop_reason == "end_turn"
+    (notice,) = client.of(schema.NoticeUpdate)
+    assert "cli_config.json is not usable" in notice.title
+    assert "critic_threshold" in notice.description
+    assert [v.raw_output["score"] for v in client.verdicts()] == [0.1]
+    assert not client.refinements()

@@ -206,6 +206,18 @@ def failure_update(client: Any, outcome: CriticOutcome) -> Any:
     return schema.AgentThoughtChunk(content=schema.TextContent(text=f"\n\n({title}: {reason})\n"))
 
 
+def settings_notice(client: Any, warning: str | None) -> Any:
+    """`cli_config.json` could not be used (the CLI then takes its defaults silently): a
+    notice after session/new, for a client with notices (the reason is in the log anyway)."""
+    if warning is None or not supports_notices(client):
+        return None
+    return schema.NoticeUpdate(
+        severity="warning",
+        title="cli_config.json is not usable; the critic uses the default settings",
+        description=one_line(warning, 1000),
+    )
+
+
 def review_updates(
     client: Any,
     outcome: CriticOutcome,
