@@ -32,7 +32,7 @@ import attrs
 import trio
 
 from .critic import CriticFailures, prime_template
-from .critic_review import CriticOutcome, outcome_of
+from .critic_review import CriticOutcome, is_answer, outcome_of
 from .errors import SEE_LOG, describe
 from .loop_thread import LoopThread, wait_done, wait_future
 from .notices import watch_mcp_startup
@@ -341,7 +341,11 @@ class LocalConversation:
             return None
         events = self._conv.state.events
         error = self._critic_failures.take()
-        return outcome_of([events[i] for i in range(since, len(events))], error)
+        # From the end: the answer is last or nearly (each event read may touch the disk).
+        for index in range(len(events) - 1, since - 1, -1):
+            if is_answer(event := events[index]):
+                return outcome_of([event], error)
+        return None
 
     def last_error(self, since: int) -> tuple[str | None, str | None]:
         events = self._conv.state.events

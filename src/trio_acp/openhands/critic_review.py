@@ -29,7 +29,7 @@ Pure: no trio, no SDK import (events and critic results are duck-typed).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -58,7 +58,7 @@ class CriticOutcome:
     error: str | None = None
 
 
-def _is_answer(event: Any) -> bool:
+def is_answer(event: Any) -> bool:
     """The agent's final answer of a run: a message of the agent, or its `finish` call."""
     names = class_names(event)
     if "MessageEvent" in names:
@@ -77,7 +77,7 @@ def outcome_of(events: Sequence[Any], error: str | None = None) -> CriticOutcome
     The SDK evaluates the answer before emitting it and leaves `critic_result` None when the
     evaluation failed (it logs why: `error`)."""
     for event in reversed(events):
-        if not _is_answer(event):
+        if not is_answer(event):
             continue
         answer_id = str(getattr(event, "id", ""))
         result = getattr(event, "critic_result", None)
@@ -237,5 +237,3 @@ def review_updates(
     ], following
 
 
-def answer_events(events: Iterable[Any]) -> list[Any]:
-    return [e for e in events if _is_answer(e)]
