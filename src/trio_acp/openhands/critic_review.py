@@ -235,5 +235,3 @@ def review_updates(
             outcome, settings, refining=following, exhausted=wanted and following is None
         )
     ], following
-
-
