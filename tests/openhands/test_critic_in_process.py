@@ -242,3 +242,33 @@ async def test_an_unusable_cli_config_is_said_and_the_defaults_apply(llm, tmp_pa
     assert "critic_threshold" in notice.description
     assert [v.raw_output["score"] for v in client.verdicts()] == [0.1]
     assert not client.refinements()
+
+
+async def test_session_load_replays_the_verdicts_after_their_answers(llm, tmp_path):
+    env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
+    first = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, first) as (_, conn):
+            await _initialize(conn)
+            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            await _prompt(conn, sid, scenario_prompt("echo", "go [critic:0.2,0.95]"))
+    loaded = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, loaded) as (_, conn):
+            await _initialize(conn)
+            await conn.agent.load_session(session_id=sid, cwd=str(tmp_path), mcp_servers=[])
+    assert [v.raw_output["score"] for v in loaded.verdicts()] == [0.2, 0.95]
+    kinds = [
+        "verdict" if u in loaded.verdicts() else type(u).__name__
+        for u in loaded.updates
+        if isinstance(u, schema.ToolCallStart | schema.UserMessageChunk | schema.AgentMessageChunk)
+    ]
+    # prompt, answer, verdict, the follow-up (a user message), answer, verdict.
+    assert kinds == [
+        "UserMessageChunk",
+        "AgentMessageChunk",
+        "verdict",
+        "UserMessageChunk",
+        "AgentMessageChunk",
+        "verdict",
+    ]

@@ -407,7 +407,7 @@ class Session:
     async def replay_history(self) -> None:
         """session/load: the whole conversation as updates, user messages included."""
         assert self.conversation is not None
-        await self.outbox.replay(await self.conversation.history())
+        await self.outbox.replay(await self.conversation.history(), self.critic)
         self._titled = True  # a loaded session keeps the title it had
 
     def record_turn(self, blocks: list[Any], seq: int) -> None:
