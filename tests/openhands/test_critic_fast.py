@@ -19,7 +19,7 @@ from trio_acp.openhands.critic_review import (
     wants_refinement,
 )
 from trio_acp.openhands.user_setup import CriticSettings
-from trio_acp.testing.fake_conversation import Reply, Tool
+from trio_acp.testing.fake_conversation import FakeConversation, Reply, Tool
 
 REFINE = CriticSettings(enable_iterative_refinement=True)
 
@@ -192,3 +192,39 @@ def test_the_critic_template_and_timeout_variables(tmp_path):
     for bad in ("0", "-1", "soon", "nan", "inf"):
         with pytest.raises(SettingsError, match="TRIO_ACP_CRITIC_TIMEOUT"):
             _critic_timeout(bad)
+
+
+async def test_the_request_cancelled_while_the_follow_up_is_sent_ends_cancelled(autojump):
+    # `$/cancel_request` cancels the prompt's own scope: arriving while the follow-up goes
+    # to the conversation, the turn still answers `cancelled` (not a dropped request).
+    class SlowFollowUp(FakeConversation):
+        async def send_message(self, parts):
+            await super().send_message(parts)
+            if len(self.messages) == 2:
+                await trio.sleep(10)
+
+    async with trio.open_nursery() as nursery:
+        host = _host(nursery, [])
+        old = host.conversation
+        conv = host.conversation = SlowFollowUp(
+            [Reply("first", critic=0.1), Reply("second", critic=0.9)],
+            nursery,
+            on_event=old.on_event,
+            on_token=old.on_token,
+            with_critic=True,
+        )
+        result = {}
+
+        async def prompt():
+            with trio.CancelScope() as scope:
+                result["scope"] = scope
+                result["stop"] = await host.prompt("do it")
+
+        nursery.start_soon(prompt)
+        while len(conv.messages) < 2:
+            await trio.sleep(0.01)
+        result["scope"].cancel()
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+    assert result["stop"] == "cancelled"
+    assert len(_verdicts(host.client.wire)) == 1

@@ -142,7 +142,14 @@ async def _review_and_refine(
         text = refinement_message(outcome, iteration, host.critic)
         host.outbox.post_note(refinement_update(text, iteration, host.critic, str(uuid.uuid4())))
         start = conv.event_count()
-        await conv.send_message([TextPart(text)])
+        try:
+            await conv.send_message([TextPart(text)])
+        except BaseException as exc:
+            # This request cancelled ($/cancel_request, the connection closing): the turn
+            # ends as a session/cancel would (see _run_until_over).
+            if not only_cancelled(exc):
+                raise
+            cancel_event.set()
         if cancel_event.is_set():
             return "cancelled"
         stop_reason = await _run_until_over(host, conv, cancel_event, start)
