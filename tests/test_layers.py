@@ -31,6 +31,7 @@ PURE = [
     "trio_acp.openhands.prompt",
     "trio_acp.openhands.permissions",
     "trio_acp.openhands.notices",
+    "trio_acp.openhands.critic_review",
 ]
 FORBIDDEN = ("trio", "openhands", "litellm")
 

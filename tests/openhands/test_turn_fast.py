@@ -56,6 +56,7 @@ class _Host:
         self.cwd = "/"
         self.model = "fake"
         self.client = _Client()
+        self.critic = None  # no critic (test_critic_fast.py has one)
         self.rules = RuleBook(None)
         self.outbox = Outbox(Translator("/"), UpdateMask(SecretValues()), self.send_update)
         self.conversation = FakeConversation(

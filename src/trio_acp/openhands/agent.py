@@ -24,6 +24,7 @@ from ..schema import unstable
 from . import commands
 from .agent_spec import build_session_agent, hook_config, session_tools
 from .conversation import fork_stored
+from .critic_review import settings_notice
 from .damage import find_damage
 from .errors import (
     SEE_LOG,
@@ -308,6 +309,7 @@ class OpenHandsAgent:
                 sdk, choice, env=self._env, retry_listener=retries
             ),
             secrets=self.secrets,
+            critic=setup.cli.critic if agent.critic is not None else None,
         )
         retries.session = session
         try:
@@ -326,6 +328,10 @@ class OpenHandsAgent:
             log.warning("could not write the session index of %s", sid, exc_info=True)
         # Session-level updates go after the response, never before it.
         after_response(lambda: session.send_update(commands.available_commands()))
+        if setup.cli.warning is not None:
+            log.warning("%s", setup.cli.warning)
+            if (notice := settings_notice(self._client, setup.cli.warning)) is not None:
+                after_response(lambda: session.send_update(notice))
         after_response(session.published)
         return session
 

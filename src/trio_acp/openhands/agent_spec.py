@@ -22,6 +22,7 @@ module turns them into SDK objects, so it runs after the SDK import, in a worker
   offline this fails fast and loads none), and the working directory and OS in the system
   message, as the CLI builds its `AgentContext` — with the session's `cwd` as the work dir.
 - **Hooks**: `HookConfig` of the project's or the user's `hooks.json` (`hook_config`).
+- **Critic**: the SDK's API critic as the CLI derives it (`critic.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import platform
 from types import SimpleNamespace
 from typing import Any
 
+from .critic import session_critic
 from .user_setup import SessionSetup
 
 log = logging.getLogger(__name__)
@@ -177,6 +179,7 @@ def build_session_agent(sdk: SimpleNamespace, llm: Any, setup: SessionSetup, bui
         mcp_config=servers,
         condenser=condenser(sdk, llm, setup, build_llm),
         agent_context=agent_context(setup),
+        critic=session_critic(llm, setup),
     )
 
 

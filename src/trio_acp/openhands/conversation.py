@@ -31,6 +31,8 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from .critic import CriticFailures, prime_template
+from .critic_review import CriticOutcome, is_answer, outcome_of
 from .errors import SEE_LOG, describe
 from .loop_thread import LoopThread, wait_done, wait_future
 from .notices import watch_mcp_startup
@@ -120,6 +122,11 @@ class Conversation(Protocol):
 
     def event_count(self) -> int: ...
 
+    def critic_outcome(self, since: int) -> CriticOutcome | None:
+        """The critic's verdict on the last answer since event `since` (None: no critic,
+        or no answer)."""
+        ...
+
     def last_error(self, since: int) -> tuple[str | None, str | None]:
         """(code, detail) of the last error event since `since`, or (None, None)."""
         ...
@@ -187,6 +194,11 @@ class LocalConversation:
         self.limiter = trio.CapacityLimiter(2)
         self._interrupt_limiter = trio.CapacityLimiter(1)
         self._loop: LoopThread | None = LoopThread(name)
+        # Why the critic's last evaluation failed (the SDK only logs it, on the loop thread).
+        self._critic_failures: CriticFailures | None = None
+        if getattr(conv.agent, "critic", None) is not None:
+            self._critic_failures = CriticFailures(self._loop.ident)
+            self._critic_failures.attach()
 
     @classmethod
     async def open(
@@ -247,6 +259,15 @@ class LocalConversation:
             # Not abandoned on cancel: a close must wait for it, or the shell it is starting
             # would outlive the session (conv.close() would find no tools to close yet).
             steps["tools"] = (tools, self.limiter, False)
+        critic = getattr(conv.agent, "critic", None)
+        if critic is not None and hasattr(critic, "_get_template_renderer"):
+            # Its chat template, fetched from the network on first use: now, rather than
+            # in the first evaluation, under the conversation's lock (critic.py).
+            steps["critic chat template"] = (
+                functools.partial(prime_template, critic),
+                None,
+                True,
+            )
         async with trio.open_nursery() as nursery:
             for name, step in steps.items():
                 nursery.start_soon(self._warm_step, report, name, *step)
@@ -314,6 +335,17 @@ class LocalConversation:
 
     def event_count(self) -> int:
         return len(self._conv.state.events)
+
+    def critic_outcome(self, since: int) -> CriticOutcome | None:
+        if self._critic_failures is None:
+            return None
+        events = self._conv.state.events
+        error = self._critic_failures.take()
+        # From the end: the answer is last or nearly (each event read may touch the disk).
+        for index in range(len(events) - 1, since - 1, -1):
+            if is_answer(event := events[index]):
+                return outcome_of([event], error)
+        return None
 
     def last_error(self, since: int) -> tuple[str | None, str | None]:
         events = self._conv.state.events
@@ -436,6 +468,8 @@ class LocalConversation:
                 abandon_on_cancel=True,
             )
         finally:
+            if self._critic_failures is not None:
+                self._critic_failures.detach()
             if self._loop is not None:
                 self._loop.stop()
 

@@ -41,6 +41,11 @@ class LoopThread:
                 self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self._loop.close()
 
+    @property
+    def ident(self) -> int | None:
+        """The thread's id (what `logging.LogRecord.thread` says of what runs on it)."""
+        return self._thread.ident
+
     def submit(self, fn: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(_call(fn), self._loop)
 

@@ -17,6 +17,7 @@ from typing import Any
 from ..credentials import UpdateMask
 from .bridge import Flush, ThreadBridge
 from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
+from .critic_review import replay_segments
 from .translate import Translator, coalesce
 
 log = logging.getLogger(__name__)
@@ -84,9 +85,15 @@ class Outbox:
     def end_compaction(self, status: str, reason: str) -> list[Any]:
         return self._translator.end_compaction(status, reason)
 
-    async def replay(self, events: list[Any]) -> None:
-        """session/load: the whole conversation as updates, sent at once."""
-        for update in coalesce(_guard(self._translator.replay, events)):
+    async def replay(self, events: list[Any], critic: Any = None) -> None:
+        """session/load: the whole conversation as updates, sent at once; with `critic`
+        (its settings), the critic's verdicts after the answers they judged."""
+        updates: list[Any] = []
+        for segment, verdict in replay_segments(events, critic):
+            updates += _guard(self._translator.replay, segment)
+            if verdict is not None:
+                updates.append(verdict)
+        for update in coalesce(updates):
             await self._send_update(update)
 
     # --- the pump ---------------------------------------------------------------------

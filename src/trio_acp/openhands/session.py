@@ -59,6 +59,7 @@ class Session:
         models: list[Any] | None = None,
         make_llm: Any = None,
         secrets: SecretValues | None = None,
+        critic: Any = None,
     ) -> None:
         # Parsed once, where the request came in (agent.py); str() only on the wire.
         self.id = session_id
@@ -67,6 +68,8 @@ class Session:
         self.client = client
         self.model = model
         self.mode = mode
+        # The critic settings (user_setup.CriticSettings) when the agent has a critic.
+        self.critic = critic
         secrets = secrets if secrets is not None else SecretValues()
         self.rules = RuleBook(rules_path, mask=secrets.mask)
         self._store = store
@@ -404,7 +407,7 @@ class Session:
     async def replay_history(self) -> None:
         """session/load: the whole conversation as updates, user messages included."""
         assert self.conversation is not None
-        await self.outbox.replay(await self.conversation.history())
+        await self.outbox.replay(await self.conversation.history(), self.critic)
         self._titled = True  # a loaded session keeps the title it had
 
     def record_turn(self, blocks: list[Any], seq: int) -> None:

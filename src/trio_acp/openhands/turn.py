@@ -9,6 +9,7 @@ permission), so it runs as well on a fake conversation (`trio_acp.testing`).
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any, Protocol
 
 import trio
@@ -18,10 +19,11 @@ from ..rpc import RequestError
 from . import commands
 from .confirm import CANCELLED, PermissionFailed
 from .conversation import ERROR, FINISHED, STUCK, WAITING_FOR_CONFIRMATION, Conversation, Run
+from .critic_review import refinement_message, refinement_update, review_updates
 from .errors import internal
 from .model_failures import describe_model_failure
 from .outbox import Outbox
-from .prompt import prompt_to_parts
+from .prompt import TextPart, prompt_to_parts
 from .subagents import serve_subagents
 from .translate import one_line
 
@@ -43,6 +45,9 @@ class TurnHost(Protocol):
     conversation: Conversation | None
     outbox: Outbox
     model: str
+    client: Any
+    # The critic settings of cli_config.json when the agent has a critic, else None.
+    critic: Any
 
     async def execute_command(self, name: str, arg: str) -> str: ...
 
@@ -89,6 +94,8 @@ async def play_prompt(
             stop_reason = "cancelled"
         else:
             stop_reason = await _run_until_over(host, conv, cancel_event, start)
+            if host.critic is not None:
+                stop_reason = await _review_and_refine(host, conv, cancel_event, start, stop_reason)
             if stop_reason == "end_turn" and conv.status() == STUCK:
                 # The SDK's stuck detector stopped a loop (the same action and result
                 # over and over, or talking to itself): the turn is over, say why.
@@ -114,6 +121,40 @@ async def play_prompt(
             outbox.finish_reason or "", "end_turn"
         )
     return schema.PromptResponse(stop_reason=stop_reason)
+
+
+async def _review_and_refine(
+    host: TurnHost, conv: Conversation, cancel_event: trio.Event, start: int, stop_reason: str
+) -> str:
+    """Show the critic's verdict on each answer; while it calls for refinement, send the
+    CLI's follow-up and run again, in this same turn (critic_review.py). The counter
+    starts at 0 with every prompt."""
+    iteration = 0
+    while stop_reason == "end_turn" and conv.status() == FINISHED:
+        outcome = conv.critic_outcome(start)
+        if outcome is None:
+            break
+        updates, following = review_updates(host.client, outcome, host.critic, iteration)
+        for update in updates:
+            host.outbox.post_note(update)
+        if following is None or cancel_event.is_set():
+            break
+        iteration = following
+        text = refinement_message(outcome, iteration, host.critic)
+        host.outbox.post_note(refinement_update(text, iteration, host.critic, str(uuid.uuid4())))
+        start = conv.event_count()
+        try:
+            await conv.send_message([TextPart(text)])
+        except BaseException as exc:
+            # This request cancelled ($/cancel_request, the connection closing): the turn
+            # ends as a session/cancel would (see _run_until_over).
+            if not only_cancelled(exc):
+                raise
+            cancel_event.set()
+        if cancel_event.is_set():
+            return "cancelled"
+        stop_reason = await _run_until_over(host, conv, cancel_event, start)
+    return stop_reason
 
 
 async def _run_until_over(

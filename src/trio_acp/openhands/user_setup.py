@@ -18,6 +18,9 @@ a broken file is reported before any heavy work, and reading costs nothing at st
   `<persistence dir>/hooks.json` (the first that exists, as the SDK's `HookConfig.load`
   searches; the user's file is looked up in our persistence directory, which the SDK's own
   search would not honour).
+- the critic's own variables: `TRIO_ACP_CRITIC_URL` (a critic server for a model that is
+  not behind the OpenHands LLM proxy), `TRIO_ACP_CRITIC_CHAT_TEMPLATE` (the critic's chat
+  template from a file, so it needs no network) and `TRIO_ACP_CRITIC_TIMEOUT` (`critic.py`).
 - a stored conversation's tools: the `agent.tools` of its `base_state.json`, so a resumed
   conversation keeps the tools it was created with (the SDK refuses to resume a
   conversation whose tools were removed).
@@ -26,6 +29,7 @@ a broken file is reported before any heavy work, and reading costs nothing at st
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,6 +43,11 @@ CLI_CONFIG_FILE = "cli_config.json"
 MCP_CONFIG_FILE = "mcp.json"
 HOOKS_FILE = "hooks.json"
 BASE_STATE_FILE = "base_state.json"
+
+# Seconds one critic request may take. The SDK's default (300 s) is as long as a model
+# call; the critic answers in a second or two, and while it runs the turn waits (under the
+# conversation's lock, where a cancel cannot reach it).
+DEFAULT_CRITIC_TIMEOUT = 60.0
 
 _LEGACY_CRITIC_FIELDS = (
     "enable_critic",
@@ -237,6 +246,40 @@ class SessionSetup:
     # CLI applies to the condenser's model too).
     env_llm: dict[str, str]
     public_skills: bool = True
+    # The critic (critic.py): an explicit server URL, a chat template, a request timeout.
+    critic_url: str | None = None
+    critic_template: str | None = None
+    critic_timeout: float = DEFAULT_CRITIC_TIMEOUT
+
+
+def load_critic_template(path: str) -> str:
+    """A chat template: a `tokenizer_config.json` (its `chat_template`) or a Jinja file."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(f"TRIO_ACP_CRITIC_CHAT_TEMPLATE: cannot read {path}: {exc}") from exc
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text  # not JSON: the template itself
+    template = data.get("chat_template") if isinstance(data, dict) else None
+    if not isinstance(template, str) or not template.strip():
+        raise SettingsError(
+            f"TRIO_ACP_CRITIC_CHAT_TEMPLATE: {path} is JSON without a 'chat_template' string"
+        )
+    return template
+
+
+def _critic_timeout(value: str | None) -> float:
+    if not value:
+        return DEFAULT_CRITIC_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise SettingsError(f"TRIO_ACP_CRITIC_TIMEOUT must be a number of seconds, not {value!r}")
+    return seconds
 
 
 def read_session_setup(
@@ -264,4 +307,9 @@ def read_session_setup(
         },
         public_skills=env.get("TRIO_ACP_PUBLIC_SKILLS", "1").strip().lower()
         not in ("0", "false", "no", "off"),
+        critic_url=env.get("TRIO_ACP_CRITIC_URL") or None,
+        critic_template=load_critic_template(env["TRIO_ACP_CRITIC_CHAT_TEMPLATE"])
+        if env.get("TRIO_ACP_CRITIC_CHAT_TEMPLATE")
+        else None,
+        critic_timeout=_critic_timeout(env.get("TRIO_ACP_CRITIC_TIMEOUT")),
     )

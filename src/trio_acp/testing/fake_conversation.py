@@ -50,6 +50,11 @@ class Reply:
     text: str = ""
     tools: tuple[Tool, ...] = ()
     failure: Failure | None = None
+    # The critic's verdict on this reply's answer, for a conversation with a critic: a
+    # score, or the reason its evaluation failed (a str).
+    critic: float | str | None = None
+    # Agent behavioral issues the critic reports with the score: name -> probability.
+    issues: tuple[tuple[str, float], ...] = ()
 
 
 # Shaped and named as the translator reads SDK events (it dispatches on the class name).
@@ -101,6 +106,9 @@ class FakeConversation:
     interruptions_noted: int = 0
     closed: bool = False
     events: list[Any] = attrs.field(factory=list)
+    # The agent has a critic: each answer carries its reply's `critic` verdict.
+    with_critic: bool = False
+    _critic_error: str | None = None
     _status: str = IDLE
     _run: _Run | None = None
     _pending: list[Any] = attrs.field(factory=list)
@@ -136,6 +144,14 @@ class FakeConversation:
 
     def event_count(self) -> int:
         return len(self.events)
+
+    def critic_outcome(self, since: int) -> Any:
+        from trio_acp.openhands.critic_review import outcome_of
+
+        if not self.with_critic:
+            return None
+        error, self._critic_error = self._critic_error, None
+        return outcome_of(self.events[since:], error)
 
     def last_error(self, since: int) -> tuple[str | None, str | None]:
         for event in reversed(self.events[since:]):
@@ -221,8 +237,14 @@ class FakeConversation:
                 continue
             await self._tool(action, tool)
         message = MessageEvent(
-            id=f"{rid}-message", llm_response_id=rid, source="agent", llm_message=None
+            id=f"{rid}-message",
+            llm_response_id=rid,
+            source="agent",
+            llm_message=None,
+            critic_result=_critic_result(reply) if self.with_critic else None,
         )
+        if self.with_critic and isinstance(reply.critic, str):
+            self._critic_error = reply.critic
         self.events.append(message)
 
     async def _tool(self, action: Any, tool: Tool) -> None:
@@ -291,6 +313,19 @@ class FakeConversation:
         self.closed = True
         if self._run is not None:
             self._run.cancel_scope.cancel()
+
+
+def _critic_result(reply: Reply) -> Any:
+    if not isinstance(reply.critic, float | int):
+        return None
+    issues = [
+        {"name": name, "display_name": name.replace("_", " ").title(), "probability": p}
+        for name, p in reply.issues
+    ]
+    return SimpleNamespace(
+        score=float(reply.critic),
+        metadata={"categorized_features": {"agent_behavioral_issues": issues}},
+    )
 
 
 def _chunk(rid: str, text: str) -> Any:

@@ -2,8 +2,10 @@
 
 :class:`ScriptedLLM` answers each request with the reply its script gives (see :mod:`.script`),
 encoded by :mod:`.openai_wire`, carrying out the reply's fault if it has one, and logs every
-request as a :class:`RequestRecord`.  It serves from a plain thread (``http.server``), so sync
-tests, Trio tests and subprocess agents can all use it.
+request as a :class:`RequestRecord`.  It also answers the OpenHands critic's ``/classify``
+(any path ending so, e.g. ``/vllm/classify``), scripted by :mod:`.critic_wire`, logging each
+request in :attr:`ScriptedLLM.critic_requests`.  It serves from a plain thread
+(``http.server``), so sync tests, Trio tests and subprocess agents can all use it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from trio_acp.testing.critic_wire import classification_payload, critic_step
 from trio_acp.testing.llm_env import DEFAULT_MODEL, fast_llm_kwargs, scripted_env
 from trio_acp.testing.openai_wire import (
     BROKEN_EVENT,
@@ -242,6 +245,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if path.endswith("/classify"):  # the critic's API (critic_wire.py)
+            self._classify(raw)
+            return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             self._error(404, f"no route {self.path}")
             return
@@ -279,6 +285,35 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:
             owner._end(record, "error")
             raise
+
+    def _classify(self, raw: bytes) -> None:
+        owner = self.server.owner
+        try:
+            body = json.loads(raw or b"{}")
+            step = critic_step(str(body.get("input", "")))
+        except (ValueError, AttributeError) as e:
+            self._error(400, f"invalid classify request: {e}")
+            return
+        auth = self.headers.get("Authorization") or ""
+        with owner._lock:
+            owner.critic_requests.append(
+                {
+                    "body": body,
+                    "api_key": auth[7:] if auth.startswith("Bearer ") else None,
+                    "step": step,
+                }
+            )
+            owner._lock.notify_all()
+        status = step.http_status
+        if status is not None:
+            self._send_json(status, openai_error_body(status, str(body.get("model", "critic"))))
+        elif step.fault == "stall":
+            try:
+                self._hold_open()
+            except (_ClientGone, _Stopping):
+                self.close_connection = True
+        else:
+            self._send_json(200, classification_payload(step, str(body.get("model", "critic"))))
 
     def _complete(self, body: Mapping[str, Any], record: RequestRecord, reply: Reply) -> None:
         owner = self.server.owner
@@ -420,6 +455,8 @@ class ScriptedLLM:
         self._requested_port = port
         self._lock = threading.Condition()
         self._records: list[RequestRecord] = []
+        #: every `/classify` (critic) request: its JSON body, bearer key and scripted step
+        self.critic_requests: list[dict[str, Any]] = []
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

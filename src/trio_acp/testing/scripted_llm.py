@@ -6,7 +6,8 @@ litellm / OpenHands streaming path against this server on 127.0.0.1.
 This module is the command-line entry and the one import for users; the parts live in
 :mod:`.script` (replies, scenarios, what a scenario sees), :mod:`.script_file` (JSON scripts),
 :mod:`.scenarios` (the built-in scenarios), :mod:`.openai_wire` (the wire format),
-:mod:`.llm_server` (the HTTP server) and :mod:`.llm_env` (pointing an agent at it).
+:mod:`.llm_server` (the HTTP server), :mod:`.critic_wire` (the critic's endpoint) and
+:mod:`.llm_env` (pointing an agent at it).
 
 Usage
 =====
@@ -30,6 +31,10 @@ prints the base URL on stdout line 1 and serves until killed (SIGTERM/SIGINT; or
 reads (``TRIO_ACP_LLM_BASE_URL``, ``TRIO_ACP_LLM_MODEL``, ``TRIO_ACP_LLM_API_KEY`` plus the
 OpenHands-style ``LLM_BASE_URL``/``LLM_MODEL``/``LLM_API_KEY`` and the litellm/OpenHands quiet
 flags).
+
+The server also plays the OpenHands critic (``POST .../classify``, e.g. ``{llm.url}/vllm``
+as ``TRIO_ACP_CRITIC_URL``): a ``[critic:0.2,0.9]`` tag in a prompt scripts its scores, one
+step per refinement (:mod:`.critic_wire`); ``llm.critic_requests`` logs what it was asked.
 """
 
 from __future__ import annotations
