@@ -23,15 +23,17 @@ import trio
 from .. import schema
 from ..credentials import SecretValues, UpdateMask
 from ..rpc import PeerClosed, RequestError
-from . import commands, turn
+from . import commands, editor_workspace, turn
 from .config_options import client_takes_booleans, model_option, stream_option
 from .confirm import confirm_pending
 from .conversation import Conversation, LocalConversation
+from .editor_workspace import EditorWorkspace
 from .errors import SEE_LOG, closed_session, describe, internal, leaves, sole_error
 from .notices import mcp_failure_notices, retry_note, supports_compaction
 from .outbox import Outbox
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .sdk import REASONING_EFFORTS
+from .session_roots import SessionRoots, roots_prompt
 from .store import now_iso
 from .translate import Translator, one_line
 from .turn_queue import TurnQueue
@@ -59,12 +61,21 @@ class Session:
         models: list[Any] | None = None,
         make_llm: Any = None,
         secrets: SecretValues | None = None,
+        roots: SessionRoots | None = None,
     ) -> None:
         # Parsed once, where the request came in (agent.py); str() only on the wire.
         self.id = session_id
         self.cwd = cwd
+        # `cwd` + the client's additionalDirectories (session_roots.py).
+        self.roots = roots if roots is not None else SessionRoots(cwd)
+        # The model is told about the extra roots with the first prompt of this opening.
+        self._roots_told = not self.roots.additional
         self.sdk = sdk
         self.client = client
+        # What the client offers of itself: its buffers (fs/*), its terminals
+        # (docs/editor-workspace.md). Without either, the SDK's own tools work on disk.
+        self.workspace = EditorWorkspace(client, str(session_id), post_update=self._post_editor)
+        self._editor_routed = self.workspace.files is not None or self.workspace.terminal
         self.model = model
         self.mode = mode
         secrets = secrets if secrets is not None else SecretValues()
@@ -86,7 +97,11 @@ class Session:
         # A credential split across streamed chunks is in no single frame: the outbox
         # masks what it sends.
         self.outbox = Outbox(
-            Translator(cwd, compaction=supports_compaction(client)),
+            Translator(
+                cwd,
+                compaction=supports_compaction(client),
+                terminal_content=self.workspace.terminal_content,
+            ),
             UpdateMask(secrets),
             self.send_update,
         )
@@ -118,10 +133,15 @@ class Session:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self.outbox.pump)
+                await nursery.start(self.workspace.calls.run)
+                if self._editor_routed:
+                    # Before the conversation exists: its tools are built from the registry,
+                    # which then finds this session's workspace (editor_workspace.py).
+                    editor_workspace.attach(self.id, self.workspace)
                 self.conversation = await LocalConversation.open(
                     self.sdk,
                     self._conversation_factory,
-                    on_event=self.outbox.post_event,
+                    on_event=self._on_sdk_event,
                     on_token=self.outbox.post_token,
                     name=f"trio-acp-session-{self.id.hex[:8]}",
                     make_llm=self._make_llm,
@@ -149,9 +169,23 @@ class Session:
                 raise
             raise error from None
         finally:
+            # Tool threads waiting on the client are released before the SDK is closed.
+            self.workspace.calls.close()
             with trio.move_on_after(CLOSE_DEADLINE, shield=True):
                 await self._shutdown_sdk()
+            editor_workspace.detach(self.id)
             self._stopped.set()
+
+    def _on_sdk_event(self, event: Any) -> None:
+        # The SDK's thread: the workspace learns which tool call an action is (before its
+        # tool runs), then the event goes to the client like any other.
+        self.workspace.note_event(event)
+        self.outbox.post_event(event)
+
+    def _post_editor(self, update: Any) -> None:
+        # The Trio thread (editor_workspace.py): a client terminal embedded in its tool
+        # call, sent in order with the running turn's other updates.
+        self.outbox.post_note(update)
 
     def _fail(self, group: BaseExceptionGroup) -> None:
         self.failure = describe(group)
@@ -417,7 +451,7 @@ class Session:
             title = _title_from(text)
             self._titled = True
         try:
-            self._store.write_index(self.id, cwd=self.cwd, title=title)
+            self._store.write_index(self.id, cwd=self.cwd, title=title, roots=self.roots)
         except OSError:
             log.warning("could not update the session index of %s", self.id, exc_info=True)
             return
@@ -458,8 +492,11 @@ class Session:
             if self._closed.is_set():
                 raise closed_session(self.id)
             self._turns += 1
+            if not self._roots_told and commands.parse(blocks) is None:
+                blocks = [*blocks, schema.TextContent(text=roots_prompt(self.roots) or "")]
+                self._roots_told = True
             try:
-                response = await turn.play_prompt(self, blocks, ticket.cancelled, self._turns)
+                response = await self._play_with_editor(blocks, ticket.cancelled)
             finally:
                 self.check_alive()  # the session failed during the turn: that is the answer
             return response
@@ -467,6 +504,34 @@ class Session:
             # Last, and synchronous: the next turn starts only once this response is
             # about to be queued, so none of its updates can precede it on the wire.
             self._queue.release(ticket)
+
+    async def _play_with_editor(self, blocks: list[Any], cancel_event: trio.Event) -> Any:
+        """The turn, with the tool threads' waits on the client tied to its cancel.
+
+        On cancel (session/cancel, `$/cancel_request`, closing) every pending client call
+        fails at once — so the SDK's interrupt is never held up by a client that does not
+        answer — and the response waits (within the cleanup budget) until the cancelled
+        requests' cleanup (`terminal/kill` + `terminal/release`) is sent.
+        """
+        calls = self.workspace.calls
+        calls.begin_turn()
+        over = False
+
+        async def cancel_when_cancelled() -> None:
+            try:
+                await cancel_event.wait()
+            finally:
+                if not over:
+                    await calls.cancel_turn_and_wait()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cancel_when_cancelled)
+            try:
+                response = await turn.play_prompt(self, blocks, cancel_event, self._turns)
+                over = not cancel_event.is_set()
+            finally:
+                nursery.cancel_scope.cancel()
+        return response
 
     async def execute_command(self, name: str, arg: str) -> str:
         return await commands.execute(self, name, arg)
