@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from . import __version__
+from .editor import EditorServices
 from .harness import (
     AgentExited,
     AgentProcess,
@@ -190,6 +191,44 @@ class Context:
         """Stop every long-lived agent process (the end of the run)."""
         for agent in self.agents:
             agent.retire.set()
+            if agent.editor is not None:
+                agent.editor.close()
+
+    async def editor_agent(
+        self, label: str, capabilities: dict[str, Any]
+    ) -> tuple[AgentProcess, EditorServices, str]:
+        """A long-lived agent process initialized by the suite acting as an editor that
+        advertises `capabilities` (`editor.py`), with one session; one per label."""
+        key = f"editor-agent:{label}"
+        if key in self.memo:
+            cached: tuple[AgentProcess, EditorServices, str] = self.memo[key]
+            if cached[0].alive:
+                return cached
+        agent = await self.spawn_long(label)
+        services = EditorServices(self._nursery)
+        agent.editor = services
+        params = {
+            "protocolVersion": 1,
+            "clientCapabilities": capabilities,
+            "clientInfo": CLIENT_INFO,
+        }
+        try:
+            reply = await self.initialize(agent, params)
+        except (AgentExited, RequestTimeout) as exc:
+            raise NotTested(f"initialize with {capabilities}: {exc}") from None
+        if not reply.ok:
+            raise NotTested(f"initialize with {capabilities}: {reply.describe()}")
+        try:
+            session = await agent.request(
+                "session/new", self.new_session_params(), timeout=self.config.session_timeout
+            )
+        except (AgentExited, RequestTimeout) as exc:
+            raise NotTested(f"session/new: {exc}") from None
+        sid = session.result.get("sessionId") if session.ok else None
+        if not isinstance(sid, str):
+            raise NotTested(f"session/new: {session.describe()}")
+        self.memo[key] = (agent, services, sid)
+        return agent, services, sid
 
     def retire_main(self, why: str) -> None:
         """Stop the main process (e.g. it stopped answering); the next check gets a new one."""

@@ -116,6 +116,8 @@ class Session:
         # Set when the warm-up after session/new is over; what each step did.
         self.warmed = trio.Event()
         self.warm_up_report: dict[str, str] = {}
+        # The session's own nursery, while it serves.
+        self._nursery: trio.Nursery | None = None
         # What ended the session, if a failure did (`serve`, the session's error boundary).
         self.failure: str | None = None
 
@@ -132,6 +134,7 @@ class Session:
         started = False
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self.outbox.pump)
                 await nursery.start(self.workspace.calls.run)
                 if self._editor_routed:
@@ -515,22 +518,26 @@ class Session:
         """
         calls = self.workspace.calls
         calls.begin_turn()
-        over = False
+        # The watcher lives in the session's nursery, not in this request's scope: a
+        # `$/cancel_request` for the prompt cancels this task, and the turn turns that
+        # into its `cancelled` answer (turn.py), which a cancelled child here would undo.
+        watch = trio.CancelScope()
 
-        async def cancel_when_cancelled() -> None:
-            try:
+        async def fail_waits_on_cancel() -> None:
+            with watch:
                 await cancel_event.wait()
-            finally:
-                if not over:
-                    await calls.cancel_turn_and_wait()
+                calls.cancel_turn()
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(cancel_when_cancelled)
-            try:
-                response = await turn.play_prompt(self, blocks, cancel_event, self._turns)
-                over = not cancel_event.is_set()
-            finally:
-                nursery.cancel_scope.cancel()
+        if self._nursery is not None:
+            self._nursery.start_soon(fail_waits_on_cancel)
+        over = False
+        try:
+            response = await turn.play_prompt(self, blocks, cancel_event, self._turns)
+            over = response.stop_reason != "cancelled"
+        finally:
+            watch.cancel()
+            if not over:
+                await calls.cancel_turn_and_wait()  # shielded, bounded
         return response
 
     async def execute_command(self, name: str, arg: str) -> str:
