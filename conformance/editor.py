@@ -99,7 +99,9 @@ class EditorServices:
         if isinstance(line, int) or isinstance(limit, int):
             lines = text.splitlines(keepends=True)
             start = max(0, (line or 1) - 1)
-            text = "".join(lines[start : start + limit] if isinstance(limit, int) else lines[start:])
+            text = "".join(
+                lines[start : start + limit] if isinstance(limit, int) else lines[start:]
+            )
         return {"content": text}
 
     async def fs_write_text_file(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -119,7 +119,7 @@ async def edit_through_editor(ctx: Context) -> str:
     "ACP-EDITOR-003",
     "reads see the editor's buffer, unsaved changes included",
     rule="With fs.readTextFile advertised, an agent should read through it: fs/read_text_file "
-    '"allows Agents to read text file contents from the Client\'s filesystem, including '
+    "\"allows Agents to read text file contents from the Client's filesystem, including "
     'unsaved changes in the editor" (file-system.mdx). The view of a file whose buffer differs '
     "from the disk must show the buffer.",
     level=Level.ADVISORY,
@@ -143,7 +143,7 @@ async def reads_the_buffer(ctx: Context) -> str:
 @check(
     "ACP-EDITOR-004",
     "every terminal the agent creates is released",
-    rule='"The Agent MUST release the terminal using terminal/release when it\'s no longer '
+    rule="\"The Agent MUST release the terminal using terminal/release when it's no longer "
     'needed" (terminals.mdx). The suite advertises terminal and asks the model to run a command.',
     level=Level.MANDATORY,
     area=AREA,
@@ -153,10 +153,19 @@ async def terminals_released(ctx: Context) -> str:
     created = [c for c in services.calls[first:] if c.method == "terminal/create"]
     if not created:
         raise NotTested("the agent ran no command in a client terminal")
-    with trio.move_on_after(5):
-        while services.live_terminals():
-            await trio.sleep(0.05)
-    live = services.live_terminals()
+    agent, _, _ = await _editor(ctx)
+
+    def unreleased() -> list[str]:
+        released = {
+            f.params.get("terminalId")
+            for f in agent.inbound
+            if f.is_request and f.method == "terminal/release" and isinstance(f.params, dict)
+        }
+        return [tid for tid in services.terminals if tid not in released]
+
+    # A release may follow the response: give it a moment (re-checked on every frame).
+    await agent.wait_for(lambda: not unreleased(), 5)
+    live = unreleased()
     if live:
         raise Failed(f"never released: {', '.join(live)}")
     return f"{len(created)} terminal(s) created, all released"

@@ -119,7 +119,9 @@ def test_the_view_reads_the_buffer_and_the_edit_goes_to_the_editor(editor):
     assert summary["buffers"][os.path.realpath(path)] == "greeting = 'edited'\n"
     assert path.read_text() == ON_DISK  # the agent never wrote the disk
     # The permission preview's diff is against the buffer the user sees.
-    diffs = [c for p in summary["permissions"] for c in p.get("content") or [] if c["type"] == "diff"]
+    diffs = [
+        c for p in summary["permissions"] for c in p.get("content") or [] if c["type"] == "diff"
+    ]
     assert diffs and diffs[-1]["oldText"] == BUFFER
 
 

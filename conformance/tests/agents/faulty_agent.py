@@ -778,7 +778,11 @@ class Agent:
         ids = {"sessionId": session.id, "terminalId": (created.get("result") or {})["terminalId"]}
         if FAULT != "terminal-not-embedded":
             content = [{"type": "terminal", "terminalId": ids["terminalId"]}]
-            update = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "content": content}
+            update = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call_id,
+                "content": content,
+            }
             await self.update(session, update)
         try:
             await self.call("terminal/wait_for_exit", ids)
