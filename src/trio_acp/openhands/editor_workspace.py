@@ -232,5 +232,13 @@ def install() -> None:
                 return list(TerminalTool.create(conv_state, **params))
             return workspace.terminal_tools(conv_state, **params)
 
-    register_tool(FileEditorTool.name, EditorRoutedFileEditorTool)
-    register_tool(TerminalTool.name, EditorRoutedTerminalTool)
+    # Replacing the SDK's own registrations is the point: its "Duplicate tool name" warning
+    # would only alarm whoever reads the log.
+    registry_log = logging.getLogger("openhands.sdk.tool.registry")
+    level = registry_log.level
+    registry_log.setLevel(logging.ERROR)
+    try:
+        register_tool(FileEditorTool.name, EditorRoutedFileEditorTool)
+        register_tool(TerminalTool.name, EditorRoutedTerminalTool)
+    finally:
+        registry_log.setLevel(level)
