@@ -84,9 +84,7 @@ async def run(runs: int, env: dict[str, str], workdir: Path) -> dict[str, Any]:
             await conn.agent.initialize(
                 protocol_version=1, client_capabilities=client.capabilities()
             )
-            sid = (
-                await conn.agent.new_session(cwd=str(workdir), mcp_servers=[])
-            ).session_id
+            sid = (await conn.agent.new_session(cwd=str(workdir), mcp_servers=[])).session_id
 
             async def cancelled_turn(text: str, ready: Any) -> tuple[float, list[str]]:
                 before = len(client.calls)

@@ -75,7 +75,7 @@ class Session:
         # What the client offers of itself: its buffers (fs/*), its terminals
         # (docs/editor-workspace.md). Without either, the SDK's own tools work on disk.
         self.workspace = EditorWorkspace(client, str(session_id), post_update=self._post_editor)
-        self._editor_routed = self.workspace.files is not None or self.workspace.terminal
+        self._editor_routed = self.workspace.routes_tools
         self.model = model
         self.mode = mode
         secrets = secrets if secrets is not None else SecretValues()
@@ -186,8 +186,8 @@ class Session:
         self.outbox.post_event(event)
 
     def _post_editor(self, update: Any) -> None:
-        # The Trio thread (editor_workspace.py): a client terminal embedded in its tool
-        # call, sent in order with the running turn's other updates.
+        # Any thread, never waits (editor_workspace.py): a client terminal embedded in its
+        # tool call, or a command's live output, in order with the turn's other updates.
         self.outbox.post_note(update)
 
     def _fail(self, group: BaseExceptionGroup) -> None:
