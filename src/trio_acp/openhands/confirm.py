@@ -191,10 +191,12 @@ async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio
         scope = action_scope(action.tool_name, action_arguments(action), session.cwd)
         rule = session.rules.match(scope)
         roots = getattr(session, "roots", None)
-        if rule is not None and roots is not None and _outside(scope, roots):
-            # An "always" answer was about the session's workspace: a file outside every
-            # root (cwd + additionalDirectories) is asked about.
-            rule = None
+        if rule is not None and rule.allow and roots is not None and _outside(scope, roots):
+            # "Always allow" for a whole tool was given about the session's workspace: a
+            # file outside every root (cwd + additionalDirectories) is asked about, unless
+            # a rule names that very path. Reject rules hold everywhere (fail closed).
+            exact = [r for r in session.rules.rules if r.target is not None and r.matches(scope)]
+            rule = exact[0] if exact else None
         if rule is not None:
             decision = ALLOW_ONCE if rule.allow else REJECT_ONCE
             log.info("rule %r decided %s for %s", rule.describe(), decision, scope)
