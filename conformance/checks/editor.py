@@ -77,6 +77,7 @@ def _tool_text(turn: Turn) -> str:
     area=AREA,
 )
 async def no_write_with_read_only(ctx: Context) -> str:
+    ctx.prestart_editor_agent("editor", EDITOR_CAPS)  # for the next checks, meanwhile
     agent, services, sid = await ctx.editor_agent("read-only", READ_ONLY_CAPS)
     turn = await ctx.turn(sid, edit_prompt(str(ctx.workdir / "editor-read-only.txt")), agent=agent)
     require_stop_reason(turn)
