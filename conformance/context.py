@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from . import __version__
+from .editor import EditorServices
 from .harness import (
     AgentExited,
     AgentProcess,
@@ -190,6 +191,61 @@ class Context:
         """Stop every long-lived agent process (the end of the run)."""
         for agent in self.agents:
             agent.retire.set()
+            if agent.editor is not None:
+                agent.editor.close()
+
+    def prestart_editor_agent(self, label: str, capabilities: dict[str, Any]) -> dict[str, Any]:
+        """Start `editor_agent(label, ...)` in the background (an agent's start-up can take
+        a minute on a loaded machine: two of them overlap); its memo entry."""
+        key = f"editor-agent:{label}"
+        entry: dict[str, Any] | None = self.memo.get(key)
+        if entry is None or (entry["done"].is_set() and not entry.get("alive", lambda: False)()):
+            entry = {"done": trio.Event()}
+            self.memo[key] = entry
+            self._nursery.start_soon(self._start_editor_agent, label, capabilities, entry)
+        return entry
+
+    async def editor_agent(
+        self, label: str, capabilities: dict[str, Any]
+    ) -> tuple[AgentProcess, EditorServices, str]:
+        """A long-lived agent process initialized by the suite acting as an editor that
+        advertises `capabilities` (`editor.py`), with one session; one per label."""
+        entry = self.prestart_editor_agent(label, capabilities)
+        await entry["done"].wait()
+        if "error" in entry:
+            raise NotTested(entry["error"])
+        result: tuple[AgentProcess, EditorServices, str] = entry["result"]
+        return result
+
+    async def _start_editor_agent(
+        self, label: str, capabilities: dict[str, Any], entry: dict[str, Any]
+    ) -> None:
+        try:
+            agent = await self.spawn_long(label)
+            services = EditorServices(self._nursery)
+            agent.editor = services
+            params = {
+                "protocolVersion": 1,
+                "clientCapabilities": capabilities,
+                "clientInfo": CLIENT_INFO,
+            }
+            reply = await self.initialize(agent, params)
+            if not reply.ok:
+                entry["error"] = f"initialize with {capabilities}: {reply.describe()}"
+                return
+            session = await agent.request(
+                "session/new", self.new_session_params(), timeout=self.config.session_timeout
+            )
+            sid = session.result.get("sessionId") if session.ok else None
+            if not isinstance(sid, str):
+                entry["error"] = f"session/new: {session.describe()}"
+                return
+            entry["result"] = (agent, services, sid)
+            entry["alive"] = lambda: agent.alive
+        except Exception as exc:
+            entry["error"] = f"starting the {label} agent: {exc}"
+        finally:
+            entry["done"].set()
 
     def retire_main(self, why: str) -> None:
         """Stop the main process (e.g. it stopped answering); the next check gets a new one."""

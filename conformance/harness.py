@@ -7,7 +7,9 @@ conversation), so that checks can judge framing, ordering and schema after the f
 
 It answers the agent's requests the way a plain client that advertised no capabilities
 would: ``session/request_permission`` through a per-session policy (by default: the first
-"allow" option), everything else (``fs/*``, ``terminal/*``, elicitation) with ``-32601``.
+"allow" option), everything else (``fs/*``, ``terminal/*``, elicitation) with ``-32601`` —
+unless an `editor.EditorServices` is attached (``AgentProcess.editor``), which then answers
+``fs/*`` and ``terminal/*`` as an editor that advertised them does.
 """
 
 from __future__ import annotations
@@ -209,6 +211,9 @@ class AgentProcess:
         self.null_id_errors: list[Frame] = []
         self.initialize_params: dict[str, Any] | None = None
         self.initialize_result: dict[str, Any] | None = None
+        #: When set (`editor.EditorServices`), `fs/*` and `terminal/*` are answered by it:
+        #: the suite is then an editor that advertised them.
+        self.editor: Any = None
 
     # --- observation ------------------------------------------------------------------
 
@@ -474,6 +479,12 @@ class AgentProcess:
                     params.get("sessionId"), self.default_permission
                 )
                 reply["result"] = {"outcome": await policy(params, frame)}
+            elif self.editor is not None and self.editor.handles(method):
+                try:
+                    reply["result"] = await self.editor.answer(method, params)
+                except Exception as exc:
+                    code, message = getattr(exc, "code", -32603), getattr(exc, "message", None)
+                    reply["error"] = {"code": code, "message": message or f"client error: {exc!r}"}
             else:
                 reply["error"] = {
                     "code": -32601,

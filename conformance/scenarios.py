@@ -12,7 +12,9 @@ and the model's replies and tool calls back to the client can be made, on demand
   file exists afterwards says whether the tool really ran) — for permissions and for
   "no terminal/* calls unless advertised";
 - run a long tool (``sleep``);
-- write a file (``edit`` with ``[path:/abs/file]``) — for "no fs/* calls unless advertised".
+- write a file (``edit`` with ``[path:/abs/file]``) — for "no fs/* calls unless advertised";
+- view an existing file and edit it (``review`` with ``[path:…] [old:…] [new:…]``) — for an
+  agent's use of the editor's buffers (``checks/editor.py``).
 
 Tool names are the OpenHands ones (``terminal``, ``file_editor``): an agent with other tool
 names runs the text scenarios but not the tool ones, and the checks that need a tool call
@@ -31,6 +33,7 @@ from trio_acp.testing.scripted_llm import Reply, RequestContext, Scenario, Scrip
 __all__ = [
     "SUITE_SCENARIOS",
     "edit_prompt",
+    "review_prompt",
     "echo_prompt",
     "shell_prompt",
     "slow_prompt",
@@ -78,3 +81,8 @@ def sleep_prompt(seconds: int = 30) -> str:
 
 def edit_prompt(path: str) -> str:
     return scenario_prompt("edit", "edit the file", path=path)
+
+
+def review_prompt(path: str, old: str, new: str) -> str:
+    """View the existing file `path`, then replace `old` by `new` in it."""
+    return scenario_prompt("review", "review the file", path=path, old=old, new=new)

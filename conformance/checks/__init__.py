@@ -5,6 +5,7 @@ whole run (schema, framing, capabilities), then exit on stdin EOF last."""
 from . import (  # noqa: F401 - imported for registration, in run order
     cancel,
     capabilities,
+    editor,
     extensibility,
     initialize,
     jsonrpc,

@@ -17,7 +17,9 @@ from trio_acp_conformance.report import to_markdown
 from ._runs import run
 
 
-@pytest.mark.timeout(300)
+# Three agent processes start in the run (the main one, and two the editor checks
+# initialize with capabilities of their own); on a loaded machine each takes a minute.
+@pytest.mark.timeout(600)
 async def test_trio_acp_conforms(scratch) -> None:
     report = await run([sys.executable, "-m", "trio_acp"], scratch)
     table = to_markdown(report)

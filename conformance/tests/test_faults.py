@@ -84,6 +84,12 @@ FAULT_FOR = {
     "ACP-SCHEMA-001": "schema-violation",
     "ACP-SCHEMA-002": "custom-root-key",
     "ACP-ERROR-001": "multiline-error",
+    "ACP-EDITOR-001": "write-with-read-only",
+    "ACP-EDITOR-002": "edit-on-disk",
+    "ACP-EDITOR-003": "read-disk",
+    "ACP-EDITOR-004": "no-release",
+    "ACP-EDITOR-005": "terminal-not-embedded",
+    "ACP-EDITOR-006": "cancel-no-kill",
 }
 
 #: Faults whose whole-suite run shows they are local: the failing checks are exactly these,

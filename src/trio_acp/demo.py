@@ -5,6 +5,11 @@ editor does, with the scripted OpenAI-compatible server on 127.0.0.1 as its mode
 key, no network, the real litellm streaming path). It prints the streamed reply, a
 terminal tool call that really runs, a file edit with its diff, the plan, and the stop
 reason of each turn.
+
+The client is editor-shaped (docs/editor-workspace.md): it offers `fs/*` and `terminal/*`,
+so the agent reads the client's buffers (one holds an unsaved change), every edit arrives
+for review as `fs/write_text_file` (the demo accepts it and saves it), and commands run in
+the client's terminals (`trio_acp.testing.editor.EditorClient` runs them as processes).
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 
+import trio
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -25,15 +32,72 @@ from rich.table import Table
 from . import schema
 from .process import spawn_agent
 from .testing import ScriptedLLM, scenario_prompt, scripted_env
+from .testing.editor import EditorClient
+from .testing.scenarios import DEMO_FILE_NAME
 
 
-class DemoClient:
-    """Renders session updates the way an editor's agent panel would, in a terminal."""
+class DemoClient(EditorClient):
+    """Renders session updates the way an editor's agent panel would, in a terminal; its
+    files are buffers over the disk, its terminals real processes."""
 
     def __init__(self, console: Console) -> None:
+        super().__init__()
         self.console = console
         self._inline: str | None = None  # "message" / "thought" while streaming text
         self.counts: dict[str, int] = {}
+        self.outputs: dict[str, str] = {}  # a released terminal's output, still shown
+
+    # --- the editor's side: buffers, review, terminals ----------------------------------
+
+    async def read_text_file(self, params):
+        if params.path not in self.buffers:
+            text = _read_or_none(params.path)
+            if text is not None:
+                self.buffers[params.path] = text
+        return await super().read_text_file(params)
+
+    async def write_text_file(self, params):
+        self._end_inline()
+        before = self.buffers.get(params.path)
+        if before is None:
+            before = _read_or_none(params.path)
+        diff = "".join(
+            difflib.unified_diff(
+                (before or "").splitlines(keepends=True),
+                params.content.splitlines(keepends=True),
+                "a" + params.path,
+                "b" + params.path,
+            )
+        )
+        self.console.print(
+            Panel(
+                Syntax(diff or "(no change)", "diff", theme="ansi_dark"),
+                title=f"editor: review of {os.path.basename(params.path)}",
+                subtitle="accepted and saved by the user",
+                expand=False,
+            )
+        )
+        response = await super().write_text_file(params)
+        _save(params.path, params.content)  # the user saved the buffer
+        return response
+
+    async def create_terminal(self, params):
+        self._end_inline()
+        response = await super().create_terminal(params)
+        args = params.args or []
+        # The agent wraps the command in a small script (it keeps the directory a `cd`
+        # leaves); its first line is the command itself.
+        shown = args[1].splitlines()[0] if args[:1] == ["-c"] and len(args) > 1 else " ".join(args)
+        self.console.print(
+            f"[magenta]editor terminal[/] {response.terminal_id}: {escape(shown[:120])}"
+        )
+        return response
+
+    async def release_terminal(self, params):
+        term = self.terminals.get(params.terminal_id)
+        if term is not None:
+            self.outputs[params.terminal_id] = term["out"].decode(errors="replace")
+        return await super().release_terminal(params)
 
     def _end_inline(self) -> None:
         if self._inline is not None:
@@ -92,6 +156,13 @@ class DemoClient:
             new = (wire.get("newText") or "").splitlines(keepends=True)
             diff = "".join(difflib.unified_diff(old, new, "a" + wire["path"], "b" + wire["path"]))
             self.console.print(Syntax(diff or "(no change)", "diff", theme="ansi_dark"))
+        elif wire.get("type") == "terminal":
+            tid = wire["terminalId"]
+            output = self.outputs.get(tid)
+            if output is not None and output.strip():
+                self.console.print(
+                    Panel(output.rstrip()[:2000], title=f"terminal {tid}", expand=False)
+                )
         elif wire.get("type") == "content":
             text = (wire.get("content") or {}).get("text", "")
             if text.strip():
@@ -127,11 +198,19 @@ async def demo_main(keep: bool = False) -> int:
             console.print(f"model: scripted OpenAI-compatible server at {llm.base_url}")
             console.print(f"workspace: {workspace}")
             started = time.perf_counter()
-            async with spawn_agent([sys.executable, "-m", "trio_acp"], client, env=env) as proc:
+            notes = os.path.join(workspace, "notes.txt")
+            _save(notes, "status = 'draft'\n")
+            # An unsaved change in the editor: the agent sees it, not the disk's text.
+            client.buffers[notes] = "status = 'draft'  # edited in the editor, not saved\n"
+            async with (
+                trio.open_nursery() as nursery,
+                spawn_agent([sys.executable, "-m", "trio_acp"], client, env=env) as proc,
+            ):
+                client._nursery = nursery
                 agent = proc.agent
                 init = await agent.initialize(
                     protocol_version=1,
-                    client_capabilities=schema.ClientCapabilities(),
+                    client_capabilities=client.capabilities(),
                     client_info=schema.Implementation(name="trio-acp-demo", version="0"),
                 )
                 t_init = time.perf_counter() - started
@@ -145,9 +224,15 @@ async def demo_main(keep: bool = False) -> int:
                 console.print(
                     f"session/new: {session.session_id} [dim]({t_new:.1f} s after spawn, SDK import included)[/]"
                 )
+                demo_file = os.path.join(workspace, DEMO_FILE_NAME)
                 prompts = [
-                    scenario_prompt("demo", "Show me what you can do in this workspace."),
+                    scenario_prompt(
+                        "demo", "Show me what you can do in this workspace.", path=demo_file
+                    ),
                     scenario_prompt("remember", "What did I ask you first?"),
+                    scenario_prompt(
+                        "review", "Mark the notes as done.", path=notes, old="draft", new="done"
+                    ),
                 ]
                 for text in prompts:
                     console.rule(f"[bold]prompt[/] {escape(text)}")
@@ -156,11 +241,14 @@ async def demo_main(keep: bool = False) -> int:
                     )
                     client._end_inline()
                     console.print(f"[bold]stop reason:[/] {response.stop_reason}")
+                nursery.cancel_scope.cancel()
             console.rule("done")
             files = sorted(os.listdir(workspace))
             console.print(f"workspace now holds: {files}")
             counts = ", ".join(f"{k}×{v}" for k, v in sorted(client.counts.items()))
             console.print(f"updates received: {counts}")
+            asked = ", ".join(f"{m}×{n}" for m, n in sorted(_tally(client.methods()).items()))
+            console.print(f"editor requests: {asked}")
         return 0
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -168,3 +256,21 @@ async def demo_main(keep: bool = False) -> int:
             console.print(f"kept {workspace}")
         else:
             shutil.rmtree(workspace, ignore_errors=True)
+
+
+def _tally(methods: list[str]) -> dict[str, int]:
+    return dict(Counter(methods))
+
+
+# Small files of the demo's own workspace: read and written in place.
+def _read_or_none(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _save(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

@@ -6,7 +6,8 @@ Without ``--fault`` it passes every check of the suite, capabilities included (l
 close, list, delete, modes, config options, permissions, image/audio/resource prompts).  Each
 fault (``FAULTS``) breaks one rule, so that a test can show that the check for that rule
 fails.  It reads the suite's ``[scenario:NAME]`` prompt tags itself instead of asking a model
-(``echo``, ``conformance-slow``, ``terminal``, ``sleep``, ``edit``), which keeps it fast.
+(``echo``, ``conformance-slow``, ``terminal``, ``sleep``, ``edit``, ``review``), which keeps
+it fast. Files and commands go through the client when it offers ``fs/*`` / ``terminal``.
 
 It is raw JSON-RPC on purpose (not trio-acp's typed stack, which would refuse to break most
 of these rules): every fault is one ``if FAULT == ...`` at the place the rule lives.
@@ -98,6 +99,12 @@ FAULTS = {
     "refuse-while-busy": "refuses a prompt while a turn runs (-32600) instead of queueing it",
     "queue-unordered": "runs queued prompts newest first",
     "mode-not-saved": "a loaded or resumed session is back in the default mode",
+    "write-with-read-only": "calls fs/write_text_file when only fs.readTextFile is advertised",
+    "edit-on-disk": "writes edits to the disk although the client offers fs/write_text_file",
+    "read-disk": "reads the disk although the client offers fs/read_text_file",
+    "no-release": "never releases the terminals it creates",
+    "terminal-not-embedded": "does not embed its client terminal in the tool call",
+    "cancel-no-kill": "a cancel leaves the client terminal running and unreleased",
 }
 
 FAULT: str | None = None
@@ -656,6 +663,8 @@ class Agent:
             return await self._tool(session, "execute", command)
         if scenario == "edit":
             return await self._tool(session, "edit", tags.get("path", ""))
+        if scenario == "review":
+            return await self._review(session, tags)
         reply = f"Echo: {text}"
         session.history.append(("agent", reply))
         half = len(reply) // 2
@@ -718,12 +727,84 @@ class Agent:
         await self.say(session, "Done.")
         return "end_turn"
 
+    def _offers(self, *path: str) -> bool:
+        node: Any = self.client_caps
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return node is True
+
+    async def _review(self, session: Session, tags: dict[str, str]) -> str:
+        """View a file (the editor's buffer when offered), then replace [old] by [new]."""
+        path = tags.get("path", "")
+        call_id = f"call-{uuid.uuid4().hex[:8]}"
+        if self._offers("fs", "readTextFile") and FAULT != "read-disk":
+            answer = await self.call("fs/read_text_file", {"sessionId": session.id, "path": path})
+            text = (answer.get("result") or {}).get("content", "")
+        else:
+            text = Path(path).read_text(encoding="utf-8")
+        view = {"type": "content", "content": {"type": "text", "text": text}}
+        await self.update(
+            session,
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": call_id,
+                "title": f"Read {path}",
+                "kind": "read",
+                "status": "completed",
+                "content": [view],
+            },
+        )
+        new_text = text.replace(tags.get("old", ""), tags.get("new", ""), 1)
+        await self._write(session, path, new_text)
+        await self.say(session, "Edited.")
+        return "end_turn"
+
+    async def _write(self, session: Session, path: str, text: str) -> None:
+        through_editor = self._offers("fs", "writeTextFile") or (
+            FAULT == "write-with-read-only" and self._offers("fs", "readTextFile")
+        )
+        if through_editor and FAULT != "edit-on-disk":
+            params = {"sessionId": session.id, "path": path, "content": text}
+            await self.call("fs/write_text_file", params)
+        else:
+            Path(path).write_text(text, encoding="utf-8")
+
+    async def _in_terminal(self, session: Session, call_id: str, command: str) -> None:
+        """Run `command` in a client terminal: create, embed, wait, output, release."""
+        created = await self.call(
+            "terminal/create",
+            {"sessionId": session.id, "command": "bash", "args": ["-c", command]},
+        )
+        ids = {"sessionId": session.id, "terminalId": (created.get("result") or {})["terminalId"]}
+        if FAULT != "terminal-not-embedded":
+            content = [{"type": "terminal", "terminalId": ids["terminalId"]}]
+            update = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call_id,
+                "content": content,
+            }
+            await self.update(session, update)
+        try:
+            await self.call("terminal/wait_for_exit", ids)
+            await self.call("terminal/output", ids)
+        except BaseException:
+            if FAULT != "cancel-no-kill":
+                with trio.CancelScope(shield=True):
+                    await self.call("terminal/kill", ids)
+                    await self.call("terminal/release", ids)
+            raise
+        if FAULT != "no-release":
+            await self.call("terminal/release", ids)
+
     async def _execute(self, session: Session, call_id: str, kind: str, what: str) -> None:
         await self.update(
             session,
             {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"},
         )
-        if kind == "execute":
+        if kind == "execute" and self._offers("terminal"):
+            with trio.CancelScope(shield=FAULT == "cancel-waits-for-tool"):
+                await self._in_terminal(session, call_id, what)
+        elif kind == "execute":
             if FAULT == "terminal-without-cap":
                 await self.call("terminal/create", {"sessionId": session.id, "command": what})
             if what.startswith("touch "):
@@ -737,7 +818,7 @@ class Agent:
                     "fs/write_text_file",
                     {"sessionId": session.id, "path": what, "content": "hello world\n"},
                 )
-            Path(what).write_text("hello world\n", encoding="utf-8")
+            await self._write(session, what, "hello world\n")
         await self.update(
             session,
             {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "completed"},

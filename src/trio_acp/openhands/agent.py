@@ -46,6 +46,7 @@ from .sdk import (
     mask_in_conversation,
 )
 from .session import Session
+from .session_roots import RootsError, SessionRoots, parse_roots
 from .settings import Settings, SettingsError, load_settings
 from .store import RULES_FILE, DeleteError, SessionStore, parse_session_id
 from .subagents import subagent_view
@@ -133,6 +134,8 @@ class OpenHandsAgent:
                     resume=schema.SessionResumeCapabilities(),
                     delete=schema.SessionDeleteCapabilities(),
                     fork=unstable.SessionForkCapabilities(),
+                    # Extra workspace roots (session_roots.py, docs/editor-workspace.md).
+                    additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
                 ),
                 auth=schema.AgentAuthCapabilities(logout=schema.LogoutCapabilities()),
             ),
@@ -227,11 +230,23 @@ class OpenHandsAgent:
         if not os.path.isdir(cwd):
             raise RequestError.invalid_params(f"cwd is not an existing directory: {cwd}")
 
+    def _roots(self, cwd: str, additional: list[str] | None) -> SessionRoots:
+        """`cwd` + the request's additionalDirectories; a bad entry is the client's error."""
+        self._check_cwd(cwd)
+        try:
+            return parse_roots(cwd, additional)
+        except RootsError as exc:
+            raise RequestError.invalid_params(str(exc)) from None
+
     async def _open_session(
-        self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None
+        self,
+        sid: uuid.UUID,
+        cwd: str,
+        mcp_servers: list[Any] | None,
+        additional: list[str] | None = None,
     ) -> Session:
         """Start a session (new, or an existing conversation from disk) in the agent's nursery."""
-        self._check_cwd(cwd)
+        roots = self._roots(cwd, additional)
         settings = self._settings()
         if settings.llm is None:
             raise not_configured(settings.missing_model_message())
@@ -310,6 +325,7 @@ class OpenHandsAgent:
             ),
             secrets=self.secrets,
             critic=setup.cli.critic if agent.critic is not None else None,
+            roots=roots,
         )
         retries.session = session
         try:
@@ -322,7 +338,7 @@ class OpenHandsAgent:
             raise not_configured("logged out while the session was starting")
         self._sessions[sid] = session
         try:
-            store.write_index(sid, cwd=cwd)
+            store.write_index(sid, cwd=cwd, roots=roots)
         except OSError:
             # Only session/list reads the index; the session itself is fine.
             log.warning("could not write the session index of %s", sid, exc_info=True)
@@ -337,7 +353,9 @@ class OpenHandsAgent:
 
     @explained("session/new")
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
-        session = await self._open_session(uuid.uuid4(), params.cwd, params.mcp_servers)
+        session = await self._open_session(
+            uuid.uuid4(), params.cwd, params.mcp_servers, params.additional_directories
+        )
         return schema.NewSessionResponse(
             session_id=str(session.id),
             modes=session.mode_state(),
@@ -349,14 +367,27 @@ class OpenHandsAgent:
         # time per id, or two loads could both open it and orphan one.
         return self._locks.setdefault(sid, trio.Lock())
 
-    async def _existing(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> Session:
+    async def _existing(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: list[Any] | None,
+        additional: list[str] | None = None,
+    ) -> Session:
         sid = validate_session_id(session_id)
         async with self._lock_for(sid):
-            return await self._reopen(sid, cwd, mcp_servers)
+            return await self._reopen(sid, cwd, mcp_servers, additional)
 
-    async def _reopen(self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None) -> Session:
-        # Before anything is closed: a load with a bad cwd must leave the live session be.
-        self._check_cwd(cwd)
+    async def _reopen(
+        self,
+        sid: uuid.UUID,
+        cwd: str,
+        mcp_servers: list[Any] | None,
+        additional: list[str] | None = None,
+    ) -> Session:
+        # Before anything is closed: a load with a bad cwd (or extra root) must leave the
+        # live session be.
+        self._roots(cwd, additional)
         live = self._sessions.get(sid)
         if live is not None:
             if live.busy:
@@ -366,11 +397,13 @@ class OpenHandsAgent:
             await live.close()
         if not SessionStore(self._settings().conversations_dir).exists(sid):
             raise unknown_session(sid)
-        return await self._open_session(sid, cwd, mcp_servers)
+        return await self._open_session(sid, cwd, mcp_servers, additional)
 
     @explained("session/load")
     async def load_session(self, params: schema.LoadSessionRequest) -> schema.LoadSessionResponse:
-        session = await self._existing(params.session_id, params.cwd, params.mcp_servers)
+        session = await self._existing(
+            params.session_id, params.cwd, params.mcp_servers, params.additional_directories
+        )
         # The whole history, user messages included, before the response (§6.2).
         await session.replay_history()
         return schema.LoadSessionResponse(
@@ -382,7 +415,9 @@ class OpenHandsAgent:
         self, params: schema.ResumeSessionRequest
     ) -> schema.ResumeSessionResponse:
         # Like load, but the client already shows the history: no replay.
-        session = await self._existing(params.session_id, params.cwd, params.mcp_servers)
+        session = await self._existing(
+            params.session_id, params.cwd, params.mcp_servers, params.additional_directories
+        )
         return schema.ResumeSessionResponse(
             modes=session.mode_state(), config_options=session.config_options()
         )
@@ -403,7 +438,7 @@ class OpenHandsAgent:
                 "systemPrompt is not supported (trio-acp does not advertise sessionCapabilities.systemPrompt)"
             )
         sid = validate_session_id(params.session_id)
-        self._check_cwd(params.cwd)
+        roots = self._roots(params.cwd, params.additional_directories)
         settings = self._settings()
         if settings.llm is None:
             raise not_configured(settings.missing_model_message())
@@ -435,12 +470,14 @@ class OpenHandsAgent:
         try:
             if rules.is_file():
                 shutil.copyfile(rules, store.dir_for(fork_id) / RULES_FILE)
-            session = await self._open_session(fork_id, params.cwd, params.mcp_servers)
+            session = await self._open_session(
+                fork_id, params.cwd, params.mcp_servers, params.additional_directories
+            )
         except BaseException:
             await trio.to_thread.run_sync(store.delete, fork_id)
             raise
         if parent is not None and parent.title:
-            store.write_index(fork_id, cwd=params.cwd, title=f"{parent.title} (fork)")
+            store.write_index(fork_id, cwd=params.cwd, title=f"{parent.title} (fork)", roots=roots)
             session.keep_title()
         current = session.config_values()
         for config_id, value in values.items():
@@ -505,7 +542,11 @@ class OpenHandsAgent:
         return schema.ListSessionsResponse(
             sessions=[
                 schema.SessionInfo(
-                    session_id=s.session_id, cwd=s.cwd, title=s.title, updated_at=s.updated_at
+                    session_id=s.session_id,
+                    cwd=s.cwd,
+                    title=s.title,
+                    updated_at=s.updated_at,
+                    additional_directories=s.additional_directories or None,
                 )
                 for s in page
             ],

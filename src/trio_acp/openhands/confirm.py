@@ -84,10 +84,13 @@ def _read(path: str) -> str | None:
         return None
 
 
-def preview(tool: str, args: dict[str, Any], cwd: str, risk: str | None) -> list[Any]:
+def preview(
+    tool: str, args: dict[str, Any], cwd: str, risk: str | None, read: Any = _read
+) -> list[Any]:
     """What the user sees before saying yes: the tool catalog's preview (the command, or
-    the edit as a diff), and the security analyzer's risk."""
-    content = permission_preview(tool, args, cwd, _read)
+    the edit as a diff), and the security analyzer's risk. `read` gives a file's text
+    (the disk, or the editor's buffer: `editor_workspace.EditorWorkspace.preview_reader`)."""
+    content = permission_preview(tool, args, cwd, read)
     if risk and risk.upper() != "UNKNOWN":
         content.append(
             schema.ContentToolCallContent(
@@ -111,13 +114,18 @@ async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Even
     nesting = getattr(action, "nesting", None)
     if nesting is not None:
         title = f"{nesting.label}: {title}"
+    read = _read
+    workspace = getattr(session, "workspace", None)
+    if workspace is not None and locations and kind == "edit":
+        # The diff the user approves is against what they see: the editor's buffer.
+        read = await workspace.preview_reader([p for p, _ in locations], fallback=_read)
     tool_call = schema.ToolCallUpdate(
         tool_call_id=action.tool_call_id,
         title=title,
         kind=kind,
         name=action.tool_name or None,
         status="pending",
-        content=preview(action.tool_name, args, session.cwd, risk) or None,
+        content=preview(action.tool_name, args, session.cwd, risk, read) or None,
         locations=tool_locations(locations),
         raw_input=args or None,
         meta=nesting.meta if nesting is not None else None,
@@ -165,6 +173,13 @@ async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Even
     )
 
 
+def _outside(scope: Scope, roots: Any) -> bool:
+    if scope.tool == "terminal":
+        return False
+    target = scope.target
+    return isinstance(target, str) and os.path.isabs(target) and not roots.contains(target)
+
+
 async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio.Event) -> str:
     """Decide on every pending action. Returns "continue" or CANCELLED; raises PermissionFailed.
 
@@ -180,6 +195,13 @@ async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio
     for action in pending:
         scope = action_scope(action.tool_name, action_arguments(action), session.cwd)
         rule = session.rules.match(scope)
+        roots = getattr(session, "roots", None)
+        if rule is not None and rule.allow and roots is not None and _outside(scope, roots):
+            # "Always allow" for a whole tool was given about the session's workspace: a
+            # file outside every root (cwd + additionalDirectories) is asked about, unless
+            # a rule names that very path. Reject rules hold everywhere (fail closed).
+            exact = [r for r in session.rules.rules if r.target is not None and r.matches(scope)]
+            rule = exact[0] if exact else None
         if rule is not None:
             decision = ALLOW_ONCE if rule.allow else REJECT_ONCE
             log.info("rule %r decided %s for %s", rule.describe(), decision, scope)

@@ -29,6 +29,7 @@ from typing import Any
 from .. import schema
 from .client_calls import ClientCalls
 from .editor_files import EditorFiles
+from .terminal_meta import supports_terminal_meta
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +89,13 @@ class EditorWorkspace:
         self.calls = calls or ClientCalls()
         self.files = EditorFiles.for_client(self.calls, client, session_id)
         self.terminal = getattr(getattr(client, "capabilities", None), "terminal", None) is True
+        # No client terminals, but Zed's `_meta.terminal_output`: the SDK's own shell, its
+        # output streamed into the tool call (terminal_live.py).
+        self.terminal_meta = supports_terminal_meta(client)
         self.tool_calls = ToolCallIds()
-        # post_update(update) runs on the Trio thread: the session tags it with the turn
-        # and sends it in order with the turn's other updates.
+        # post_update(update) may be called from any thread and must never wait: the
+        # session tags it with the running turn and sends it in order with the turn's
+        # other updates.
         self._post_update = post_update
         self._terminals: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -165,9 +170,36 @@ class EditorWorkspace:
         root = conv_state.workspace.working_dir
         return [tool.set_executor(make_executor(root, self.files)) for tool in tools]
 
+    @property
+    def routes_tools(self) -> bool:
+        """Whether any tool differs from the SDK's for this client."""
+        return self.files is not None or self.terminal or self.terminal_meta
+
+    def _embed(self, tool_call_id: str, terminal_id: str) -> None:
+        with self._lock:
+            self._terminals[tool_call_id] = terminal_id
+
+    def _post(self, update: Any) -> None:
+        if self._post_update is not None:
+            self._post_update(update)
+
     def terminal_tools(self, conv_state: Any, **params: Any) -> list[Any]:
         from openhands.tools.terminal import TerminalTool
 
+        if not self.terminal and self.terminal_meta:
+            from .terminal_live import wrap_executor
+
+            return [
+                tool.set_executor(
+                    wrap_executor(
+                        tool.executor,
+                        tool_call_id=self.tool_calls.lookup,
+                        post=self._post,
+                        embed=self._embed,
+                    )
+                )
+                for tool in TerminalTool.create(conv_state, **params)
+            ]
         if not self.terminal:
             return list(TerminalTool.create(conv_state, **params))
         from .editor_terminal import make_executor
@@ -232,5 +264,13 @@ def install() -> None:
                 return list(TerminalTool.create(conv_state, **params))
             return workspace.terminal_tools(conv_state, **params)
 
-    register_tool(FileEditorTool.name, EditorRoutedFileEditorTool)
-    register_tool(TerminalTool.name, EditorRoutedTerminalTool)
+    # Replacing the SDK's own registrations is the point: its "Duplicate tool name" warning
+    # would only alarm whoever reads the log.
+    registry_log = logging.getLogger("openhands.sdk.tool.registry")
+    level = registry_log.level
+    registry_log.setLevel(logging.ERROR)
+    try:
+        register_tool(FileEditorTool.name, EditorRoutedFileEditorTool)
+        register_tool(TerminalTool.name, EditorRoutedTerminalTool)
+    finally:
+        registry_log.setLevel(level)

@@ -23,15 +23,17 @@ import trio
 from .. import schema
 from ..credentials import SecretValues, UpdateMask
 from ..rpc import PeerClosed, RequestError
-from . import commands, turn
+from . import commands, editor_workspace, turn
 from .config_options import client_takes_booleans, model_option, stream_option
 from .confirm import confirm_pending
 from .conversation import Conversation, LocalConversation
+from .editor_workspace import EditorWorkspace
 from .errors import SEE_LOG, closed_session, describe, internal, leaves, sole_error
 from .notices import mcp_failure_notices, retry_note, supports_compaction
 from .outbox import Outbox
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .sdk import REASONING_EFFORTS
+from .session_roots import SessionRoots, roots_prompt
 from .store import now_iso
 from .translate import Translator, one_line
 from .turn_queue import TurnQueue
@@ -60,12 +62,21 @@ class Session:
         make_llm: Any = None,
         secrets: SecretValues | None = None,
         critic: Any = None,
+        roots: SessionRoots | None = None,
     ) -> None:
         # Parsed once, where the request came in (agent.py); str() only on the wire.
         self.id = session_id
         self.cwd = cwd
+        # `cwd` + the client's additionalDirectories (session_roots.py).
+        self.roots = roots if roots is not None else SessionRoots(cwd)
+        # The model is told about the extra roots with the first prompt of this opening.
+        self._roots_told = not self.roots.additional
         self.sdk = sdk
         self.client = client
+        # What the client offers of itself: its buffers (fs/*), its terminals
+        # (docs/editor-workspace.md). Without either, the SDK's own tools work on disk.
+        self.workspace = EditorWorkspace(client, str(session_id), post_update=self._post_editor)
+        self._editor_routed = self.workspace.routes_tools
         self.model = model
         self.mode = mode
         # The critic settings (user_setup.CriticSettings) when the agent has a critic.
@@ -89,7 +100,11 @@ class Session:
         # A credential split across streamed chunks is in no single frame: the outbox
         # masks what it sends.
         self.outbox = Outbox(
-            Translator(cwd, compaction=supports_compaction(client)),
+            Translator(
+                cwd,
+                compaction=supports_compaction(client),
+                terminal_content=self.workspace.terminal_content,
+            ),
             UpdateMask(secrets),
             self.send_update,
         )
@@ -104,6 +119,8 @@ class Session:
         # Set when the warm-up after session/new is over; what each step did.
         self.warmed = trio.Event()
         self.warm_up_report: dict[str, str] = {}
+        # The session's own nursery, while it serves.
+        self._nursery: trio.Nursery | None = None
         # What ended the session, if a failure did (`serve`, the session's error boundary).
         self.failure: str | None = None
 
@@ -120,11 +137,17 @@ class Session:
         started = False
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self.outbox.pump)
+                await nursery.start(self.workspace.calls.run)
+                if self._editor_routed:
+                    # Before the conversation exists: its tools are built from the registry,
+                    # which then finds this session's workspace (editor_workspace.py).
+                    editor_workspace.attach(self.id, self.workspace)
                 self.conversation = await LocalConversation.open(
                     self.sdk,
                     self._conversation_factory,
-                    on_event=self.outbox.post_event,
+                    on_event=self._on_sdk_event,
                     on_token=self.outbox.post_token,
                     name=f"trio-acp-session-{self.id.hex[:8]}",
                     make_llm=self._make_llm,
@@ -152,9 +175,23 @@ class Session:
                 raise
             raise error from None
         finally:
+            # Tool threads waiting on the client are released before the SDK is closed.
+            self.workspace.calls.close()
             with trio.move_on_after(CLOSE_DEADLINE, shield=True):
                 await self._shutdown_sdk()
+            editor_workspace.detach(self.id)
             self._stopped.set()
+
+    def _on_sdk_event(self, event: Any) -> None:
+        # The SDK's thread: the workspace learns which tool call an action is (before its
+        # tool runs), then the event goes to the client like any other.
+        self.workspace.note_event(event)
+        self.outbox.post_event(event)
+
+    def _post_editor(self, update: Any) -> None:
+        # Any thread, never waits (editor_workspace.py): a client terminal embedded in its
+        # tool call, or a command's live output, in order with the turn's other updates.
+        self.outbox.post_note(update)
 
     def _fail(self, group: BaseExceptionGroup) -> None:
         self.failure = describe(group)
@@ -420,7 +457,7 @@ class Session:
             title = _title_from(text)
             self._titled = True
         try:
-            self._store.write_index(self.id, cwd=self.cwd, title=title)
+            self._store.write_index(self.id, cwd=self.cwd, title=title, roots=self.roots)
         except OSError:
             log.warning("could not update the session index of %s", self.id, exc_info=True)
             return
@@ -461,8 +498,11 @@ class Session:
             if self._closed.is_set():
                 raise closed_session(self.id)
             self._turns += 1
+            if not self._roots_told and commands.parse(blocks) is None:
+                blocks = [*blocks, schema.TextContent(text=roots_prompt(self.roots) or "")]
+                self._roots_told = True
             try:
-                response = await turn.play_prompt(self, blocks, ticket.cancelled, self._turns)
+                response = await self._play_with_editor(blocks, ticket.cancelled)
             finally:
                 self.check_alive()  # the session failed during the turn: that is the answer
             return response
@@ -470,6 +510,38 @@ class Session:
             # Last, and synchronous: the next turn starts only once this response is
             # about to be queued, so none of its updates can precede it on the wire.
             self._queue.release(ticket)
+
+    async def _play_with_editor(self, blocks: list[Any], cancel_event: trio.Event) -> Any:
+        """The turn, with the tool threads' waits on the client tied to its cancel.
+
+        On cancel (session/cancel, `$/cancel_request`, closing) every pending client call
+        fails at once — so the SDK's interrupt is never held up by a client that does not
+        answer — and the response waits (within the cleanup budget) until the cancelled
+        requests' cleanup (`terminal/kill` + `terminal/release`) is sent.
+        """
+        calls = self.workspace.calls
+        calls.begin_turn()
+        # The watcher lives in the session's nursery, not in this request's scope: a
+        # `$/cancel_request` for the prompt cancels this task, and the turn turns that
+        # into its `cancelled` answer (turn.py), which a cancelled child here would undo.
+        watch = trio.CancelScope()
+
+        async def fail_waits_on_cancel() -> None:
+            with watch:
+                await cancel_event.wait()
+                calls.cancel_turn()
+
+        if self._nursery is not None:
+            self._nursery.start_soon(fail_waits_on_cancel)
+        over = False
+        try:
+            response = await turn.play_prompt(self, blocks, cancel_event, self._turns)
+            over = response.stop_reason != "cancelled"
+        finally:
+            watch.cancel()
+            if not over:
+                await calls.cancel_turn_and_wait()  # shielded, bounded
+        return response
 
     async def execute_command(self, name: str, arg: str) -> str:
         return await commands.execute(self, name, arg)

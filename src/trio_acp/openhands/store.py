@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from .damage import BASE_STATE, EVENTS_DIR, event_files
+from .session_roots import SessionRoots, roots_from_index, with_roots
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,8 @@ class StoredSession:
     cwd: str
     title: str | None
     updated_at: str
+    # The last additionalDirectories the session was opened with (session_roots.py).
+    additional_directories: list[str] = attrs.Factory(list)
 
 
 # A file's identity for the listing cache: replaced (new inode), rewritten (mtime, size) or
@@ -98,9 +101,18 @@ class SessionStore:
         directory = self.dir_for(sid)
         return os.path.lexists(directory / BASE_STATE) or bool(event_files(directory / EVENTS_DIR))
 
-    def write_index(self, sid: uuid.UUID, *, cwd: str, title: str | None = None) -> None:
+    def write_index(
+        self,
+        sid: uuid.UUID,
+        *,
+        cwd: str,
+        title: str | None = None,
+        roots: SessionRoots | None = None,
+    ) -> None:
         data = self._index(sid)
         data["cwd"] = cwd
+        if roots is not None:
+            data = with_roots(data, roots)
         if title and not data.get("title"):
             data["title"] = title
         data["updatedAt"] = now_iso()
@@ -196,7 +208,7 @@ class SessionStore:
         if damaged:
             title = f"{DAMAGED} {title or 'untitled session'}"
         assert isinstance(cwd, str)  # _is_abs_path above
-        return StoredSession(str(sid), cwd, title, updated)
+        return StoredSession(str(sid), cwd, title, updated, roots_from_index(index))
 
     def list(self, cwd: str | None, cursor: str | None) -> tuple[list[StoredSession], str | None]:
         """One page of sessions, newest first; raises ValueError for a cursor we did not make."""

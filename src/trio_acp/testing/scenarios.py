@@ -63,6 +63,7 @@ __all__ = [
     "DEMO",
     "ECHO",
     "EDIT",
+    "REVIEW",
     "BADJSON",
     "CONTEXT_TOO_LONG",
     "ERROR400",
@@ -202,6 +203,39 @@ def _edit_steps(ctx: RequestContext) -> list[Reply]:
 
 
 EDIT = Scenario("edit", _edit_steps, "file_editor create + str_replace on [path:/abs/file]")
+
+
+def _review_steps(ctx: RequestContext) -> list[Reply]:
+    # An edit of a file that already exists: the view shows what the agent reads (the
+    # editor's buffer, when files go through the editor), the replacement what it writes.
+    path = ctx.tag("path")
+    if not path:
+        return [Reply(text="The review scenario needs an absolute path: add [path:/abs/file].")]
+    old, new = ctx.tag("old", "world") or "world", ctx.tag("new", "trio") or "trio"
+    return [
+        Reply(
+            text=f"Reading {path}.",
+            tool_calls=[_tool("file_editor", f"Read {path}", command="view", path=path)],
+        ),
+        Reply(
+            tool_calls=[
+                _tool(
+                    "file_editor",
+                    f"Edit {path}",
+                    command="str_replace",
+                    path=path,
+                    old_str=old,
+                    new_str=new,
+                )
+            ]
+        ),
+        finish(f"Edited {path}."),
+    ]
+
+
+REVIEW = Scenario(
+    "review", _review_steps, "file_editor view + str_replace [old:world] → [new:trio] on [path:…]"
+)
 
 # -- plan ---------------------------------------------------------------------------------------
 
@@ -469,6 +503,7 @@ BUILTIN_SCENARIOS: dict[str, Scenario] = {
         TERMINAL,
         SLEEP,
         EDIT,
+        REVIEW,
         PLAN,
         DEMO,
         LONG,

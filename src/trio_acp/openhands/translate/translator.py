@@ -71,10 +71,11 @@ from .content import (
     reasoning_of,
     text_block,
     text_item,
+    text_of,
 )
 from .subagents import SubagentViews
-from .text import MAX_RAW_STRING_BYTES, cap_json, cap_text
-from .tools import Presentation, lookup, present, spec_for_result, text_tool
+from .text import MAX_RAW_STRING_BYTES, cap_json, cap_text, strip_ansi
+from .tools import Presentation, lookup, present, spec_for_result, text_tool, tool_family
 from .updates import coalesce, fold_tool_calls
 
 log = logging.getLogger(__name__)
@@ -171,9 +172,17 @@ class Translator:
     """
 
     def __init__(
-        self, cwd: str, *, is_dir: Callable[[str], bool] | None = None, compaction: bool = False
+        self,
+        cwd: str,
+        *,
+        is_dir: Callable[[str], bool] | None = None,
+        compaction: bool = False,
+        terminal_content: Callable[[str], list[Any] | None] | None = None,
     ) -> None:
         self.cwd = cwd
+        # tool call id → the content a finished terminal call keeps when its command ran in
+        # a client terminal (the embedded terminal; docs/editor-workspace.md), else None.
+        self._terminal_content = terminal_content
         # Condensations as `compaction_update`s (the client advertised session.compaction)
         # rather than thought notes.
         self.compaction = compaction
@@ -564,6 +573,14 @@ class Translator:
         )
         content, raw_output = rendered.content, rendered.raw_output
         locations, extra = rendered.locations, rendered.extra
+        if self._terminal_content is not None and tool_family(tool) == "terminal":
+            embedded = self._terminal_content(call_id)
+            if embedded is not None:
+                # Content replaces the collection: text here would un-embed the terminal,
+                # which still shows the command's output. The text goes to rawOutput.
+                output = cap_text(strip_ansi(text_of(observation)), MAX_RAW_STRING_BYTES)
+                raw_output = {**(raw_output or {}), "output": output}
+                content = embedded
         status = "failed" if failed else "completed"
         done = self._complete(call_id, tool, call, status, content, raw_output, locations)
         return self._subagents.close(call_id, "The sub-agent stopped.") + [done] + extra
