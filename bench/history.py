@@ -304,14 +304,30 @@ async def _new_session(env: dict[str, str], cwd: str) -> str:
 
 
 def append_events(conv_dir: Path, events: list[Any]) -> None:
-    """Append through the SDK's own EventLog: its file names, its JSON, its lock."""
+    """Append through the SDK's own EventLog: its file names, its JSON, its lock.
+
+    As `ConversationState.append_event` does, each event is stamped with its parent (the
+    head before it) and `base_state.json`'s head (`leaf_event_id`) ends on the last one:
+    the SDK then opens the whole history as the active branch, as it would a conversation
+    it wrote itself (without the head, it would open only the session's first event and
+    a next prompt would start a branch of its own).
+    """
     from openhands.sdk.conversation.event_store import EventLog
     from openhands.sdk.io import LocalFileStore
 
     log = EventLog(LocalFileStore(str(conv_dir)), "events")
     log._length = log._scan_and_build_index()  # as ConversationState does when it resumes
+    base_path = conv_dir / "base_state.json"
+    base = json.loads(base_path.read_text())
+    leaf = base.get("leaf_event_id") or (log.get_id(len(log) - 1) if len(log) else None)
     for event in events:
+        if leaf is not None and event.parent_id is None:
+            event = event.model_copy(update={"parent_id": leaf})
         log.append(event)
+        leaf = event.id
+    base["leaf_event_id"] = leaf
+    base["head_is_empty"] = False
+    base_path.write_text(json.dumps(base))
 
 
 def make_sessions(home: Path, seed_dir: Path, count: int, cwd: str) -> None:

@@ -18,6 +18,7 @@ from ..credentials import UpdateMask
 from .bridge import Flush, ThreadBridge
 from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
 from .translate import Translator, coalesce
+from .translate.replay import replay_windows
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +86,20 @@ class Outbox:
         return self._translator.end_compaction(status, reason)
 
     async def replay(self, events: list[Any]) -> None:
-        """session/load: the whole conversation as updates, sent at once."""
-        for update in coalesce(_guard(self._translator.replay, events)):
-            await self._send_update(update)
+        """session/load: the whole conversation as updates, sent as they become final
+        (translate/replay.py: the updates and the order of translating it all first)."""
+        parts = replay_windows(self._translator, events)
+        while True:
+            try:
+                updates = next(parts, None)
+            except Exception:
+                # A replay bug must cost the rest of the history, never the session.
+                log.exception("replaying the history failed")
+                return
+            if updates is None:
+                return
+            for update in updates:
+                await self._send_update(update)
 
     # --- the pump ---------------------------------------------------------------------
 
