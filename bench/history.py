@@ -455,6 +455,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON line instead of the table"
     )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="cProfile the last session/load (every thread, Python >= 3.12) into FILE",
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -489,7 +494,8 @@ def main(argv: list[str] | None = None) -> None:
                     make_sessions(home_list, seed_copy, args.sessions, cwd)
                 meta.write_text(json.dumps({"sid": sid}))
             built = time.perf_counter() - t0
-            loads = [trio.run(measure_load, env_load, sid, cwd) for _ in range(args.loads)]
+            loads = [trio.run(measure_load, env_load, sid, cwd) for _ in range(args.loads - 1)]
+            loads.append(profiled(args.profile, measure_load, env_load, sid, cwd))
             listing = trio.run(measure_list, env_list, cwd, args.runs)
     finally:
         if not args.keep:
@@ -525,6 +531,28 @@ def main(argv: list[str] | None = None) -> None:
         f"{listing['first_page_warm_s'] * 1000:,.0f} ms warm; full walk {listing['walk_cold_s'] * 1000:,.0f} ms cold, "
         f"{listing['walk_warm_s'] * 1000:,.0f} ms warm  [goal ≤ {GOAL_LIST_S * 1000:.0f} ms: {'met' if ok else 'MISSED'}]"
     )
+
+
+def profiled(out: str | None, fn: Any, *args: Any) -> Any:
+    """`trio.run(fn, *args)`, under cProfile into `out` if given (e.g. `python -m pstats`)."""
+    if out is None:
+        return trio.run(fn, *args)
+    import cProfile
+
+    profile = cProfile.Profile()
+
+    async def run() -> Any:
+        # The whole run: with --loads 1 that includes the process's SDK import and the
+        # warm-up's imports; with 2 or more, the earlier runs have done them.
+        profile.enable()
+        try:
+            return await fn(*args)
+        finally:
+            profile.disable()
+
+    result = trio.run(run)
+    profile.dump_stats(out)
+    return result
 
 
 def platform_line() -> str:
