@@ -170,7 +170,7 @@ class Session:
         assert self.conversation is not None
         # Not before the response: session/load's replay of a long history is CPU-bound
         # on the Trio thread, and the warm-up's imports and tool start-up would take the
-        # GIL from it (twice the load's time, bench/README.md "Big histories").
+        # GIL from it (bench/README.md, "Big histories").
         await self._published.wait()
         mcp_failures = await self.conversation.warm_up(self.warm_up_report)
         self.warmed.set()
