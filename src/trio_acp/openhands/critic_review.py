@@ -21,7 +21,7 @@ What the client sees (docs: README "Coming from the OpenHands CLI"):
   whether a refinement follows; `rawOutput` and `_meta.trioAcp.critic` carry the figures;
 - the follow-up message as a `user_message_chunk` (it is a user message, sent on the
   user's behalf) marked `_meta.trioAcp.refinement = {iteration, maxIterations}`;
-- on session/load, each verdict again after its answer (`replay_segments`);
+- on session/load, each verdict again after its answer (`replay_verdict`);
 - a critic that could not evaluate the answer (endpoint down, no chat template) as a
   warning `notice`, or a thought for a client without notices; the turn ends normally.
 
@@ -238,18 +238,12 @@ def review_updates(
     ], following
 
 
-def replay_segments(events: Sequence[Any], settings: Any) -> list[tuple[list[Any], Any]]:
-    """session/load: the history cut after each answer the critic judged, with the verdict
-    to show there (the refinement that followed, if any, shows as the user message it was)."""
-    out: list[tuple[list[Any], Any]] = []
-    segment: list[Any] = []
-    for event in events:
-        segment.append(event)
-        if settings is None or not is_answer(event):
-            continue
-        outcome = outcome_of([event])
-        if outcome is not None and outcome.score is not None:
-            out.append((segment, verdict_update(outcome, settings, refining=None, exhausted=False)))
-            segment = []
-    out.append((segment, None))
-    return out
+def replay_verdict(event: Any, settings: Any) -> Any | None:
+    """session/load: the verdict to show right after `event`, if it is an answer the critic
+    judged (the refinement that followed, if any, shows as the user message it was)."""
+    if settings is None or not is_answer(event):
+        return None
+    outcome = outcome_of([event])
+    if outcome is None or outcome.score is None:
+        return None
+    return verdict_update(outcome, settings, refining=None, exhausted=False)

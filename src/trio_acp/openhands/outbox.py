@@ -10,6 +10,7 @@ interrupt, a late token) is dropped.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,8 +18,9 @@ from typing import Any
 from ..credentials import UpdateMask
 from .bridge import Flush, ThreadBridge
 from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
-from .critic_review import replay_segments
+from .critic_review import replay_verdict
 from .translate import Translator, coalesce
+from .translate.replay import replay_windows
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +88,24 @@ class Outbox:
         return self._translator.end_compaction(status, reason)
 
     async def replay(self, events: list[Any], critic: Any = None) -> None:
-        """session/load: the whole conversation as updates, sent at once; with `critic`
-        (its settings), the critic's verdicts after the answers they judged."""
-        updates: list[Any] = []
-        for segment, verdict in replay_segments(events, critic):
-            updates += _guard(self._translator.replay, segment)
-            if verdict is not None:
-                updates.append(verdict)
-        for update in coalesce(updates):
-            await self._send_update(update)
+        """session/load: the whole conversation as updates, sent as they become final
+        (translate/replay.py: the updates and the order of translating it all first); with
+        `critic` (its settings), the critic's verdicts after the answers they judged."""
+        after = None
+        if critic is not None:
+            after = functools.partial(replay_verdict, settings=critic)
+        parts = replay_windows(self._translator, events, after=after)
+        while True:
+            try:
+                updates = next(parts, None)
+            except Exception:
+                # A replay bug must cost the rest of the history, never the session.
+                log.exception("replaying the history failed")
+                return
+            if updates is None:
+                return
+            for update in updates:
+                await self._send_update(update)
 
     # --- the pump ---------------------------------------------------------------------
 

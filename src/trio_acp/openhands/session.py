@@ -208,13 +208,15 @@ class Session:
         """Start the tools while the user types (`Conversation.warm_up`); say which MCP
         servers failed, once the client knows the session."""
         assert self.conversation is not None
+        # Not before the response: session/load's replay of a long history is CPU-bound
+        # on the Trio thread, and the warm-up's imports and tool start-up would take the
+        # GIL from it (bench/README.md, "Big histories").
+        await self._published.wait()
         mcp_failures = await self.conversation.warm_up(self.warm_up_report)
         self.warmed.set()
         notices = mcp_failure_notices(self.client, mcp_failures)
-        if notices:
-            await self._published.wait()
-            for notice in notices:
-                await self.send_update(notice)
+        for notice in notices:
+            await self.send_update(notice)
 
     async def published(self) -> None:
         """The client has been told the session id (run after the response)."""

@@ -350,18 +350,33 @@ class Translator:
         """The whole history for session/load: user messages as user_message_chunk, the rest
         as live but without streaming state; one `tool_call` per tool call carrying its final
         state (pending if it never ran). Afterwards this translator knows the replayed tool
-        calls, so live events about them become updates."""
-        fresh = Translator(self.cwd, is_dir=self._is_dir, compaction=self.compaction)
-        fresh._replaying = True
+        calls, so live events about them become updates. (`replay.replay_windows` gives the
+        same updates as they become final.)"""
+        fresh = self.for_replay()
         out: list[SessionUpdate] = []
         for event in events:
-            try:
-                out += fresh.event(event)
-            except Exception:
-                log.exception("replaying SDK event %s failed", type(event).__name__)
-        for call_id, call in fresh._calls.items():
-            self._calls.setdefault(call_id, call)
+            out += fresh.replay_event(event)
+        self.adopt_calls(fresh)
         return fold_tool_calls(out)
+
+    def for_replay(self) -> Translator:
+        """A fresh translator, in replay mode, for a history (`replay_event`)."""
+        fresh = Translator(self.cwd, is_dir=self._is_dir, compaction=self.compaction)
+        fresh._replaying = True
+        return fresh
+
+    def replay_event(self, event: Any) -> list[SessionUpdate]:
+        """A replaying translator's updates for one event of the history (before folding)."""
+        try:
+            return self.event(event)
+        except Exception:
+            log.exception("replaying SDK event %s failed", type(event).__name__)
+            return []
+
+    def adopt_calls(self, replayed: Translator) -> None:
+        """Know the tool calls a replay announced (live events about them update them)."""
+        for call_id, call in replayed._calls.items():
+            self._calls.setdefault(call_id, call)
 
     def fail_open_tool_calls(self, reason: str = "Interrupted.") -> list[SessionUpdate]:
         """`failed` updates for every announced tool call that never finished (e.g. after a

@@ -15,7 +15,7 @@ from ... import schema
 
 log = logging.getLogger(__name__)
 
-__all__ = ["coalesce", "fold_tool_calls"]
+__all__ = ["Coalescer", "coalesce", "fold_tool_calls"]
 
 _TOOL_FIELDS = ("title", "kind", "status", "content", "locations", "raw_input", "raw_output")
 
@@ -47,31 +47,47 @@ def fold_tool_calls(updates: list[Any]) -> list[Any]:
 def coalesce(updates: list[Any]) -> list[Any]:
     """Merge runs of AgentMessageChunk (and of AgentThoughtChunk) with the same message_id
     and plain text content into one chunk each, preserving order; the rest is untouched."""
-    out: list[Any] = []
-    run: list[Any] = []
+    merger = Coalescer()
+    return merger.feed(updates) + merger.finish()
 
-    def flush() -> None:
-        if not run:
-            return
-        if len(run) == 1:
-            out.append(run[0])
-        else:
-            first = run[0]
-            text = "".join(u.content.text for u in run)
-            out.append(attrs.evolve(first, content=attrs.evolve(first.content, text=text)))
-        run.clear()
 
-    for update in updates:
-        if _mergeable(update) and run and _same_message(run[-1], update):
-            run.append(update)
-            continue
-        flush()
-        if _mergeable(update):
-            run.append(update)
-        else:
+class Coalescer:
+    """`coalesce` over a sequence of updates that arrives in parts: `feed` returns what is
+    final so far (all but a run that the next part may continue), `finish` the rest."""
+
+    def __init__(self) -> None:
+        self._run: list[Any] = []
+
+    def feed(self, updates: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        run = self._run
+        for update in updates:
+            if _mergeable(update):
+                if run and not _same_message(run[-1], update):
+                    out.append(_merged(run))
+                    run.clear()
+                run.append(update)
+                continue
+            if run:
+                out.append(_merged(run))
+                run.clear()
             out.append(update)
-    flush()
-    return out
+        return out
+
+    def finish(self) -> list[Any]:
+        if not self._run:
+            return []
+        out = [_merged(self._run)]
+        self._run.clear()
+        return out
+
+
+def _merged(run: list[Any]) -> Any:
+    if len(run) == 1:
+        return run[0]
+    first = run[0]
+    text = "".join(u.content.text for u in run)
+    return attrs.evolve(first, content=attrs.evolve(first.content, text=text))
 
 
 def _mergeable(update: Any) -> bool:
