@@ -387,8 +387,8 @@ async def test_session_load_sends_the_whole_replay_then_warms_up_and_goes_on(tmp
         order.append("warm-up")
         return await warm_up(self, report)
 
-    async def recording_replay(self, events):
-        await replay(self, events)
+    async def recording_replay(self, events, critic=None):
+        await replay(self, events, critic)
         order.append("replayed")
 
     with ScriptedLLM() as llm:
