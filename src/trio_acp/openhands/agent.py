@@ -22,6 +22,8 @@ from ..credentials import SecretValues, secret_values
 from ..rpc import RequestError, after_response, current_request_id
 from ..schema import unstable
 from . import commands
+from .agent_server_api import RemoteError
+from .agent_server_config import AgentServerConfigError, AgentServerTarget, load_agent_server
 from .agent_spec import build_session_agent, hook_config
 from .conversation import fork_stored
 from .damage import find_damage
@@ -37,6 +39,12 @@ from .errors import (
     unknown_session,
 )
 from .models import model_choices
+from .remote_conversation import (
+    ServerConversation,
+    delete_on_server,
+    fork_on_server,
+    session_server,
+)
 from .sdk import (
     SdkLoader,
     build_agent,
@@ -77,8 +85,11 @@ class OpenHandsAgent:
         sdk_loader: SdkLoader | None = None,
         env=None,
         secrets: SecretValues | None = None,
+        agent_server_url: str | None = None,
     ) -> None:
         self._nursery = nursery
+        # `--agent-server URL` (agent_server_config.py reads the rest of that setting).
+        self._agent_server_url = agent_server_url
         self._sdk_loader = sdk_loader or SdkLoader()
         self._env = env
         # The credential values to mask (credentials.py); shared with the server's stream.
@@ -103,6 +114,16 @@ class OpenHandsAgent:
         # Masked from now on, before anything can quote them (a validation error, say).
         self.secrets.add(secret_values(settings.llm or {}))
         return settings
+
+    def _agent_server(self) -> AgentServerTarget | None:
+        """The agent-server new sessions run on (docs/agent-server.md), or None: here."""
+        try:
+            target = load_agent_server(self._env, flag_url=self._agent_server_url)
+        except AgentServerConfigError as exc:
+            raise not_configured(str(exc)) from None
+        if target is not None and target.api_key:
+            self.secrets.add([target.api_key])
+        return target
 
     # --- initialize / auth ------------------------------------------------------------
 
@@ -226,7 +247,7 @@ class OpenHandsAgent:
             raise RequestError.invalid_params(f"cwd is not an existing directory: {cwd}")
 
     async def _open_session(
-        self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None
+        self, sid: uuid.UUID, cwd: str, mcp_servers: list[Any] | None, *, fresh: bool = False
     ) -> Session:
         """Start a session (new, or an existing conversation from disk) in the agent's nursery."""
         self._check_cwd(cwd)
@@ -248,6 +269,13 @@ class OpenHandsAgent:
             ) from None
         store = SessionStore(settings.conversations_dir)
         existing = store.exists(sid)
+        stored_url = store.agent_server(sid) if existing else None
+        server = session_server(
+            self._agent_server() if stored_url or not existing else None,
+            sid,
+            stored_url,
+            existing=existing,
+        )
         try:
             setup = read_session_setup(
                 settings, cwd, store.dir_for(sid), mcp_config(mcp_servers or []), self._env
@@ -267,6 +295,25 @@ class OpenHandsAgent:
                 f"the session's set-up is not usable: {_short(exc)}"
             ) from None
         store.root.mkdir(parents=True, exist_ok=True)
+
+        def make_llm(choice: Any) -> Any:
+            return build_choice_llm(sdk, choice, env=self._env, retry_listener=retries)
+
+        open_conversation = None
+        if server is not None:
+            # The conversation runs on the agent-server: a new session creates it there
+            # under its own id; a fork finds it there (the server made it); a load attaches.
+            open_conversation = functools.partial(
+                ServerConversation.open,
+                sdk,
+                server,
+                agent,
+                working_dir=cwd,
+                conversation_id=sid,
+                create=False if existing else (True if fresh else None),
+                make_llm=make_llm,
+                max_iterations=settings.max_iterations,
+            )
 
         def factory(callbacks, token_callbacks):
             # With an existing directory the SDK resumes that conversation: same id,
@@ -302,10 +349,9 @@ class OpenHandsAgent:
             rules_path=store.dir_for(sid) / RULES_FILE,
             store=store,
             models=models,
-            make_llm=lambda choice: build_choice_llm(
-                sdk, choice, env=self._env, retry_listener=retries
-            ),
+            make_llm=make_llm,
             secrets=self.secrets,
+            open_conversation=open_conversation,
         )
         retries.session = session
         try:
@@ -318,6 +364,8 @@ class OpenHandsAgent:
             raise not_configured("logged out while the session was starting")
         self._sessions[sid] = session
         try:
+            if server is not None:
+                store.write_agent_server(sid, server.url)
             store.write_index(sid, cwd=cwd)
         except OSError:
             # Only session/list reads the index; the session itself is fine.
@@ -329,7 +377,7 @@ class OpenHandsAgent:
 
     @explained("session/new")
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
-        session = await self._open_session(uuid.uuid4(), params.cwd, params.mcp_servers)
+        session = await self._open_session(uuid.uuid4(), params.cwd, params.mcp_servers, fresh=True)
         return schema.NewSessionResponse(
             session_id=str(session.id),
             modes=session.mode_state(),
@@ -419,13 +467,23 @@ class OpenHandsAgent:
                     raise internal(f"could not fork session {sid}: {_short(exc)}") from None
             elif store.exists(sid):
                 values = store.read_options(sid)  # the choices it was saved with
-                await self._fork_stored(sid, fork_id, settings, store)
+                stored_url = store.agent_server(sid)
+                if stored_url is None:
+                    await self._fork_stored(sid, fork_id, settings, store)
+                else:
+                    server = session_server(self._agent_server(), sid, stored_url, existing=True)
+                    assert server is not None
+                    try:
+                        await fork_on_server(server, sid, fork_id)
+                    except RemoteError as exc:
+                        raise internal(f"could not fork session {sid}: {exc}") from None
             else:
                 raise unknown_session(sid)
         parent = store.read(store.dir_for(sid))
         rules = store.dir_for(sid) / RULES_FILE
         try:
             if rules.is_file():
+                store.dir_for(fork_id).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(rules, store.dir_for(fork_id) / RULES_FILE)
             session = await self._open_session(fork_id, params.cwd, params.mcp_servers)
         except BaseException:
@@ -513,6 +571,9 @@ class OpenHandsAgent:
             if live is not None:
                 await live.close()
             store = SessionStore(self._settings().conversations_dir)
+            stored_url = store.agent_server(sid)
+            if stored_url is not None:
+                await delete_on_server(self._agent_server(), sid, stored_url)
             try:
                 await trio.to_thread.run_sync(store.delete, sid)
             except DeleteError as exc:

@@ -12,6 +12,7 @@ Threads and who owns what:
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import uuid
@@ -59,6 +60,7 @@ class Session:
         models: list[Any] | None = None,
         make_llm: Any = None,
         secrets: SecretValues | None = None,
+        open_conversation: Any = None,
     ) -> None:
         # Parsed once, where the request came in (agent.py); str() only on the wire.
         self.id = session_id
@@ -82,6 +84,9 @@ class Session:
         # One LLM switch at a time: each builds on the LLM the last one installed.
         self._llm_switch = trio.Lock()
         self._conversation_factory = conversation_factory
+        # How the conversation is opened, when not in this process: an async callable
+        # taking on_event, on_token and name (an agent-server's, remote_conversation.py).
+        self._open_conversation = open_conversation
         self.conversation: Conversation | None = None
         # A credential split across streamed chunks is in no single frame: the outbox
         # masks what it sends.
@@ -118,13 +123,16 @@ class Session:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self.outbox.pump)
-                self.conversation = await LocalConversation.open(
+                opener = self._open_conversation or functools.partial(
+                    LocalConversation.open,
                     self.sdk,
                     self._conversation_factory,
+                    make_llm=self._make_llm,
+                )
+                self.conversation = await opener(
                     on_event=self.outbox.post_event,
                     on_token=self.outbox.post_token,
                     name=f"trio-acp-session-{self.id.hex[:8]}",
-                    make_llm=self._make_llm,
                 )
                 await self._apply_mode(self.mode)
                 llm = self.conversation.llm_options()
