@@ -152,8 +152,13 @@ class _Inbox:
         self._on_token = on_token
         self._state_update = ConversationStateUpdateEvent
         self._delta = StreamingDeltaEvent
+        # Deltas carry no response id, and each has an id of its own. The chunks of one model
+        # response must share one (the translator matches the final message to what was
+        # streamed under it, and repeats nothing): a response's deltas are those between two
+        # conversation events.
+        self._response = uuid.uuid4().hex
         self._chunk = lambda event: ModelResponseStream(
-            id=event.id,
+            id=self._response,
             choices=[
                 StreamingChoices(
                     index=0,
@@ -186,6 +191,7 @@ class _Inbox:
             return
         self.seen.add(event.id)
         self.forwarded += 1
+        self._response = uuid.uuid4().hex
         self._track_terminal(event)
         self._on_event(event)
 
