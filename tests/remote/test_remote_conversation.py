@@ -27,7 +27,6 @@ from trio_acp.openhands.remote import (
     list_conversations,
 )
 from trio_acp.testing import ScriptedLLM, fast_llm_kwargs, scenario_prompt
-from trio_acp.testing.agent_server import AgentServer, AgentServerUnavailable
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -43,20 +42,6 @@ def sdk():
 def llm():
     with ScriptedLLM() as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def server():
-    agent_server = AgentServer()
-    try:
-        agent_server.start()
-    except AgentServerUnavailable as exc:
-        agent_server.close()
-        pytest.skip(f"no agent-server here: {exc}")
-    try:
-        yield agent_server
-    finally:
-        agent_server.close()
 
 
 @pytest.fixture

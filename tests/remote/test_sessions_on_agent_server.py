@@ -25,7 +25,7 @@ import pytest
 
 from trio_acp.openhands.remote import MARKER_VAR
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
-from trio_acp.testing.agent_server import AgentServer, AgentServerUnavailable
+from trio_acp.testing.agent_server import AgentServer
 from trio_acp.testing.raw_agent import RawAgent
 
 pytestmark = pytest.mark.timeout(300)
@@ -35,20 +35,6 @@ pytestmark = pytest.mark.timeout(300)
 def llm():
     with ScriptedLLM() as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def server():
-    agent_server = AgentServer()
-    try:
-        agent_server.start()
-    except AgentServerUnavailable as exc:
-        agent_server.close()
-        pytest.skip(f"no agent-server here: {exc}")
-    try:
-        yield agent_server
-    finally:
-        agent_server.close()
 
 
 class Agent:
@@ -238,8 +224,10 @@ def test_cancel_mid_stream_then_next_prompt(agent, cwd):
     start = len(proc.frames)
     rid = send_prompt(proc, sid, scenario_prompt("slow", chunks=400, delay_ms=50))
     proc.read_until(
-        lambda f: f.get("method") == "session/update"
-        and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk",
+        lambda f: (
+            f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        ),
         what="the first chunk",
     )
     cancel(proc, sid)
