@@ -196,6 +196,11 @@ def test_streamed_reply_runs_on_the_server(agent, server, cwd):
     local = Path(agent.home) / "conversations" / uuid.UUID(sid).hex
     assert sorted(p.name for p in local.iterdir()) == ["trio_acp_session.json"]
     assert json.loads((local / "trio_acp_session.json").read_text())["agentServer"] == server.url
+    start = len(proc.frames)
+    assert proc.prompt(sid, "/status")["result"]["stopReason"] == "end_turn"
+    status = text_of(updates(proc, sid, start))
+    assert f"runs on: the agent-server at {server.url}" in status
+    assert "tokens: unknown" not in status, "no usage from the server's stats"
 
 
 def test_tool_call_with_permission_allow_then_reject(agent, server, cwd):

@@ -161,6 +161,11 @@ class ServerConversation:
             conv._usage = _usage_from_info(info)
         return conv
 
+    @property
+    def location(self) -> str:
+        """Where the conversation runs, for `/status` (the URL, never the key)."""
+        return f"the agent-server at {self.driver.target.url} (conversation {self.driver.id})"
+
     def _counted(self, event: Any) -> None:
         with self._lock:
             self._count += 1
