@@ -259,6 +259,17 @@ class OpenHandsAgent:
             models = model_choices(settings, self._env)
         except SettingsError as exc:
             raise not_configured(str(exc)) from None
+        store = SessionStore(settings.conversations_dir)
+        existing = store.exists(sid)
+        stored_url = store.agent_server(sid) if existing else None
+        # Where the conversation runs; a setting that cannot be used fails before the SDK
+        # import is waited for.
+        server = session_server(
+            self._agent_server() if stored_url or not existing else None,
+            sid,
+            stored_url,
+            existing=existing,
+        )
         sdk = await self._sdk_loader.get()
         retries = RetryRelay()
         try:
@@ -267,15 +278,6 @@ class OpenHandsAgent:
             raise not_configured(
                 f"the model settings are not usable: {_short(exc)} (from {settings.settings_file} / LLM_*)"
             ) from None
-        store = SessionStore(settings.conversations_dir)
-        existing = store.exists(sid)
-        stored_url = store.agent_server(sid) if existing else None
-        server = session_server(
-            self._agent_server() if stored_url or not existing else None,
-            sid,
-            stored_url,
-            existing=existing,
-        )
         try:
             setup = read_session_setup(
                 settings, cwd, store.dir_for(sid), mcp_config(mcp_servers or []), self._env
@@ -358,7 +360,10 @@ class OpenHandsAgent:
             await self._nursery.start(session.serve)
         except Exception as exc:
             log.exception("starting session %s failed", sid)
-            raise await _open_failure(sdk, store, sid, exc, existing=existing) from None
+            # A remote session's files are on the server: no local damage to look for.
+            raise await _open_failure(
+                sdk, store, sid, exc, existing=existing and server is None
+            ) from None
         if self._logged_out is not None:  # a logout came while this session was starting
             await session.close()
             raise not_configured("logged out while the session was starting")
