@@ -52,6 +52,7 @@ class Agent:
             # Everything trio-acp and the libraries under it log goes to stderr.
             TRIO_ACP_LOG_LEVEL="DEBUG",
             LLM_NUM_RETRIES="1",
+            TRIO_ACP_MODELS="openai/next",
             LLM_TIMEOUT="30",
         )
         self.proc = self._spawn()
@@ -260,6 +261,44 @@ def test_cancel_mid_tool_stops_the_remote_command(agent, cwd):
     reply = proc.prompt(sid, scenario_prompt("terminal", command="echo terminal-still-works"))
     assert reply["result"]["stopReason"] == "end_turn"
     assert "terminal-still-works" in json.dumps(updates(proc, sid, start))
+
+
+def test_options_errors_condense_and_fork_go_to_the_server(agent, server, llm, cwd):
+    proc = agent.proc
+    sid = proc.new_session(cwd)
+    # The model's options are the server's LLM's (switch_llm): unstreamed, one chunk.
+    # And the model (TRIO_ACP_MODELS): the server's next call names it.
+    proc.result(
+        "session/set_config_option", {"sessionId": sid, "configId": "model", "value": "openai/next"}
+    )
+    proc.result(
+        "session/set_config_option",
+        {"sessionId": sid, "configId": "stream", "type": "boolean", "value": False},
+    )
+    start = len(proc.frames)
+    assert proc.prompt(sid, "in one piece [scenario:echo]")["result"]["stopReason"] == "end_turn"
+    assert llm.requests[-1].body["model"] == "next"
+    chunks = [u for u in updates(proc, sid, start) if u["sessionUpdate"] == "agent_message_chunk"]
+    assert [text_of(chunks)] == ["Echo: in one piece [scenario:echo]"]
+    assert len(chunks) == 1, "still streaming: the switch did not reach the server"
+
+    # A failing model call on the server: the turn answers with the server's error event.
+    failed = proc.prompt(sid, scenario_prompt("error500"))
+    assert "error" in failed, failed
+    assert failed["error"]["data"]["code"], failed["error"]
+    assert proc.prompt(sid, "still here [scenario:echo]")["result"]["stopReason"] == "end_turn"
+
+    start = len(proc.frames)
+    assert proc.prompt(sid, "/condense")["result"]["stopReason"] == "end_turn"
+    said = text_of(updates(proc, sid, start))
+    assert said.startswith(("Conversation condensed", "Could not condense")), said
+
+    forked = proc.result("session/fork", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
+    fork = forked["sessionId"]
+    assert fork != sid and server_has(server, fork)
+    start = len(proc.frames)
+    proc.result("session/load", {"sessionId": fork, "cwd": cwd, "mcpServers": []})
+    assert "still here" in text_of(updates(proc, fork, start), "user_message_chunk")
 
 
 def test_load_list_and_delete_after_an_agent_restart(agent, server, cwd):

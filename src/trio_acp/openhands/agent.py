@@ -43,6 +43,7 @@ from .remote_conversation import (
     ServerConversation,
     delete_on_server,
     fork_on_server,
+    preload_remote_client,
     session_server,
 )
 from .sdk import (
@@ -91,6 +92,7 @@ class OpenHandsAgent:
         # `--agent-server URL` (agent_server_config.py reads the rest of that setting).
         self._agent_server_url = agent_server_url
         self._sdk_loader = sdk_loader or SdkLoader()
+        preload_remote_client(agent_server_url, env, self._sdk_loader)
         self._env = env
         # The credential values to mask (credentials.py); shared with the server's stream.
         self.secrets = secrets if secrets is not None else SecretValues()

@@ -19,8 +19,10 @@ commands and translation are the same as for a local conversation
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -34,7 +36,7 @@ from .agent_server_api import (
     get_conversation,
     post_json,
 )
-from .agent_server_config import AgentServerTarget
+from .agent_server_config import AgentServerConfigError, AgentServerTarget, load_agent_server
 from .conversation import FINISHED, Condensed, LlmOptions, Run, Usage, usage_of
 from .errors import internal, not_configured
 from .prompt import ImagePart, TextPart
@@ -44,7 +46,7 @@ from .sdk import confirmation_setup, supports_reasoning_effort
 log = logging.getLogger(__name__)
 
 # How long the stats fetch after a run may take before `/status` shows the older figures.
-STATS_TIMEOUT = 5.0
+STATS_TIMEOUT = 2.0
 
 
 class _ServerRun:
@@ -350,6 +352,44 @@ async def fork_on_server(
     """The server copies the conversation, history and all, to `fork_id`."""
     body = {"id": str(fork_id), "reset_metrics": True}
     await post_json(target, f"/api/conversations/{conversation_id}/fork", body, ok=(200, 201))
+
+
+# --- start-up -------------------------------------------------------------------------
+
+# What the SDK's remote client imports only when it opens its first connection (HTTP/2 and
+# WebSocket machinery): ~1-2 s on a loaded 2-core machine, otherwise paid by the first
+# session/new (bench/remote_startup.py).
+# How long the preload waits for the SDK's import before it gives up.
+PRELOAD_WAIT = 600.0
+_CLIENT_MODULES = ("httpcore", "h11", "h2.connection", "websockets.sync.client", "socksio")
+
+
+def preload_remote_client(flag_url: str | None, env: Any, sdk_loader: Any) -> None:
+    """With an agent-server configured, import the remote client's modules in the
+    background once the SDK's own import (`sdk_loader`, sdk.py) is over: not before it,
+    which sets up the environment the SDK's imports read, and not beside it, where the two
+    would only take turns with the interpreter lock. Best effort: anything not preloaded is
+    imported when it is needed."""
+    try:
+        configured = load_agent_server(env, flag_url=flag_url) is not None
+    except AgentServerConfigError:
+        return  # said when a session is opened
+    if not configured:
+        return
+
+    def load() -> None:
+        deadline = time.monotonic() + PRELOAD_WAIT
+        while not sdk_loader.ready:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
+        try:
+            for name in _CLIENT_MODULES:
+                importlib.import_module(name)
+        except Exception:
+            log.debug("preloading the agent-server client failed", exc_info=True)
+
+    threading.Thread(target=load, name="trio-acp-remote-preload", daemon=True).start()
 
 
 # --- which sessions run where (agent.py asks, at the point a conversation is chosen) ------
