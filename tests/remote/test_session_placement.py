@@ -86,3 +86,29 @@ async def test_an_unusable_setting_fails_session_new_at_once(tmp_path):
     assert refused.value.code == ErrorCode.AUTH_REQUIRED
     assert "TRIO_ACP_AGENT_SERVER_API_KEY" in refused.value.message
     assert "secret" not in refused.value.message
+
+
+async def test_a_server_that_is_down_fails_session_new_clearly(tmp_path):
+    from trio_acp.openhands.sdk import SdkLoader
+    from trio_acp.testing.agent_server import free_port
+
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    env = dict(os.environ)
+    env.update(scripted_env("http://127.0.0.1:9"))
+    env.update(
+        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
+        TRIO_ACP_AGENT_SERVER_API_KEY=SERVER.api_key,
+        TRIO_ACP_PUBLIC_SKILLS="0",
+    )
+    with trio.fail_after(240):  # the SDK import, then one refused connection: no hang
+        async with open_openhands_agent(
+            env=env, sdk_loader=SdkLoader(), agent_server_url=down
+        ) as agent:
+            async with open_in_memory_pair(agent, Client()) as (_, conn):
+                await conn.agent.initialize(protocol_version=1)
+                with pytest.raises(RequestError) as failed:
+                    await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])
+                listed = await conn.agent.list_sessions()
+    assert down in failed.value.message and "refused" in failed.value.message
+    assert SERVER.api_key not in failed.value.message
+    assert listed.sessions == [], "a session that never started is listed"
