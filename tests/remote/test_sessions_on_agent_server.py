@@ -186,12 +186,13 @@ def test_streamed_reply_runs_on_the_server(agent, server, cwd):
     proc = agent.proc
     sid = proc.new_session(cwd)
     start = len(proc.frames)
-    prompt = "tell me something long enough to stream in several pieces [scenario:echo]"
-    reply = proc.prompt(sid, prompt)
+    # Paced like a real model: the server's token deltas come well before the final message.
+    reply = proc.prompt(sid, scenario_prompt("slow", chunks=30, delay_ms=30))
     assert reply["result"]["stopReason"] == "end_turn"
     chunks = [u for u in updates(proc, sid, start) if u["sessionUpdate"] == "agent_message_chunk"]
     assert len(chunks) > 1, "the reply came as one piece: no streaming through the server"
-    assert text_of(updates(proc, sid, start)) == f"Echo: {prompt}"
+    # Streamed, then the final message: the text once, not twice.
+    assert text_of(updates(proc, sid, start)) == "".join(f"w{i:04d} " for i in range(1, 31))
     # The conversation is the server's, under the session's id; here, only our index.
     assert server_has(server, sid)
     local = Path(agent.home) / "conversations" / uuid.UUID(sid).hex

@@ -221,9 +221,11 @@ class _Inbox:
         if status == "running":
             self.running = True
             return
-        # A per-field FINISHED is a hint (the server's stop hooks may still revert it); the
-        # post-run full snapshot is what says the run is over. ERROR/STUCK are final at once.
-        if (full and self.running) or status in ("error", "stuck"):
+        # A per-field status is a hint: FINISHED may still be reverted by the server's stop
+        # hooks, and ERROR comes before the error event that says why. The post-run full
+        # snapshot, published after the run's events, is what says the run is over (the
+        # REST watch stands in if the socket loses it).
+        if full and (self.running or status in ("error", "stuck")):
             self.finish(status)
 
     def finish(self, status: str) -> None:
@@ -547,6 +549,10 @@ class RemoteConversationDriver:
                         log.warning("catching up with the agent-server's events failed: %s", exc)
                     self._inbox.finish(status)
                     return
+
+    async def catch_up(self) -> None:
+        """Hand on what the server recorded and the socket did not bring (once, by id)."""
+        await self._catch_up(await self._ready())
 
     async def _catch_up(self, conv: Any) -> None:
         def sync() -> None:

@@ -37,7 +37,7 @@ from .agent_server_api import (
     post_json,
 )
 from .agent_server_config import AgentServerConfigError, AgentServerTarget, load_agent_server
-from .conversation import FINISHED, Condensed, LlmOptions, Run, Usage, usage_of
+from .conversation import ERROR, FINISHED, STUCK, Condensed, LlmOptions, Run, Usage, usage_of
 from .errors import internal, not_configured
 from .prompt import ImagePart, TextPart
 from .remote import RemoteConversationDriver
@@ -71,16 +71,28 @@ class _ServerRun:
             return None
         self._started = True
         try:
-            status = await self._conv.driver.run(self._cancel)
-        except Exception as exc:  # RemoteError: the server failed or went away
-            return exc
-        else:
-            self._conv.run_status = status
-            return None
+            return await self._drive()
         finally:
             self._done.set()
             with trio.CancelScope(shield=True):
                 await self._conv.refresh_usage()
+
+    async def _drive(self) -> BaseException | None:
+        conv = self._conv
+        start = conv.event_count()
+        try:
+            status = await conv.driver.run(self._cancel)
+        except Exception as exc:  # RemoteError: the server failed or went away
+            return exc
+        conv.run_status = status
+        if status in (ERROR, STUCK) and conv.last_error(start) == (None, None):
+            # Why it failed is an event the socket may not have brought yet.
+            with trio.move_on_after(STATS_TIMEOUT):
+                try:
+                    await conv.driver.catch_up()
+                except RemoteError as exc:
+                    log.warning("fetching the failed run's events failed: %s", exc)
+        return None
 
     async def wait_done(self) -> None:
         await self._done.wait()
