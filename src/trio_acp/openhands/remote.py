@@ -131,6 +131,12 @@ def _stop_marked_command(marker: str) -> str:
     )
 
 
+# Events that answer a response's actions: the next model call may stream after them.
+_ANSWERS = frozenset(
+    {"ObservationEvent", "UserRejectObservation", "AgentErrorEvent", "ConversationErrorEvent"}
+)
+
+
 class _Inbox:
     """What the SDK's WebSocket thread calls: dedupe, hand on, track the run's end.
 
@@ -167,6 +173,8 @@ class _Inbox:
             ],
         )
         self.seen: set[str] = set()
+        # Deltas now would be late ones of a response already complete (`_track_quiet`).
+        self.quiet = False
         self.terminal_calls: set[str] = set()
         self.status: str | None = None
         # The run being waited for: armed before the run is triggered; `running` once the
@@ -179,7 +187,8 @@ class _Inbox:
 
     def __call__(self, event: Any) -> None:
         if isinstance(event, self._delta):
-            self._on_token(self._chunk(event))
+            if not self.quiet:
+                self._on_token(self._chunk(event))
             return
         if isinstance(event, self._state_update):
             self._state(event)
@@ -192,8 +201,22 @@ class _Inbox:
         self.seen.add(event.id)
         self.forwarded += 1
         self._response = uuid.uuid4().hex
+        self._track_quiet(event)
         self._track_terminal(event)
         self._on_event(event)
+
+    def _track_quiet(self, event: Any) -> None:
+        # The server publishes deltas and events on separate paths, and a fast reply's last
+        # deltas can reach the socket after the event that completes the response: taken
+        # for a new response, they would repeat its text. No model call can stream between
+        # a response's end (its actions, or its final message) and what answers it (the
+        # actions' observations, or the user's next message): deltas arriving then are late.
+        name = type(event).__name__
+        source = getattr(event, "source", None)
+        if name == "ActionEvent" or (name == "MessageEvent" and source == "agent"):
+            self.quiet = True
+        elif name == "MessageEvent" or name in _ANSWERS:
+            self.quiet = False
 
     def _track_terminal(self, event: Any) -> None:
         # Terminal calls announced and not yet answered: what a cancel may have to stop.
@@ -457,6 +480,7 @@ class RemoteConversationDriver:
         conv = await self._ready()
         inbox = self._inbox
         inbox.over, inbox.over_status, inbox.running, inbox.armed = trio.Event(), None, False, True
+        inbox.quiet = False
         self._tools_stopped = False
         try:
             await self._call(lambda: conv.run(blocking=False))
