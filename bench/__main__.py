@@ -17,7 +17,9 @@ Benchmarks print; they assert nothing.
 streaming, the thread bridge, cancel latency): see bench/agent_main.py and
 `python -m bench agent --help`. `python -m bench failures [...]`: how long a failing
 model keeps the editor waiting (bench/model_failures.py). `python -m bench remote [...]`: a
-local conversation against the same one on an OpenHands agent-server (bench/remote.py).
+local conversation against the same one on an OpenHands agent-server (bench/remote.py);
+`python -m bench remote-startup`: a fresh process's first `session/new`, local vs with
+`--agent-server` (bench/remote_startup.py).
 `python -m bench warm [...]`: a launch's spawn → `initialize` and → first `session/new`,
 cold vs through the warm server (bench/warm_start.py).
 `python -m bench concurrency`: 50 sessions prompting at once in one agent process
@@ -182,6 +184,11 @@ def main() -> None:
         from .agent_main import main as agent_main
 
         agent_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["remote-startup"]:
+        from .remote_startup import main as remote_startup_main
+
+        remote_startup_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["remote"]:
         from .remote import main as remote_main

@@ -74,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("TRIO_ACP_LOG_FILE"),
         help="also write logs to this file (default: $TRIO_ACP_LOG_FILE)",
     )
+    server_help = (
+        "run every new session's conversation on this OpenHands agent-server "
+        "(http(s)://host:port; its key from $TRIO_ACP_AGENT_SERVER_API_KEY; default: "
+        "$TRIO_ACP_AGENT_SERVER_URL, else agent_server.json, else in this process; "
+        "docs/agent-server.md)"
+    )
+    parser.add_argument("--agent-server", metavar="URL", default=None, help=server_help)
     setup_help = (
         "configure the model on this terminal (model, base URL, API key) and save it to "
         "agent_settings.json, then exit; what ACP's terminal authentication runs"
@@ -84,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     # A client appends the terminal auth method's args to the command it was configured
     # with, which may already name `serve`.
     serve.add_argument("--setup", action="store_true", help=setup_help)
+    serve.add_argument("--agent-server", metavar="URL", default=argparse.SUPPRESS, help=server_help)
     sub.add_parser("setup", help=setup_help)
     demo = sub.add_parser(
         "demo",
@@ -173,7 +181,7 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
             env[name] for name in model_key_variables(env) - {"TRIO_ACP_MODELS"} if env.get(name)
         )
         sys.stderr = MaskingTextStream(sys.stderr, secrets)
-        trio.run(serve_main, env, secrets)
+        trio.run(serve_main, env, secrets, args.agent_server)
         _exit_now(0)
     if args.command == "demo":
         from .demo import demo_main

@@ -46,6 +46,7 @@ async def serve_stream(
     sdk_loader: SdkLoader | None = None,
     env: Mapping[str, str] | None = None,
     secrets: SecretValues | None = None,
+    agent_server_url: str | None = None,
 ) -> None:
     """Serve the OpenHands agent on `stream` until the client hangs up.
 
@@ -58,12 +59,20 @@ async def serve_stream(
     # runs after fd 1 points at stderr, so nothing the import prints can reach the wire.
     loader = sdk_loader or SdkLoader()
     secrets = secrets if secrets is not None else SecretValues()
-    async with open_openhands_agent(sdk_loader=loader, env=env, secrets=secrets) as agent:
+    async with open_openhands_agent(
+        sdk_loader=loader, env=env, secrets=secrets, agent_server_url=agent_server_url
+    ) as agent:
         async with open_agent_connection(MaskingStream(stream, secrets), agent) as conn:
             await conn.wait_closed()
 
 
 async def serve_main(
-    env: Mapping[str, str] | None = None, secrets: SecretValues | None = None
+    env: Mapping[str, str] | None = None,
+    secrets: SecretValues | None = None,
+    agent_server_url: str | None = None,
 ) -> None:
-    await serve_stdio(lambda stream: serve_stream(stream, env=env, secrets=secrets))
+    await serve_stdio(
+        lambda stream: serve_stream(
+            stream, env=env, secrets=secrets, agent_server_url=agent_server_url
+        )
+    )

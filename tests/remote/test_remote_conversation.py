@@ -27,7 +27,6 @@ from trio_acp.openhands.remote import (
     list_conversations,
 )
 from trio_acp.testing import ScriptedLLM, fast_llm_kwargs, scenario_prompt
-from trio_acp.testing.agent_server import AgentServer, AgentServerUnavailable
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -43,20 +42,6 @@ def sdk():
 def llm():
     with ScriptedLLM() as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def server():
-    agent_server = AgentServer()
-    try:
-        agent_server.start()
-    except AgentServerUnavailable as exc:
-        agent_server.close()
-        pytest.skip(f"no agent-server here: {exc}")
-    try:
-        yield agent_server
-    finally:
-        agent_server.close()
 
 
 @pytest.fixture
@@ -340,3 +325,31 @@ async def test_server_killed_mid_turn_then_restarted(sdk, target, llm, server):
         assert not missed, f"events the server has were never handed on: {missed}"
     finally:
         await driver.close()
+
+
+async def test_one_response_id_per_response_and_late_deltas_dropped(sdk):
+    """Deltas carry no response id: the driver gives one response's deltas one id (the
+    final message then repeats nothing), and drops deltas that reach the socket after the
+    response is complete (the server publishes them on another path than events)."""
+    from openhands.sdk.event import MessageEvent, StreamingDeltaEvent
+
+    from trio_acp.openhands.remote import _Inbox
+
+    tokens: list[Any] = []
+    inbox = _Inbox(trio.lowlevel.current_trio_token(), lambda event: None, tokens.append)
+
+    def message(source: str, text: str) -> Any:
+        role = "assistant" if source == "agent" else "user"
+        return MessageEvent(
+            source=source, llm_message=sdk.Message(role=role, content=[sdk.TextContent(text=text)])
+        )
+
+    inbox(StreamingDeltaEvent(content="Hel"))
+    inbox(StreamingDeltaEvent(content="lo"))
+    inbox(message("agent", "Hello"))
+    inbox(StreamingDeltaEvent(content="lo"))  # late: the response is complete
+    assert [t.choices[0].delta.content for t in tokens] == ["Hel", "lo"]
+    assert tokens[0].id == tokens[1].id
+    inbox(message("user", "again"))
+    inbox(StreamingDeltaEvent(content="Next"))
+    assert len(tokens) == 3 and tokens[2].id != tokens[0].id

@@ -22,7 +22,9 @@ from ..credentials import SecretValues, secret_values
 from ..rpc import RequestError, after_response, current_request_id
 from ..schema import unstable
 from . import commands
-from .agent_spec import build_session_agent, hook_config, session_tools
+from .agent_server_api import RemoteError
+from .agent_server_config import AgentServerConfigError, AgentServerTarget, load_agent_server
+from .agent_spec import build_session_agent, for_agent_server, hook_config, session_tools
 from .conversation import fork_stored
 from .critic_review import settings_notice
 from .damage import find_damage
@@ -38,6 +40,13 @@ from .errors import (
     unknown_session,
 )
 from .models import model_choices
+from .remote_conversation import (
+    ServerConversation,
+    delete_on_server,
+    fork_on_server,
+    preload_remote_client,
+    session_server,
+)
 from .sdk import (
     SdkLoader,
     build_agent,
@@ -80,9 +89,13 @@ class OpenHandsAgent:
         sdk_loader: SdkLoader | None = None,
         env=None,
         secrets: SecretValues | None = None,
+        agent_server_url: str | None = None,
     ) -> None:
         self._nursery = nursery
+        # `--agent-server URL` (agent_server_config.py reads the rest of that setting).
+        self._agent_server_url = agent_server_url
         self._sdk_loader = sdk_loader or SdkLoader()
+        preload_remote_client(agent_server_url, env, self._sdk_loader)
         self._env = env
         # The credential values to mask (credentials.py); shared with the server's stream.
         self.secrets = secrets if secrets is not None else SecretValues()
@@ -106,6 +119,16 @@ class OpenHandsAgent:
         # Masked from now on, before anything can quote them (a validation error, say).
         self.secrets.add(secret_values(settings.llm or {}))
         return settings
+
+    def _agent_server(self) -> AgentServerTarget | None:
+        """The agent-server new sessions run on (docs/agent-server.md), or None: here."""
+        try:
+            target = load_agent_server(self._env, flag_url=self._agent_server_url)
+        except AgentServerConfigError as exc:
+            raise not_configured(str(exc)) from None
+        if target is not None and target.api_key:
+            self.secrets.add([target.api_key])
+        return target
 
     # --- initialize / auth ------------------------------------------------------------
 
@@ -244,6 +267,8 @@ class OpenHandsAgent:
         cwd: str,
         mcp_servers: list[Any] | None,
         additional: list[str] | None = None,
+        *,
+        fresh: bool = False,
     ) -> Session:
         """Start a session (new, or an existing conversation from disk) in the agent's nursery."""
         roots = self._roots(cwd, additional)
@@ -255,6 +280,17 @@ class OpenHandsAgent:
             models = model_choices(settings, self._env)
         except SettingsError as exc:
             raise not_configured(str(exc)) from None
+        store = SessionStore(settings.conversations_dir)
+        existing = store.exists(sid)
+        stored_url = store.agent_server(sid) if existing else None
+        # Where the conversation runs; a setting that cannot be used fails before the SDK
+        # import is waited for.
+        server = session_server(
+            self._agent_server() if stored_url or not existing else None,
+            sid,
+            stored_url,
+            existing=existing,
+        )
         sdk = await self._sdk_loader.get()
         retries = RetryRelay()
         try:
@@ -263,8 +299,6 @@ class OpenHandsAgent:
             raise not_configured(
                 f"the model settings are not usable: {_short(exc)} (from {settings.settings_file} / LLM_*)"
             ) from None
-        store = SessionStore(settings.conversations_dir)
-        existing = store.exists(sid)
         try:
             setup = read_session_setup(
                 settings, cwd, store.dir_for(sid), mcp_config(mcp_servers or []), self._env
@@ -284,6 +318,26 @@ class OpenHandsAgent:
                 f"the session's set-up is not usable: {_short(exc)}"
             ) from None
         store.root.mkdir(parents=True, exist_ok=True)
+
+        def make_llm(choice: Any) -> Any:
+            return build_choice_llm(sdk, choice, env=self._env, retry_listener=retries)
+
+        open_conversation = None
+        if server is not None:
+            agent = for_agent_server(agent)
+            # The conversation runs on the agent-server: a new session creates it there
+            # under its own id; a fork finds it there (the server made it); a load attaches.
+            open_conversation = functools.partial(
+                ServerConversation.open,
+                sdk,
+                server,
+                agent,
+                working_dir=cwd,
+                conversation_id=sid,
+                create=False if existing else (True if fresh else None),
+                make_llm=make_llm,
+                max_iterations=settings.max_iterations,
+            )
 
         def factory(callbacks, token_callbacks):
             # With an existing directory the SDK resumes that conversation: same id,
@@ -320,24 +374,28 @@ class OpenHandsAgent:
             rules_path=store.dir_for(sid) / RULES_FILE,
             store=store,
             models=models,
-            make_llm=lambda choice: build_choice_llm(
-                sdk, choice, env=self._env, retry_listener=retries
-            ),
+            make_llm=make_llm,
             secrets=self.secrets,
             critic=setup.cli.critic if agent.critic is not None else None,
             roots=roots,
+            open_conversation=open_conversation,
         )
         retries.session = session
         try:
             await self._nursery.start(session.serve)
         except Exception as exc:
             log.exception("starting session %s failed", sid)
-            raise await _open_failure(sdk, store, sid, exc, existing=existing) from None
+            # A remote session's files are on the server: no local damage to look for.
+            raise await _open_failure(
+                sdk, store, sid, exc, existing=existing and server is None
+            ) from None
         if self._logged_out is not None:  # a logout came while this session was starting
             await session.close()
             raise not_configured("logged out while the session was starting")
         self._sessions[sid] = session
         try:
+            if server is not None:
+                store.write_agent_server(sid, server.url)
             store.write_index(sid, cwd=cwd, roots=roots)
         except OSError:
             # Only session/list reads the index; the session itself is fine.
@@ -354,7 +412,7 @@ class OpenHandsAgent:
     @explained("session/new")
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         session = await self._open_session(
-            uuid.uuid4(), params.cwd, params.mcp_servers, params.additional_directories
+            uuid.uuid4(), params.cwd, params.mcp_servers, params.additional_directories, fresh=True
         )
         return schema.NewSessionResponse(
             session_id=str(session.id),
@@ -462,13 +520,23 @@ class OpenHandsAgent:
                     raise internal(f"could not fork session {sid}: {_short(exc)}") from None
             elif store.exists(sid):
                 values = store.read_options(sid)  # the choices it was saved with
-                await self._fork_stored(sid, fork_id, settings, store)
+                stored_url = store.agent_server(sid)
+                if stored_url is None:
+                    await self._fork_stored(sid, fork_id, settings, store)
+                else:
+                    server = session_server(self._agent_server(), sid, stored_url, existing=True)
+                    assert server is not None
+                    try:
+                        await fork_on_server(server, sid, fork_id)
+                    except RemoteError as exc:
+                        raise internal(f"could not fork session {sid}: {exc}") from None
             else:
                 raise unknown_session(sid)
         parent = store.read(store.dir_for(sid))
         rules = store.dir_for(sid) / RULES_FILE
         try:
             if rules.is_file():
+                store.dir_for(fork_id).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(rules, store.dir_for(fork_id) / RULES_FILE)
             session = await self._open_session(
                 fork_id, params.cwd, params.mcp_servers, params.additional_directories
@@ -565,6 +633,9 @@ class OpenHandsAgent:
             if live is not None:
                 await live.close()
             store = SessionStore(self._settings().conversations_dir)
+            stored_url = store.agent_server(sid)
+            if stored_url is not None:
+                await delete_on_server(self._agent_server(), sid, stored_url)
             try:
                 await trio.to_thread.run_sync(store.delete, sid)
             except DeleteError as exc:

@@ -183,6 +183,15 @@ def build_session_agent(sdk: SimpleNamespace, llm: Any, setup: SessionSetup, bui
     )
 
 
+def for_agent_server(agent: Any) -> Any:
+    """The agent as an agent-server runs it (docs/agent-server.md): without delegation and
+    without the critic. The server would resolve `task_tool_set` to the SDK's own, which
+    approves a sub-agent's actions unasked (ours asks, `subagents.py`), and the critic's
+    verdicts are shown by the local turn only (`critic_review.py`)."""
+    tools = [tool for tool in agent.tools if tool.name != DELEGATION]
+    return agent.model_copy(update={"tools": tools, "critic": None})
+
+
 def hook_config(setup: SessionSetup) -> Any:
     """The SDK's `HookConfig` for the session, or None without a hooks file."""
     if setup.hooks_path is None:

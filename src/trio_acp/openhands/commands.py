@@ -165,6 +165,10 @@ def status_text(session: CommandHost) -> str:
                 f"- tokens: {usage.prompt_tokens} prompt, {usage.completion_tokens} completion"
             )
         lines.append(f"- cost: ${usage.cost or 0:.4f}")
+    # Only a conversation on an agent-server says where it runs (remote_conversation.py).
+    location = getattr(session.conversation, "location", None)
+    if location:
+        lines.append(f"- runs on: {location}")
     lines.append(f"- always-rules: {len(session.rules.rules)}")
     if session.rules.problem:
         lines.append(f"- rules file: {session.rules.problem}")

@@ -411,23 +411,7 @@ class LocalConversation:
         return list(getattr(context, "skills", None) or [])
 
     def usage(self) -> Usage | None:
-        try:
-            metrics = self._conv.conversation_stats.get_combined_metrics()
-        except Exception:
-            return None
-        usages = getattr(metrics, "token_usages", None) or []
-        last = usages[-1] if usages else None
-        total = getattr(metrics, "accumulated_token_usage", None)
-        cost = metrics.accumulated_cost
-        return Usage(
-            last_used=((last.prompt_tokens or 0) + (last.completion_tokens or 0))
-            if last is not None
-            else 0,
-            context_window=(getattr(last, "context_window", 0) or 0) if last is not None else 0,
-            cost=cost if cost is not None and math.isfinite(cost) else None,
-            prompt_tokens=total.prompt_tokens if total is not None else None,
-            completion_tokens=total.completion_tokens if total is not None else None,
-        )
+        return usage_of(self._conv.conversation_stats)
 
     # --- the whole conversation --------------------------------------------------------
 
@@ -472,6 +456,27 @@ class LocalConversation:
                 self._critic_failures.detach()
             if self._loop is not None:
                 self._loop.stop()
+
+
+def usage_of(stats: Any) -> Usage | None:
+    """`Usage` from the SDK's `ConversationStats` (local, or as an agent-server reports it)."""
+    try:
+        metrics = stats.get_combined_metrics()
+    except Exception:
+        return None
+    usages = getattr(metrics, "token_usages", None) or []
+    last = usages[-1] if usages else None
+    total = getattr(metrics, "accumulated_token_usage", None)
+    cost = metrics.accumulated_cost
+    return Usage(
+        last_used=((last.prompt_tokens or 0) + (last.completion_tokens or 0))
+        if last is not None
+        else 0,
+        context_window=(getattr(last, "context_window", 0) or 0) if last is not None else 0,
+        cost=cost if cost is not None and math.isfinite(cost) else None,
+        prompt_tokens=total.prompt_tokens if total is not None else None,
+        completion_tokens=total.completion_tokens if total is not None else None,
+    )
 
 
 def fork_stored(

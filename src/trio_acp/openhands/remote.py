@@ -33,12 +33,33 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import trio
 
+from .agent_server_api import (
+    REQUEST_TIMEOUT,
+    RemoteError,
+    _describe,
+    _is_transport_error,
+    _redactor,
+    _scrub,
+    delete_conversation,
+    get_conversation,
+    list_conversations,
+)
 from .agent_server_config import AgentServerTarget
+
+__all__ = [
+    "INTERRUPTION_NOTE",
+    "MARKER_VAR",
+    "RemoteConversationDriver",
+    "RemoteError",
+    "delete_conversation",
+    "get_conversation",
+    "list_conversations",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,81 +85,6 @@ INTERRUPTION_NOTE = (
     "[The user interrupted the previous request before it was finished. "
     "Answer only the message that follows.]"
 )
-# Per-request timeout of our own REST calls (health polls, list, delete).
-REQUEST_TIMEOUT = 10.0
-
-
-class _KeyRedactor(logging.Filter):
-    """Masks the session API keys in the records of the loggers that see them.
-
-    The SDK's WebSocket client authenticates with a first frame holding the key, and the
-    `websockets` library logs every frame at DEBUG: with debug logging on, the key would
-    be in the log.
-    """
-
-    LOGGERS = ("websockets.client", "websockets.protocol", "httpx", "httpcore")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.keys: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.keys:
-            try:
-                message = record.getMessage()
-            except Exception:
-                return True
-            if any(key in message for key in self.keys):
-                for key in self.keys:
-                    message = message.replace(key, "***")
-                record.msg, record.args = message, None
-        return True
-
-
-_redactor = _KeyRedactor()
-for _name in _KeyRedactor.LOGGERS:
-    logging.getLogger(_name).addFilter(_redactor)
-
-
-class RemoteError(Exception):
-    """A request to the agent-server failed; the message says what, never the key."""
-
-
-def _scrub(text: str, key: str | None) -> str:
-    return text.replace(key, "***") if key else text
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line reason for an HTTP/WebSocket failure."""
-    import httpx
-
-    if isinstance(exc, httpx.HTTPStatusError):
-        response = exc.response
-        if response.status_code == 401:
-            return "the agent-server refused the session API key (HTTP 401)"
-        return f"HTTP {response.status_code} {response.reason_phrase} from {exc.request.method} {exc.request.url.path}"
-    if isinstance(exc, httpx.ConnectError):
-        return "connection refused or host unreachable"
-    if isinstance(exc, httpx.TimeoutException):
-        return f"no answer in time ({type(exc).__name__})"
-    cause = getattr(exc, "original_exception", None)
-    if cause is not None and cause is not exc:
-        return _describe(cause)
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:300]
-
-
-def _is_transport_error(error: BaseException) -> bool:
-    import httpx
-
-    exc: BaseException | None = error
-    for _ in range(5):  # the SDK wraps (ConversationRunError), at most a few deep
-        if exc is None:
-            return False
-        if isinstance(exc, httpx.TransportError):
-            return True
-        exc = getattr(exc, "original_exception", None) or exc.__cause__
-    return False
 
 
 def tag_terminal(agent: Any, marker: str) -> Any:
@@ -185,6 +131,12 @@ def _stop_marked_command(marker: str) -> str:
     )
 
 
+# Events that answer a response's actions: the next model call may stream after them.
+_ANSWERS = frozenset(
+    {"ObservationEvent", "UserRejectObservation", "AgentErrorEvent", "ConversationErrorEvent"}
+)
+
+
 class _Inbox:
     """What the SDK's WebSocket thread calls: dedupe, hand on, track the run's end.
 
@@ -206,8 +158,13 @@ class _Inbox:
         self._on_token = on_token
         self._state_update = ConversationStateUpdateEvent
         self._delta = StreamingDeltaEvent
+        # Deltas carry no response id, and each has an id of its own. The chunks of one model
+        # response must share one (the translator matches the final message to what was
+        # streamed under it, and repeats nothing): a response's deltas are those between two
+        # conversation events.
+        self._response = uuid.uuid4().hex
         self._chunk = lambda event: ModelResponseStream(
-            id=event.id,
+            id=self._response,
             choices=[
                 StreamingChoices(
                     index=0,
@@ -216,6 +173,8 @@ class _Inbox:
             ],
         )
         self.seen: set[str] = set()
+        # Deltas now would be late ones of a response already complete (`_track_quiet`).
+        self.quiet = False
         self.terminal_calls: set[str] = set()
         self.status: str | None = None
         # The run being waited for: armed before the run is triggered; `running` once the
@@ -228,7 +187,8 @@ class _Inbox:
 
     def __call__(self, event: Any) -> None:
         if isinstance(event, self._delta):
-            self._on_token(self._chunk(event))
+            if not self.quiet:
+                self._on_token(self._chunk(event))
             return
         if isinstance(event, self._state_update):
             self._state(event)
@@ -240,8 +200,23 @@ class _Inbox:
             return
         self.seen.add(event.id)
         self.forwarded += 1
+        self._response = uuid.uuid4().hex
+        self._track_quiet(event)
         self._track_terminal(event)
         self._on_event(event)
+
+    def _track_quiet(self, event: Any) -> None:
+        # The server publishes deltas and events on separate paths, and a fast reply's last
+        # deltas can reach the socket after the event that completes the response: taken
+        # for a new response, they would repeat its text. No model call can stream between
+        # a response's end (its actions, or its final message) and what answers it (the
+        # actions' observations, or the user's next message): deltas arriving then are late.
+        name = type(event).__name__
+        source = getattr(event, "source", None)
+        if name == "ActionEvent" or (name == "MessageEvent" and source == "agent"):
+            self.quiet = True
+        elif name == "MessageEvent" or name in _ANSWERS:
+            self.quiet = False
 
     def _track_terminal(self, event: Any) -> None:
         # Terminal calls announced and not yet answered: what a cancel may have to stop.
@@ -269,9 +244,11 @@ class _Inbox:
         if status == "running":
             self.running = True
             return
-        # A per-field FINISHED is a hint (the server's stop hooks may still revert it); the
-        # post-run full snapshot is what says the run is over. ERROR/STUCK are final at once.
-        if (full and self.running) or status in ("error", "stuck"):
+        # A per-field status is a hint: FINISHED may still be reverted by the server's stop
+        # hooks, and ERROR comes before the error event that says why. The post-run full
+        # snapshot, published after the run's events, is what says the run is over (the
+        # REST watch stands in if the socket loses it).
+        if full and (self.running or status in ("error", "stuck")):
             self.finish(status)
 
     def finish(self, status: str) -> None:
@@ -444,6 +421,15 @@ class RemoteConversationDriver:
                 _scrub(f"agent-server {self.target.url}: {_describe(exc)}", self.target.api_key)
             ) from None
 
+    async def call(self, fn: Callable[[], Any]) -> Any:
+        """A blocking call on the SDK's conversation, as the driver makes its own (`_call`)."""
+        await self._ready()
+        return await self._call(fn)
+
+    def mark_interrupted(self) -> None:
+        """The last message was cut short: the next one opens with `INTERRUPTION_NOTE`."""
+        self._interrupted = True
+
     async def send_message(self, message: Any) -> None:
         conv = await self._ready()
         if self._interrupted:
@@ -494,6 +480,7 @@ class RemoteConversationDriver:
         conv = await self._ready()
         inbox = self._inbox
         inbox.over, inbox.over_status, inbox.running, inbox.armed = trio.Event(), None, False, True
+        inbox.quiet = False
         self._tools_stopped = False
         try:
             await self._call(lambda: conv.run(blocking=False))
@@ -587,6 +574,10 @@ class RemoteConversationDriver:
                     self._inbox.finish(status)
                     return
 
+    async def catch_up(self) -> None:
+        """Hand on what the server recorded and the socket did not bring (once, by id)."""
+        await self._catch_up(await self._ready())
+
     async def _catch_up(self, conv: Any) -> None:
         def sync() -> None:
             conv.state.events.reconcile()
@@ -672,70 +663,3 @@ class RemoteConversationDriver:
                 workspace.client.close()
             except Exception:
                 pass
-
-
-# -- the server's catalogue, without a conversation open ----------------------------------
-
-
-def _client(target: AgentServerTarget) -> Any:
-    import httpx
-
-    headers = {"X-Session-API-Key": target.api_key} if target.api_key else {}
-    return httpx.Client(base_url=target.url, headers=headers, timeout=REQUEST_TIMEOUT)
-
-
-async def _request(
-    target: AgentServerTarget, method: str, path: str, ok: Iterable[int] = (200,), **kwargs: Any
-) -> Any:
-    def call() -> Any:
-        with _client(target) as client:
-            response = client.request(method, path, **kwargs)
-            if response.status_code not in ok:
-                response.raise_for_status()
-            return response
-
-    try:
-        return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
-    except Exception as exc:
-        raise RemoteError(
-            _scrub(f"agent-server {target.url}: {_describe(exc)}", target.api_key)
-        ) from None
-
-
-async def get_conversation(
-    target: AgentServerTarget, conversation_id: uuid.UUID
-) -> dict[str, Any] | None:
-    response = await _request(target, "GET", f"/api/conversations/{conversation_id}", ok=(200, 404))
-    return None if response.status_code == 404 else response.json()
-
-
-async def list_conversations(
-    target: AgentServerTarget, *, limit: int = 100
-) -> list[dict[str, Any]]:
-    """The server's conversations, newest first: id, title, status, created/updated times."""
-    items: list[dict[str, Any]] = []
-    page_id: str | None = None
-    while True:
-        params: dict[str, Any] = {"limit": limit}
-        if page_id:
-            params["page_id"] = page_id
-        page = (await _request(target, "GET", "/api/conversations/search", params=params)).json()
-        for item in page.get("items", []):
-            items.append(
-                {
-                    key: item.get(key)
-                    for key in ("id", "title", "execution_status", "created_at", "updated_at")
-                }
-                | {"working_dir": (item.get("workspace") or {}).get("working_dir")}
-            )
-        page_id = page.get("next_page_id")
-        if not page_id:
-            return items
-
-
-async def delete_conversation(target: AgentServerTarget, conversation_id: uuid.UUID) -> bool:
-    """Delete it on the server; False if it did not exist."""
-    response = await _request(
-        target, "DELETE", f"/api/conversations/{conversation_id}", ok=(200, 404)
-    )
-    return response.status_code == 200

@@ -12,6 +12,7 @@ Threads and who owns what:
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import uuid
@@ -63,6 +64,7 @@ class Session:
         secrets: SecretValues | None = None,
         critic: Any = None,
         roots: SessionRoots | None = None,
+        open_conversation: Any = None,
     ) -> None:
         # Parsed once, where the request came in (agent.py); str() only on the wire.
         self.id = session_id
@@ -76,7 +78,8 @@ class Session:
         # What the client offers of itself: its buffers (fs/*), its terminals
         # (docs/editor-workspace.md). Without either, the SDK's own tools work on disk.
         self.workspace = EditorWorkspace(client, str(session_id), post_update=self._post_editor)
-        self._editor_routed = self.workspace.routes_tools
+        # A conversation on an agent-server runs its tools there, not through this editor.
+        self._editor_routed = self.workspace.routes_tools and open_conversation is None
         self.model = model
         self.mode = mode
         # The critic settings (user_setup.CriticSettings) when the agent has a critic.
@@ -96,6 +99,9 @@ class Session:
         # One LLM switch at a time: each builds on the LLM the last one installed.
         self._llm_switch = trio.Lock()
         self._conversation_factory = conversation_factory
+        # How the conversation is opened, when not in this process: an async callable
+        # taking on_event, on_token and name (an agent-server's, remote_conversation.py).
+        self._open_conversation = open_conversation
         self.conversation: Conversation | None = None
         # A credential split across streamed chunks is in no single frame: the outbox
         # masks what it sends.
@@ -144,13 +150,16 @@ class Session:
                     # Before the conversation exists: its tools are built from the registry,
                     # which then finds this session's workspace (editor_workspace.py).
                     editor_workspace.attach(self.id, self.workspace)
-                self.conversation = await LocalConversation.open(
+                opener = self._open_conversation or functools.partial(
+                    LocalConversation.open,
                     self.sdk,
                     self._conversation_factory,
+                    make_llm=self._make_llm,
+                )
+                self.conversation = await opener(
                     on_event=self._on_sdk_event,
                     on_token=self.outbox.post_token,
                     name=f"trio-acp-session-{self.id.hex[:8]}",
-                    make_llm=self._make_llm,
                 )
                 await self._apply_mode(self.mode)
                 llm = self.conversation.llm_options()

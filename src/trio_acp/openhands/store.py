@@ -5,7 +5,10 @@ Layout (the SDK's, so an OpenHands user's conversations are ours too):
 We add `trio_acp_session.json` (cwd, title, last update for `session/list`; the session's
 config option values — approval mode, model, reasoning effort — for load/resume), and
 `trio_acp_rules.json` (the "always" permission rules). A conversation without our index
-(made by the OpenHands CLI) is still listed, from `base_state.json`.
+(made by the OpenHands CLI) is still listed, from `base_state.json`. A session whose
+conversation lives on an agent-server has only our files here; its index names the server
+(`agentServer`, its URL) and the conversation there has the session's id
+(docs/agent-server.md, "Sessions and the server's conversations").
 
 Session ids are UUIDs and are parsed before they touch a path. A damaged directory costs
 its own entry, never the list: one whose `base_state.json` cannot be read is listed with
@@ -32,6 +35,8 @@ from .session_roots import SessionRoots, roots_from_index, with_roots
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "trio_acp_session.json"
+# The index key naming the agent-server of a remote session.
+AGENT_SERVER = "agentServer"
 RULES_FILE = "trio_acp_rules.json"
 PAGE_SIZE = 50
 DAMAGED = "[damaged]"
@@ -99,7 +104,21 @@ class SessionStore:
         # its events with default settings; a damaged one is still this session's, for
         # session/load to say what is wrong with it.
         directory = self.dir_for(sid)
-        return os.path.lexists(directory / BASE_STATE) or bool(event_files(directory / EVENTS_DIR))
+        return (
+            os.path.lexists(directory / BASE_STATE)
+            or bool(event_files(directory / EVENTS_DIR))
+            or self.agent_server(sid) is not None
+        )
+
+    def agent_server(self, sid: uuid.UUID) -> str | None:
+        """The URL of the agent-server the session's conversation lives on (None: here)."""
+        url = self._index(sid).get(AGENT_SERVER)
+        return url if isinstance(url, str) else None
+
+    def write_agent_server(self, sid: uuid.UUID, url: str) -> None:
+        data = self._index(sid)
+        data[AGENT_SERVER] = url
+        self._write_index(sid, data)
 
     def write_index(
         self,
@@ -178,9 +197,10 @@ class SessionStore:
         base_path = directory / BASE_STATE
         base = _read_json(base_path)
         damaged = base is None and os.path.lexists(base_path) and not _is_empty_file(base_path)
-        if base is None and not damaged and not event_files(directory / EVENTS_DIR):
-            return None  # not a conversation
         index = _read_json(directory / INDEX_FILE) or {}
+        remote = isinstance(index.get(AGENT_SERVER), str)
+        if base is None and not damaged and not remote and not event_files(directory / EVENTS_DIR):
+            return None  # not a conversation
         cwd = index.get("cwd")
         if not _is_abs_path(cwd):
             workspace = (base or {}).get("workspace")
