@@ -56,6 +56,12 @@ async def _full_session(llm, home, ws):
             conn, wire, sid, scenario_prompt("remember", "What did I say?")
         )
         out["second_session"] = (await new_session(conn, ws)).session_id
+        # Its commands are announced right after the response: wait for them before the
+        # connection closes (the assertion below is about what arrives, not a race).
+        for _ in range(200):
+            if any(s == out["second_session"] for s, _u in client.updates):
+                break
+            await asyncio.sleep(0.05)
         out["files"] = sorted(os.listdir(ws))
     out["client"], out["wire"] = client, wire
     out["persisted"] = sorted(os.listdir(os.path.join(home, "conversations")))
