@@ -24,14 +24,11 @@ from ..schema import unstable
 from . import commands
 from .agent_server_api import RemoteError
 from .agent_server_config import AgentServerConfigError, AgentServerTarget, load_agent_server
-from .agent_spec import build_session_agent, for_agent_server, hook_config, session_tools
+from .agent_spec import session_tools
 from .conversation import fork_stored
 from .critic_review import settings_notice
-from .damage import find_damage
 from .errors import (
-    SEE_LOG,
     busy,
-    describe,
     explained,
     internal,
     leaves,
@@ -41,7 +38,6 @@ from .errors import (
 )
 from .models import model_choices
 from .remote_conversation import (
-    ServerConversation,
     delete_on_server,
     fork_on_server,
     preload_remote_client,
@@ -50,17 +46,15 @@ from .remote_conversation import (
 from .sdk import (
     SdkLoader,
     build_agent,
-    build_choice_llm,
     build_llm,
-    mask_in_conversation,
 )
 from .session import Session
+from .session_build import SessionPlan, build_session, open_failure, short
 from .session_roots import RootsError, SessionRoots, parse_roots
 from .settings import Settings, SettingsError, load_settings
 from .store import RULES_FILE, DeleteError, SessionStore, parse_session_id
-from .subagents import subagent_view
 from .terminal_setup import SETUP_ARG
-from .user_setup import read_session_setup, stored_tools
+from .user_setup import stored_tools
 
 log = logging.getLogger(__name__)
 
@@ -292,101 +286,30 @@ class OpenHandsAgent:
             existing=existing,
         )
         sdk = await self._sdk_loader.get()
-        retries = RetryRelay()
-        try:
-            llm = build_llm(sdk, settings.llm, retry_listener=retries, sources=settings.sources)
-        except Exception as exc:
-            raise not_configured(
-                f"the model settings are not usable: {_short(exc)} (from {settings.settings_file} / LLM_*)"
-            ) from None
-        try:
-            setup = read_session_setup(
-                settings, cwd, store.dir_for(sid), mcp_config(mcp_servers or []), self._env
-            )
-        except SettingsError as exc:
-            raise RequestError.invalid_params(str(exc)) from None
-        try:
-            # Skills are read from disk (the project's, the user's): off the Trio thread.
-            agent = await trio.to_thread.run_sync(
-                lambda: build_session_agent(
-                    sdk, llm, setup, lambda fields: build_llm(sdk, fields, retry_listener=retries)
-                )
-            )
-            hooks = hook_config(setup)
-        except Exception as exc:
-            raise RequestError.invalid_params(
-                f"the session's set-up is not usable: {_short(exc)}"
-            ) from None
-        store.root.mkdir(parents=True, exist_ok=True)
-
-        def make_llm(choice: Any) -> Any:
-            return build_choice_llm(sdk, choice, env=self._env, retry_listener=retries)
-
-        open_conversation = None
-        if server is not None:
-            agent = for_agent_server(agent)
-            # The conversation runs on the agent-server: a new session creates it there
-            # under its own id; a fork finds it there (the server made it); a load attaches.
-            open_conversation = functools.partial(
-                ServerConversation.open,
-                sdk,
-                server,
-                agent,
-                working_dir=cwd,
-                conversation_id=sid,
-                create=False if existing else (True if fresh else None),
-                make_llm=make_llm,
-                max_iterations=settings.max_iterations,
-            )
-
-        def factory(callbacks, token_callbacks):
-            # With an existing directory the SDK resumes that conversation: same id,
-            # same events, the runtime agent and LLM replacing the persisted ones.
-            conversation = sdk.LocalConversation(
-                agent=agent,
-                workspace=cwd,
-                persistence_dir=str(store.root),
-                # The SDK's own store for that directory, masking the agent's credentials.
-                file_store=sdk.MaskingFileStore(
-                    str(store.dir_for(sid)),
-                    secrets=self.secrets,
-                    cache_limit_size=settings.max_iterations,
-                ),
-                conversation_id=sid,
-                callbacks=callbacks,
-                token_callbacks=token_callbacks,
-                # Shows nothing itself; makes the sub-agents' work visible (subagents.py).
-                visualizer=subagent_view(callbacks[0], self.secrets),
-                max_iteration_per_run=settings.max_iterations,
-                hook_config=hooks,
-            )
-            mask_in_conversation(conversation, self.secrets.values)
-            return conversation
-
-        session = Session(
-            session_id=sid,
-            cwd=cwd,
-            sdk=sdk,
-            conversation_factory=factory,
-            client=self._client,
-            model=str(settings.llm.get("model")),
-            mode=settings.default_mode,
-            rules_path=store.dir_for(sid) / RULES_FILE,
-            store=store,
-            models=models,
-            make_llm=make_llm,
+        session, setup = await build_session(
+            SessionPlan(
+                sid=sid,
+                cwd=cwd,
+                roots=roots,
+                mcp_servers=mcp_servers,
+                settings=settings,
+                models=models,
+                store=store,
+                existing=existing,
+                fresh=fresh,
+                server=server,
+            ),
+            sdk,
+            env=self._env,
             secrets=self.secrets,
-            critic=setup.cli.critic if agent.critic is not None else None,
-            roots=roots,
-            open_conversation=open_conversation,
+            client=self._client,
         )
-        retries.session = session
         try:
             await self._nursery.start(session.serve)
         except Exception as exc:
             log.exception("starting session %s failed", sid)
             # A remote session's files are on the server: no local damage to look for.
-            raise await _open_failure(
+            raise await open_failure(
                 sdk, store, sid, exc, existing=existing and server is None
             ) from None
         if self._logged_out is not None:  # a logout came while this session was starting
@@ -517,7 +440,7 @@ class OpenHandsAgent:
                 except Exception as exc:
                     log.exception("forking session %s failed", sid)
                     await trio.to_thread.run_sync(store.delete, fork_id)
-                    raise internal(f"could not fork session {sid}: {_short(exc)}") from None
+                    raise internal(f"could not fork session {sid}: {short(exc)}") from None
             elif store.exists(sid):
                 values = store.read_options(sid)  # the choices it was saved with
                 stored_url = store.agent_server(sid)
@@ -575,7 +498,7 @@ class OpenHandsAgent:
         try:
             agent = build_agent(sdk, build_llm(sdk, settings.llm or {}))
         except Exception as exc:
-            raise not_configured(f"the model settings are not usable: {_short(exc)}") from None
+            raise not_configured(f"the model settings are not usable: {short(exc)}") from None
         # With the tools it was made with: the SDK refuses to open it with fewer.
         tools = await trio.to_thread.run_sync(stored_tools, store.dir_for(sid))
         agent = agent.model_copy(update={"tools": session_tools(sdk, tools)})
@@ -594,7 +517,7 @@ class OpenHandsAgent:
         except Exception as exc:
             log.exception("forking the stored session %s failed", sid)
             await trio.to_thread.run_sync(store.delete, fork_id)
-            raise internal(f"could not fork session {sid}: {_short(exc)}") from None
+            raise internal(f"could not fork session {sid}: {short(exc)}") from None
 
     @explained("session/list")
     async def list_sessions(
@@ -721,42 +644,6 @@ class OpenHandsAgent:
                 nursery.start_soon(session.close)
 
 
-class RetryRelay:
-    """The LLM's retry listener (called in the SDK's thread) → a note in the session.
-
-    The LLM is built before its session exists, hence the late-bound session.
-    """
-
-    def __init__(self) -> None:
-        self.session: Session | None = None
-
-    def __call__(self, attempt: int, total: int, error: BaseException | None) -> None:
-        if self.session is not None:
-            self.session.note_retry(attempt, total, error)
-
-
-def mcp_config(servers: list[Any]) -> dict[str, Any]:
-    """ACP MCP servers → the SDK's `mcp_config` entries (server name → its settings).
-
-    stdio servers become a command the SDK starts; http and sse servers a URL it connects
-    to, with the client's headers (both advertised in `mcpCapabilities`)."""
-    out: dict[str, Any] = {}
-    for server in servers:
-        if isinstance(server, schema.McpServerStdio):
-            out[server.name] = {
-                "command": server.command,
-                "args": list(server.args or []),
-                "env": {e.name: e.value for e in (server.env or [])},
-            }
-        elif isinstance(server, schema.McpServerHttp | schema.McpServerSse):
-            out[server.name] = {
-                "url": server.url,
-                "transport": "http" if isinstance(server, schema.McpServerHttp) else "sse",
-                "headers": {h.name: h.value for h in (server.headers or [])},
-            }
-    return out
-
-
 def load_settings_message(env) -> str:
     try:
         return load_settings(env).missing_model_message()
@@ -775,36 +662,6 @@ def _settings_identity(env) -> tuple[Any, ...]:
     except OSError:
         return ("missing", str(path))
     return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
-
-
-async def _open_failure(
-    sdk: Any, store: SessionStore, sid: uuid.UUID, exc: Exception, *, existing: bool
-) -> RequestError:
-    """What to tell the user when a session's conversation could not be opened."""
-    if not existing:
-        return internal(f"could not start the session: {describe(exc)} ({SEE_LOG})")
-    directory = store.dir_for(sid)
-    try:
-        damage = await trio.to_thread.run_sync(
-            lambda: find_damage(
-                directory,
-                check_state=sdk.ConversationState.model_validate,
-                check_event=sdk.Event.model_validate,
-            )
-        )
-    except Exception:
-        log.exception("looking for damage in %s failed", directory)
-        damage = None
-    if damage is not None:
-        return internal(damage.message(str(sid)), {"path": str(damage.path)})
-    return internal(
-        f"session {sid} cannot be opened: {describe(exc)}. Its files are in {directory}; "
-        f"delete the session (session/delete) if they cannot be repaired ({SEE_LOG})",
-    )
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:500] or type(exc).__name__
 
 
 @asynccontextmanager
