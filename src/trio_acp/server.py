@@ -10,6 +10,7 @@ from .connection import open_agent_connection
 from .credentials import SecretValues
 from .openhands.agent import open_openhands_agent
 from .openhands.sdk import SdkLoader
+from .rpc import direct_sender
 from .stdio import serve_stdio
 
 
@@ -29,6 +30,16 @@ class MaskingStream(trio.abc.Stream):
         await self._inner.send_all(
             self._secrets.mask_bytes(bytes(data)) if self._secrets.values else data
         )
+
+    def try_send_now(self, data: bytes) -> bytes | memoryview:
+        # The peer's immediate write of a response (trio_acp/rpc/_direct.py), masked the
+        # same way. What the pipe does not take comes back masked and goes out later through
+        # send_all, which masks it once more: masked bytes hold no secret, so that second
+        # pass changes nothing (and could only ever hide more, never reveal).
+        send_now = direct_sender(self._inner)
+        if send_now is None:
+            return data
+        return send_now(self._secrets.mask_bytes(bytes(data)) if self._secrets.values else data)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._inner.wait_send_all_might_not_block()

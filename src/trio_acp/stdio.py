@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from .rpc import direct_sender
+
 __all__ = ["open_stdio_stream", "serve_stdio"]
 
 logger = logging.getLogger("trio_acp.stdio")
@@ -90,6 +92,11 @@ class _EndableStream(trio.abc.Stream):
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self._inner.send_all(data)
+
+    def try_send_now(self, data: bytes) -> bytes | memoryview:
+        # Lets the peer write a response at once (trio_acp/rpc/_direct.py).
+        send_now = direct_sender(self._inner)
+        return data if send_now is None else send_now(data)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._inner.wait_send_all_might_not_block()

@@ -10,6 +10,7 @@ drives it over any `trio.abc.Stream` (stdio, a socket, an in-memory pair)::
 See `trio_acp.rpc._peer` for the task layout, ordering, cancellation and shutdown rules.
 """
 
+from ._direct import direct_sender
 from ._errors import ErrorCode, PeerClosed, RequestError
 from ._framing import DEFAULT_MAX_FRAME_SIZE, FrameTooLarge, LineBuffer
 from ._messages import (
@@ -54,6 +55,7 @@ __all__ = [
     "RequestId",
     "Result",
     "current_request_id",
+    "direct_sender",
     "encode_error",
     "encode_notification",
     "encode_request",

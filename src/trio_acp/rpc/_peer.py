@@ -10,7 +10,11 @@ Task layout of one connection (all inside `open_peer`'s nursery)::
 * Writing.  Every outgoing message is serialized first and queued, whole, on a bounded
   memory channel; the writer drains everything queued and writes it with one
   ``send_all``.  A task cancelled while sending can therefore never leave half a frame
-  on the wire, and the channel bound gives back-pressure.
+  on the wire, and the channel bound gives back-pressure.  Requests and responses (frames
+  the other side waits for) skip the queue when it is empty and the writer idle: they are
+  written at once, synchronously, if the stream allows it (`trio_acp.rpc._direct`), and
+  the writer sends whatever the pipe did not take.  Notifications always queue, so a burst
+  of them still leaves in few writes.
 * Reading.  The reader parses each line and
     - starts a task per inbound **request** (so a handler awaiting a request to the other
       side never blocks the reader);
@@ -44,6 +48,7 @@ from typing import Any, Protocol
 import trio
 
 from ..exception_groups import leaves, reraise
+from ._direct import direct_sender
 from ._errors import PeerClosed, RequestError
 from ._framing import DEFAULT_MAX_FRAME_SIZE, FrameTooLarge, LineBuffer
 from ._messages import (
@@ -161,9 +166,10 @@ class Peer:
         self._stream = stream
         self._handler = handler
         self._buffer = LineBuffer(max_frame_size)
-        self._send_channel, self._receive_channel = trio.open_memory_channel[bytes](
+        self._send_channel, self._receive_channel = trio.open_memory_channel[bytes | memoryview](
             max_queued_frames
         )
+        self._send_now = direct_sender(stream)
         self._shutdown_grace = shutdown_grace
         self._receive_size = receive_size
         self._next_id = 0
@@ -207,10 +213,13 @@ class Peer:
         self._pending[request_id] = slot
         sent = False
         try:
-            try:
-                await self._send_channel.send(frame)
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                raise self._peer_closed() from None
+            # A cancelled caller sends nothing (the queued path below would raise here).
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if not self._write_now(frame):
+                try:
+                    await self._send_channel.send(frame)
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    raise self._peer_closed() from None
             sent = True
             await slot.event.wait()
         except BaseException:
@@ -347,6 +356,24 @@ class Peer:
             # Nobody to talk to any more: wind the whole connection down.
             self._reader_scope.cancel()
 
+    def _write_now(self, frame: bytes) -> bool:
+        """Write `frame` at once if nothing is queued and the writer is idle, without a
+        scheduler pass; hand the writer what the stream did not take.  False: not
+        written, queue it as usual."""
+        send_now = self._send_now
+        # A receiver waiting on the channel is the writer, idle: it holds no frame and
+        # nothing is queued (a queued frame would have woken it), so this one is next.
+        if send_now is None or self._receive_channel.statistics().tasks_waiting_receive == 0:
+            return False
+        try:
+            rest = send_now(frame)
+        except Exception:  # nothing written: the writer's send_all meets the error
+            return False
+        if rest:
+            # Straight to the waiting writer, ahead of anything queued after this.
+            self._send_channel.send_nowait(rest)
+        return True
+
     async def _send_quietly(self, frame: bytes) -> None:
         try:
             await self._send_channel.send(frame)
@@ -417,7 +444,8 @@ class Peer:
             # Cancelled by $/cancel_request or by the shutdown, with no answer of its own:
             # the request must still be answered.
             frame = encode_error(request.id, RequestError.request_cancelled())
-        await self._send_quietly(frame)
+        if not self._write_now(frame):
+            await self._send_quietly(frame)
         for fn in callbacks:
             try:
                 await fn()
