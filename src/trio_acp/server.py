@@ -31,7 +31,7 @@ class MaskingStream(trio.abc.Stream):
             self._secrets.mask_bytes(bytes(data)) if self._secrets.values else data
         )
 
-    def try_send_now(self, data: bytes) -> bytes | memoryview:
+    def try_send_now(self, data: bytes | memoryview) -> bytes | memoryview:
         # The peer's immediate write of a response (trio_acp/rpc/_direct.py), masked the
         # same way. What the pipe does not take comes back masked and goes out later through
         # send_all, which masks it once more: masked bytes hold no secret, so that second

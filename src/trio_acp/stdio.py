@@ -93,7 +93,7 @@ class _EndableStream(trio.abc.Stream):
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self._inner.send_all(data)
 
-    def try_send_now(self, data: bytes) -> bytes | memoryview:
+    def try_send_now(self, data: bytes | memoryview) -> bytes | memoryview:
         # Lets the peer write a response at once (trio_acp/rpc/_direct.py).
         send_now = direct_sender(self._inner)
         return data if send_now is None else send_now(data)

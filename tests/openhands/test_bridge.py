@@ -6,6 +6,7 @@ import threading
 
 import trio
 import trio.lowlevel
+import trio.testing
 
 from trio_acp.openhands.bridge import Flush, ThreadBridge
 from trio_acp.openhands.loop_thread import LoopThread, wait_future
@@ -129,3 +130,41 @@ async def test_close_releases_a_flush_that_nobody_will_consume():
         bridge.close()
         with trio.fail_after(5):
             await done.wait()
+
+
+class _CountingToken:
+    """A TrioToken that counts the wake-ups scheduled through it."""
+
+    def __init__(self) -> None:
+        self.token = trio.lowlevel.current_trio_token()
+        self.calls = 0
+
+    def run_sync_soon(self, fn, *args, idempotent: bool = False) -> None:
+        self.calls += 1
+        self.token.run_sync_soon(fn, *args, idempotent=idempotent)
+
+
+async def test_posts_while_the_consumer_is_busy_schedule_no_wake_up():
+    token = _CountingToken()
+    bridge = ThreadBridge(token)  # type: ignore[arg-type]
+    bridge.post(0)
+    assert token.calls == 1
+    await trio.testing.wait_all_tasks_blocked()  # the wake-up has run
+    assert await bridge.receive_batch() == [0]
+    # The consumer is awake (sending what it got): these gather for its next drain, and
+    # the posting thread pays no run_sync_soon for them.
+    await trio.to_thread.run_sync(lambda: [bridge.post(i) for i in range(1, 101)])
+    assert token.calls == 1
+    assert await bridge.receive_batch() == list(range(1, 101))
+    # Once the consumer waits again, a post wakes it, and nothing is lost.
+    async with trio.open_nursery() as nursery:
+        got: list = []
+
+        async def consume() -> None:
+            got.extend(await bridge.receive_batch())
+
+        nursery.start_soon(consume)
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.to_thread.run_sync(bridge.post, 101)
+    assert got == [101]
+    assert token.calls == 2

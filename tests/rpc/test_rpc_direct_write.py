@@ -36,8 +36,13 @@ def pipe_pair() -> tuple[trio.StapledStream[Any, Any], trio.StapledStream[Any, A
     return a, b
 
 
+def _in_writer() -> bool:
+    return "_write_loop" in trio.lowlevel.current_task().name
+
+
 class Recording(trio.abc.Stream):
-    """Delegates to a stream and records which frames went out through which path."""
+    """Delegates to a stream and records which frames went out through which path:
+    `now` written at once by the task that made them, `queued` by the writer task."""
 
     def __init__(self, inner: trio.abc.Stream) -> None:
         self.inner = inner
@@ -45,12 +50,13 @@ class Recording(trio.abc.Stream):
         self.queued: list[bytes] = []
         self._send_now = direct_sender(inner)
 
-    def try_send_now(self, data: bytes) -> bytes | memoryview:
+    def try_send_now(self, data: bytes | memoryview) -> bytes | memoryview:
         assert self._send_now is not None
-        self.now.append(bytes(data))
+        (self.queued if _in_writer() else self.now).append(bytes(data))
         return self._send_now(data)
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        assert _in_writer()
         self.queued.append(bytes(data))
         await self.inner.send_all(data)
 
@@ -145,9 +151,10 @@ async def test_no_direct_write_while_the_writer_holds_a_half_written_frame() -> 
                 await release.wait()  # half of it is "on the wire"; the rest waits
             await self.inner.send_all(data)
 
-        def try_send_now(self, data: bytes) -> bytes | memoryview:
-            self.now.append(bytes(data))
-            return data  # writes nothing: the writer sends it
+        def try_send_now(self, data: bytes | memoryview) -> bytes | memoryview:
+            if not _in_writer():
+                self.now.append(bytes(data))
+            return data  # writes nothing: the writer sends it with send_all
 
     stream = Stuck(inner)
     raw = RawSide(other)

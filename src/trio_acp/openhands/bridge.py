@@ -41,8 +41,11 @@ class ThreadBridge:
         self._token = token or trio.lowlevel.current_trio_token()
         self._items: collections.deque[Any] = collections.deque()
         self._event = trio.Event()
-        # True while a wake-up is scheduled and has not run yet; lets a burst of posts
-        # cost one run_sync_soon. A stale read only ever causes one extra wake-up.
+        # True from the post that scheduled a wake-up until the consumer next goes to
+        # sleep: while it is awake (sending the last batch), what is posted gathers for
+        # its next receive_batch and needs no wake-up of its own, so a busy consumer costs
+        # the posting thread no run_sync_soon at all. A stale read only ever causes one
+        # extra wake-up.
         self._wake_pending = False
         self._closed = False
 
@@ -60,12 +63,16 @@ class ThreadBridge:
                 self._closed = True
 
     def _wake(self) -> None:
-        self._wake_pending = False
         self._event.set()
 
     async def receive_batch(self) -> list[Any]:
         """Wait for at least one item, then return everything queued, in order."""
         while not self._items:
+            # About to sleep: from now on a post must wake us. A post made between the
+            # check above and this line saw the flag still set: look once more.
+            self._wake_pending = False
+            if self._items:
+                break
             await self._event.wait()
             self._event = trio.Event()
         items = []

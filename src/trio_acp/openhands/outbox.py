@@ -10,6 +10,7 @@ interrupt, a late token) is dropped.
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -117,14 +118,15 @@ class Outbox:
         (`close_turn`, when its flush timed out): updates of a closed turn are dropped
         right up to the moment they would be sent.
         """
-        items: list[Any] = []
+        items: collections.deque[Any] = collections.deque()
         try:
             while True:
-                items = await self.bridge.receive_batch()
+                # A deque: a batch can hold thousands of chunks, and list.pop(0) is linear.
+                items = collections.deque(await self.bridge.receive_batch())
                 pending: list[Any] = []
                 pending_seq = 0
                 while items:
-                    item = items.pop(0)
+                    item = items.popleft()
                     if isinstance(item, Flush):
                         end = item.payload
                         if isinstance(end, EndTurn) and end.fail_open is not None:

@@ -5,7 +5,9 @@ task costs two Trio scheduler passes before the bytes reach the pipe (the writer
 then the checkpoint at the start of ``FdStream.send_all``): about 20 µs of a 100–150 µs
 round trip between two processes (bench/README.md, "Request latency").  When nothing is
 queued and the writer is idle, the peer instead writes the frame synchronously with a
-non-blocking ``write()``, and hands whatever the pipe did not take to the writer.
+non-blocking ``write()``, and hands whatever the pipe did not take to the writer.  The
+writer itself writes what it drained from the queue the same way (``send_all`` would
+yield once more before writing), and falls back to ``send_all`` for what does not fit.
 
 A stream opts in with a ``try_send_now(data)`` method: write what can be written *now*,
 without blocking and without yielding, and return the part not written (empty when all of
@@ -28,7 +30,7 @@ import trio
 __all__ = ["SendNow", "direct_sender"]
 
 #: ``send_now(data) -> the part of data not written`` (see the module docstring).
-SendNow = Callable[[bytes], bytes | memoryview]
+SendNow = Callable[[bytes | memoryview], bytes | memoryview]
 
 
 def direct_sender(stream: Any) -> SendNow | None:
@@ -46,7 +48,7 @@ def direct_sender(stream: Any) -> SendNow | None:
 def _fd_sender(stream: trio.lowlevel.FdStream) -> SendNow:
     # FdStream has put the fd in non-blocking mode.  The peer calls this only while its
     # writer task is idle, so it never races the stream's own send_all.
-    def send_now(data: bytes) -> bytes | memoryview:
+    def send_now(data: bytes | memoryview) -> bytes | memoryview:
         try:
             written = os.write(stream.fileno(), data)  # a closed stream's fd is -1: EBADF
         except BlockingIOError:

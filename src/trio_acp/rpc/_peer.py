@@ -9,7 +9,8 @@ Task layout of one connection (all inside `open_peer`'s nursery)::
 
 * Writing.  Every outgoing message is serialized first and queued, whole, on a bounded
   memory channel; the writer drains everything queued and writes it with one
-  ``send_all``.  A task cancelled while sending can therefore never leave half a frame
+  ``send_all`` (or, where the stream allows it and the pipe has room, one synchronous
+  ``write()``: no extra scheduler pass).  A task cancelled while sending can therefore never leave half a frame
   on the wire, and the channel bound gives back-pressure.  Requests and responses (frames
   the other side waits for) skip the queue when it is empty and the writer idle: they are
   written at once, synchronously, if the stream allows it (`trio_acp.rpc._direct`), and
@@ -338,6 +339,7 @@ class Peer:
 
     async def _write_loop(self) -> None:
         receive = self._receive_channel
+        send_now = self._send_now
         try:
             async for frame in receive:
                 frames = [frame]
@@ -346,7 +348,17 @@ class Peer:
                         frames.append(receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                await self._stream.send_all(frame if len(frames) == 1 else b"".join(frames))
+                data = frame if len(frames) == 1 else b"".join(frames)
+                if send_now is not None:
+                    # Synchronously where the pipe has room: send_all would first yield
+                    # once more (its checkpoint), a scheduler pass per write. This loop
+                    # yields on every turn anyway, in receive.
+                    try:
+                        data = send_now(data)
+                    except Exception:
+                        pass  # nothing written: send_all meets the error
+                if data:
+                    await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             logger.debug("send side closed: %r", exc)
         except Exception as exc:
