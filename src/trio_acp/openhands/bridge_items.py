@@ -21,7 +21,9 @@ class SdkEvent:
     seq: int | None
 
 
-@attrs.frozen
+# Not frozen, unlike the others: one is made per streamed token, in the SDK's thread, and a
+# frozen attrs class's __init__ (object.__setattr__ per field) costs twice as much.
+@attrs.define
 class TokenChunk:
     """One streamed chunk of the model's reply (a LiteLLM delta), to translate."""
 

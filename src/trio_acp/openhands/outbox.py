@@ -21,6 +21,7 @@ from .bridge import Flush, ThreadBridge
 from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
 from .critic_review import replay_verdict
 from .translate import Translator, coalesce
+from .translate.fields import field
 from .translate.replay import replay_windows
 
 log = logging.getLogger(__name__)
@@ -166,8 +167,8 @@ class Outbox:
     def _note_finish_reason(self, chunk: Any) -> None:
         # The SDK drops the model's finish_reason; the stream still carries it, and it is
         # how `max_tokens` and `refusal` stop reasons are told apart from `end_turn`.
-        for choice in getattr(chunk, "choices", None) or ():
-            reason = getattr(choice, "finish_reason", None)
+        for choice in field(chunk, "choices") or ():
+            reason = field(choice, "finish_reason")
             if reason:
                 self.finish_reason = reason
 

@@ -52,6 +52,7 @@ What each tool looks like (title, kind, locations, result) comes from the tool c
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import uuid
@@ -73,6 +74,7 @@ from .content import (
     text_item,
     text_of,
 )
+from .fields import field
 from .subagents import SubagentViews
 from .text import MAX_RAW_STRING_BYTES, cap_json, cap_text, strip_ansi
 from .tools import Presentation, lookup, present, spec_for_result, text_tool, tool_family
@@ -88,6 +90,7 @@ SessionUpdate = Any
 _ID_NAMESPACE = uuid.UUID("5d0c8f64-8a1e-4c1b-9a57-3b0a2f6de1a4")
 
 
+@functools.lru_cache(maxsize=1024)  # every streamed token asks for its message's id
 def message_id(key: str, part: str) -> str:
     """A stable UUID-formatted ACP messageId for `part` ("message", "thought", ...) of `key`."""
     return str(uuid.uuid5(_ID_NAMESPACE, f"{part}\x1f{key}"))
@@ -211,21 +214,22 @@ class Translator:
         """Updates for one litellm `ModelResponseStream` chunk (or a bare text delta)."""
         if isinstance(chunk, str):
             return self._text_delta("bare-text-stream", chunk, "message") if chunk else []
-        rid = getattr(chunk, "id", None) or "unidentified-response"
+        # `field`, not getattr: this runs once per streamed token (translate/fields.py).
+        rid = field(chunk, "id") or "unidentified-response"
         out: list[SessionUpdate] = []
-        for choice in getattr(chunk, "choices", None) or []:
-            if (getattr(choice, "index", 0) or 0) != 0:
+        for choice in field(chunk, "choices") or []:
+            if (field(choice, "index") or 0) != 0:
                 continue  # the SDK only uses the first choice
-            delta = getattr(choice, "delta", None)
+            delta = field(choice, "delta")
             if delta is None:
                 continue
-            reasoning = getattr(delta, "reasoning_content", None)
+            reasoning = field(delta, "reasoning_content")
             if isinstance(reasoning, str) and reasoning:
                 out += self._text_delta(rid, reasoning, "thought")
-            content = getattr(delta, "content", None)
+            content = field(delta, "content")
             if isinstance(content, str) and content:
                 out += self._text_delta(rid, content, "message")
-            for pos, tool_call in enumerate(getattr(delta, "tool_calls", None) or []):
+            for pos, tool_call in enumerate(field(delta, "tool_calls") or []):
                 out += self._tool_call_delta(rid, pos, tool_call)
         return out
 
