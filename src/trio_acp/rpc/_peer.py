@@ -10,8 +10,8 @@ Task layout of one connection (all inside `open_peer`'s nursery)::
 * Writing.  Every outgoing message is serialized first and queued, whole, on a bounded
   memory channel; the writer drains everything queued and writes it with one
   ``send_all`` (or, where the stream allows it and the pipe has room, one synchronous
-  ``write()``: no extra scheduler pass).  A task cancelled while sending can therefore never leave half a frame
-  on the wire, and the channel bound gives back-pressure.  Requests and responses (frames
+  ``write()``: no extra scheduler pass).  A task cancelled while sending can therefore
+  never leave half a frame on the wire, and the channel bound gives back-pressure.  Requests and responses (frames
   the other side waits for) skip the queue when it is empty and the writer idle: they are
   written at once, synchronously, if the stream allows it (`trio_acp.rpc._direct`), and
   the writer sends whatever the pipe did not take.  Notifications always queue, so a burst
