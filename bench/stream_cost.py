@@ -52,7 +52,19 @@ def _spin(seconds: float) -> None:
         pass
 
 
-async def _run(chunks: list[Any], spin_s: float) -> dict[str, Any]:
+def _run(chunks: list[Any], spin_s: float) -> dict[str, Any]:
+    import trio
+
+    sink = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    assert sink.stdin is not None
+    try:
+        return trio.run(_drive, chunks, spin_s, os.dup(sink.stdin.fileno()))
+    finally:
+        sink.stdin.close()
+        sink.wait()
+
+
+async def _drive(chunks: list[Any], spin_s: float, sink_fd: int) -> dict[str, Any]:
     import trio
     import trio.testing
 
@@ -62,13 +74,8 @@ async def _run(chunks: list[Any], spin_s: float) -> dict[str, Any]:
     from trio_acp.openhands.translate import Translator
     from trio_acp.rpc import open_peer
 
-    sink = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-    assert sink.stdin is not None
     read_end, write_end = os.pipe()  # the peer's input: never written, never EOF
-    stream = trio.StapledStream(
-        trio.lowlevel.FdStream(os.dup(sink.stdin.fileno())), trio.lowlevel.FdStream(read_end)
-    )
-    sink.stdin.close()
+    stream = trio.StapledStream(trio.lowlevel.FdStream(sink_fd), trio.lowlevel.FdStream(read_end))
 
     class Handler:
         async def handle_request(self, method: str, params: Any) -> Any:
@@ -113,7 +120,6 @@ async def _run(chunks: list[Any], spin_s: float) -> dict[str, Any]:
                 nursery.cancel_scope.cancel()
     finally:
         os.close(write_end)
-        sink.wait()
     n = len(chunks)
     return {
         "trio_cpu_us": (c1 - c0) * 1e6 / n,
@@ -135,11 +141,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args()
 
-    import trio
-
     chunks, _ = _chunks(args.tokens)
-    trio.run(_run, chunks[:500], args.spin_us / 1e6)  # warm-up
-    runs = [trio.run(_run, chunks, args.spin_us / 1e6) for _ in range(args.runs)]
+    _run(chunks[:500], args.spin_us / 1e6)  # warm-up
+    runs = [_run(chunks, args.spin_us / 1e6) for _ in range(args.runs)]
     summary = {
         key: statistics.median(run[key] for run in runs)
         for key in ("trio_cpu_us", "post_cpu_us", "wall_over_spin_us", "updates")
