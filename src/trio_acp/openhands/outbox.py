@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..credentials import UpdateMask
+from ..rpc import notify_at_once
 from .bridge import Flush, ThreadBridge
 from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
 from .critic_review import replay_verdict
@@ -179,10 +180,21 @@ class Outbox:
             log.exception("coalescing updates failed; sending them as they are")
             merged = updates
         merged = self._update_mask.apply(merged, release=release)
-        for update in merged:
+        last = len(merged) - 1
+        for i, update in enumerate(merged):
             if seq and seq <= self.ended_turn:
                 return  # the turn was closed while we waited to send: never after its response
-            await self._send_update(update)
+            if i < last:
+                await self._send_update(update)
+                continue
+            # The batch's last update: the pump waits for the next batch after it, so the
+            # connection may write it at once rather than wake its writer for it (with
+            # the SDK's thread busy in litellm, every scheduler pass is a GIL hand-off).
+            token = notify_at_once.set(True)
+            try:
+                await self._send_update(update)
+            finally:
+                notify_at_once.reset(token)
 
     def close(self) -> None:
         self.bridge.close()

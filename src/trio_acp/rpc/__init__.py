@@ -33,6 +33,7 @@ from ._peer import (
     Peer,
     after_response,
     current_request_id,
+    notify_at_once,
     open_peer,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "encode_notification",
     "encode_request",
     "encode_result",
+    "notify_at_once",
     "open_peer",
     "parse_message",
 ]
