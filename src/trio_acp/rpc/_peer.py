@@ -14,8 +14,9 @@ Task layout of one connection (all inside `open_peer`'s nursery)::
   never leave half a frame on the wire, and the channel bound gives back-pressure.  Requests and responses (frames
   the other side waits for) skip the queue when it is empty and the writer idle: they are
   written at once, synchronously, if the stream allows it (`trio_acp.rpc._direct`), and
-  the writer sends whatever the pipe did not take.  Notifications always queue, so a burst
-  of them still leaves in few writes.
+  the writer sends whatever the pipe did not take.  Notifications queue, so a burst of
+  them still leaves in few writes, unless the sender marks one with `notify_at_once` (the
+  last it has for now; the session's update pump does).
 * Reading.  The reader parses each line and
     - starts a task per inbound **request** (so a handler awaiting a request to the other
       side never blocks the reader);
