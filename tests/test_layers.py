@@ -32,6 +32,8 @@ PURE = [
     "trio_acp.openhands.permissions",
     "trio_acp.openhands.notices",
     "trio_acp.openhands.critic_review",
+    "trio_acp.openhands.session_roots",
+    "trio_acp.exception_groups",
 ]
 FORBIDDEN = ("trio", "openhands", "litellm")
 
