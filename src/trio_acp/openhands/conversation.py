@@ -184,6 +184,17 @@ class _FutureRun:
         await wait_done(self._fut)
 
 
+def user_message(sdk: SimpleNamespace, parts: list[TextPart | ImagePart]) -> Any:
+    """The SDK's user `Message` for a prompt's parts (prompt.py), local or remote alike."""
+    content: list[Any] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            content.append(sdk.TextContent(text=part.text))
+        elif isinstance(part, ImagePart):
+            content.append(sdk.ImageContent(image_urls=[part.url]))
+    return sdk.Message(role="user", content=content)
+
+
 class LocalConversation:
     """An `openhands.sdk` conversation in this process (see the module's docstring)."""
 
@@ -356,14 +367,7 @@ class LocalConversation:
         return None, None
 
     async def send_message(self, parts: list[TextPart | ImagePart]) -> None:
-        sdk = self._sdk
-        content: list[Any] = []
-        for part in parts:
-            if isinstance(part, TextPart):
-                content.append(sdk.TextContent(text=part.text))
-            elif isinstance(part, ImagePart):
-                content.append(sdk.ImageContent(image_urls=[part.url]))
-        message = sdk.Message(role="user", content=content)
+        message = user_message(self._sdk, parts)
         await trio.to_thread.run_sync(self._conv.send_message, message, limiter=self.limiter)
 
     def start_run(self) -> Run:

@@ -37,7 +37,17 @@ from .agent_server_api import (
     post_json,
 )
 from .agent_server_config import AgentServerConfigError, AgentServerTarget, load_agent_server
-from .conversation import ERROR, FINISHED, STUCK, Condensed, LlmOptions, Run, Usage, usage_of
+from .conversation import (
+    ERROR,
+    FINISHED,
+    STUCK,
+    Condensed,
+    LlmOptions,
+    Run,
+    Usage,
+    usage_of,
+    user_message,
+)
 from .errors import internal, not_configured
 from .prompt import ImagePart, TextPart
 from .remote import RemoteConversationDriver
@@ -263,14 +273,7 @@ class ServerConversation:
         return None, None
 
     async def send_message(self, parts: list[TextPart | ImagePart]) -> None:
-        sdk = self._sdk
-        content: list[Any] = []
-        for part in parts:
-            if isinstance(part, TextPart):
-                content.append(sdk.TextContent(text=part.text))
-            elif isinstance(part, ImagePart):
-                content.append(sdk.ImageContent(image_urls=[part.url]))
-        await self.driver.send_message(sdk.Message(role="user", content=content))
+        await self.driver.send_message(user_message(self._sdk, parts))
 
     def start_run(self) -> Run:
         self._run = _ServerRun(self)
