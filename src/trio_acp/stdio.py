@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from .exception_groups import reraise
 from .rpc import direct_sender
 
 __all__ = ["open_stdio_stream", "serve_stdio"]
@@ -148,11 +149,5 @@ async def serve_stdio(
             except BaseExceptionGroup as group:
                 # The signal watcher raises nothing: unwrap serve()'s own exception.
                 if len(group.exceptions) == 1:
-                    exc = group.exceptions[0]
-                    context = exc.__context__
-                    try:
-                        raise exc
-                    finally:
-                        exc.__context__ = context
-                        del exc, context
+                    reraise(group.exceptions[0])
                 raise
