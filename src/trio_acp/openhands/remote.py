@@ -530,6 +530,7 @@ class RemoteConversationDriver:
         import httpx
 
         terminal_polls = 0
+        rest_saw_running = False
         down_since: float | None = None
         path = f"/api/conversations/{conv.id}"
         while True:
@@ -560,7 +561,19 @@ class RemoteConversationDriver:
                 continue
             status = response.json().get("execution_status")
             if status == "running":
-                self._inbox.running = True
+                self._inbox.running = rest_saw_running = True
+                terminal_polls = 0
+            elif (
+                status == "waiting_for_confirmation"
+                and not rest_saw_running
+                and self._inbox.status == "running"
+            ):
+                # Stale: the server's conversation info is its saved `base_state.json`, and
+                # the SDK saves it only when a step lets go of the state's lock. The step that
+                # runs an approved action keeps the status it started with until the action
+                # is done (minutes, for a long command), while the socket already said
+                # "running". A real new wait for confirmation comes after a step, so the
+                # watch would have seen "running" first, or the socket says so itself.
                 terminal_polls = 0
             elif self._inbox.running or status in ("error", "stuck", "waiting_for_confirmation"):
                 terminal_polls += 1
