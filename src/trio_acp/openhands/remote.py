@@ -336,7 +336,14 @@ class RemoteConversationDriver:
         marker = terminal_marker(agent) or secrets.token_hex(8)
         agent = agent if terminal_marker(agent) else tag_terminal(agent, marker)
         await self._call(lambda: self._connect(agent, conversation_id, max_iterations))
-        self.marker = terminal_marker(self.conversation.agent) or marker
+        if conversation_id is not None and not create:
+            # The server goes on with the agent the conversation was created with, and its
+            # terminal's processes carry the marker of that creation; `conversation.agent`
+            # is only the spec we passed. Without a marker (a conversation not started by
+            # trio-acp) a cancel interrupts the run but cannot stop its command.
+            self.marker = await self._call(lambda: terminal_marker(self.conversation.state.agent))
+        else:
+            self.marker = marker
         if confirmation_policy is not None:
             await self.set_confirmation(confirmation_policy, security_analyzer)
         return self
