@@ -336,8 +336,9 @@ def test_duplicate_in_flight_ids(world):
 def test_ten_thousand_content_blocks(world):
     # Each becomes text, and adjacent text is one part of the SDK message (prompt.py
     # `merge_text`): the SDK's per-part cost on every model call is paid once
-    # (`python -m bench hostile --blocks`).
-    blocks = [{"type": "text", "text": scenario_prompt("echo", "many")}]
+    # (`python -m bench hostile --blocks`). A short reply: an echo of the whole prompt would
+    # stream ~700 KB back, which is not what this is about.
+    blocks = [{"type": "text", "text": scenario_prompt("slow", "many", chunks=3, delay_ms=1)}]
     kinds = [
         lambda i: {"type": "text", "text": f"b{i}"},
         lambda i: {"type": "resource_link", "name": f"f{i}", "uri": f"file:///nowhere/{i}"},

@@ -74,7 +74,7 @@ def _parts(message: dict) -> list[dict]:
 def test_adjacent_text_blocks_reach_the_model_as_one_part(world):
     agent, ws = world.agent, str(world.ws)
     before = [f"b{i}" for i in range(2_000)]
-    blocks = [{"type": "text", "text": scenario_prompt("echo", "many")}]
+    blocks = [{"type": "text", "text": scenario_prompt("slow", "many", chunks=3, delay_ms=1)}]
     blocks += [{"type": "text", "text": t} for t in before]
     blocks += [
         {"type": "resource_link", "name": "notes.md", "uri": "file:///nowhere/notes.md"},
