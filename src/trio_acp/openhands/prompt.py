@@ -17,8 +17,8 @@ short note for the model, never an exception.
 
 `merge_text` then joins adjacent text parts into one, separated by a newline, for the
 SDK message (`conversation.user_message`). The SDK keeps the message in the history and
-deep-copies every content part on every model call: a prompt of 10,000 text blocks cost
-~1.6 s per call that way, ~1 ms as one part (bench/README.md, "Hostile input"). A newline
+deep-copies every content part on every model call: a prompt of 10,000 text blocks made
+every later call of the session seconds slower (bench/README.md, "Hostile input"). A newline
 is what the SDK's own string serializer puts between text parts, so a model served as a
 string sees exactly what it saw before; images stay where they were, between the texts.
 A reloaded session replays the prompt as its merged text (blocks separated by newlines).
