@@ -311,6 +311,16 @@ def main(argv: list[str] | None = None) -> None:
                     f"one prompt of {args.blocks:,} content blocks: {time.perf_counter() - t0:.1f} s, "
                     f"{reply.get('result') or reply.get('error')}"
                 )
+                # The prompt stays in the history: every later model call of the session
+                # sends it again.
+                t0 = time.perf_counter()
+                reply = agent.prompt(
+                    many, scenario_prompt("slow", "again", chunks=3, delay_ms=1), timeout=1800
+                )
+                print(
+                    f"the next one-line prompt in that session: {time.perf_counter() - t0:.1f} s, "
+                    f"{reply.get('result') or reply.get('error')}"
+                )
         except Hang as exc:
             verdict = f"HANG: {exc}"
         finally:

@@ -334,7 +334,8 @@ def test_a_stored_conversations_tools_are_kept_and_its_terminal_is_ours():
         ],
     )
     assert [t.name for t in tools] == ["terminal", "file_editor", "task_tool_set"]
-    assert tools[0].params == {"terminal_type": "subprocess"}
+    # The subprocess terminal, its shell without a history file (tool_processes.py).
+    assert tools[0].params == {"terminal_type": "subprocess", "env": {"HISTFILE": ""}}
     from openhands.sdk.tool.registry import list_registered_tools
 
     assert "task_tool_set" in list_registered_tools()

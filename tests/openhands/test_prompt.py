@@ -120,3 +120,35 @@ def test_order_is_preserved():
         ]
     )
     assert [type(p) for p in parts] == [TextPart, ImagePart, TextPart]
+
+
+def test_adjacent_text_parts_merge_into_one_and_images_stay_in_place():
+    from trio_acp.openhands.prompt import merge_text
+
+    parts = prompt_to_parts(
+        [schema.TextContent(text=f"b{i}") for i in range(1000)]
+        + [
+            schema.ImageContent(data="AAAA", mime_type="image/png"),
+            schema.TextContent(text="after"),
+            schema.ResourceLink(uri="file:///p/a.c", name="a.c"),
+        ]
+    )
+    merged = merge_text(parts)
+    assert merged[0] == TextPart("\n".join(f"b{i}" for i in range(1000)))
+    assert merged[1] == ImagePart("data:image/png;base64,AAAA")
+    assert len(merged) == 3 and merged[2].text.startswith("after\n[Referenced resource: a.c")
+    assert merge_text([]) == [] and merge_text([ImagePart("u")]) == [ImagePart("u")]
+
+
+def test_the_sdk_message_gets_one_text_content_per_run_of_text():
+    from types import SimpleNamespace
+
+    from trio_acp.openhands.conversation import user_message
+
+    sdk = SimpleNamespace(
+        TextContent=lambda text: ("text", text),
+        ImageContent=lambda image_urls: ("image", image_urls),
+        Message=lambda role, content: (role, content),
+    )
+    parts = [TextPart("a"), TextPart("b"), ImagePart("u"), TextPart("c")]
+    assert user_message(sdk, parts) == ("user", [("text", "a\nb"), ("image", ["u"]), ("text", "c")])

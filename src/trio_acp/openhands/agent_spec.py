@@ -10,7 +10,7 @@ module turns them into SDK objects, so it runs after the SDK import, in a worker
   delegation being our variant of the SDK's (`subagents.py`: visible, asked, cancellable).
   The terminal always runs as the subprocess terminal, whatever params were stored: it
   needs no tmux server that could outlive us and is killed with its process group on
-  interrupt.
+  interrupt; and its shell keeps no history file (`tool_processes.terminal_params`).
 - **MCP**: the servers of `mcp.json` that are enabled, then the client's `mcpServers`
   (the client's win on a name clash, as in the CLI).
 - **Condenser**: the file's `LLMSummarizingCondenser` (its `max_size`, `keep_first`, ...)
@@ -34,6 +34,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from .critic import session_critic
+from .tool_processes import terminal_params
 from .user_setup import SessionSetup
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ DELEGATION = "task_tool_set"
 
 def default_tools(sdk: SimpleNamespace) -> list[Any]:
     return [
-        sdk.Tool(name=sdk.TerminalTool.name, params={"terminal_type": "subprocess"}),
+        sdk.Tool(name=sdk.TerminalTool.name, params=terminal_params(None)),
         sdk.Tool(name=sdk.FileEditorTool.name),
         sdk.Tool(name=sdk.TaskTrackerTool.name),
         sdk.Tool(name=DELEGATION),
@@ -94,7 +95,7 @@ def session_tools(sdk: SimpleNamespace, stored: list[dict[str, Any]] | None) -> 
         if name not in registered and name in _TOOL_MODULES:
             importlib.import_module(_TOOL_MODULES[name])
         if name == sdk.TerminalTool.name:
-            spec = {**spec, "params": {**(spec.get("params") or {}), "terminal_type": "subprocess"}}
+            spec = {**spec, "params": terminal_params(spec.get("params"))}
         tools.append(sdk.Tool.model_validate(spec))
     return tools
 

@@ -36,7 +36,7 @@ from .critic_review import CriticOutcome, is_answer, outcome_of
 from .errors import SEE_LOG, describe
 from .loop_thread import LoopThread, wait_done, wait_future
 from .notices import watch_mcp_startup
-from .prompt import ImagePart, TextPart
+from .prompt import ImagePart, TextPart, merge_text
 from .sdk import (
     confirmation_setup,
     fork_conversation,
@@ -185,9 +185,11 @@ class _FutureRun:
 
 
 def user_message(sdk: SimpleNamespace, parts: list[TextPart | ImagePart]) -> Any:
-    """The SDK's user `Message` for a prompt's parts (prompt.py), local or remote alike."""
+    """The SDK's user `Message` for a prompt's parts (prompt.py), local or remote alike:
+    adjacent text parts become one `TextContent` (`merge_text`: a part costs the SDK a
+    deep copy on every model call)."""
     content: list[Any] = []
-    for part in parts:
+    for part in merge_text(parts):
         if isinstance(part, TextPart):
             content.append(sdk.TextContent(text=part.text))
         elif isinstance(part, ImagePart):

@@ -6,12 +6,23 @@ aborts an in-flight LLM stream or tool call within milliseconds
 session runs its conversation's `arun()` on a private asyncio loop thread, and Trio waits
 for the result through a done-callback that wakes it with `run_sync_soon`: no Trio worker
 thread sits blocked on a future, and a Trio cancellation never abandons the SDK mid-step.
+
+litellm caches its HTTP clients (an `AsyncOpenAI`, an httpx client over aiohttp, with their
+connection pools) per event loop: the cache key ends with the loop's `id()`. A closed
+session's loop never runs again, but its clients stayed cached until litellm's TTL (10
+minutes) or its 200-entry bound evicted them, ~0.2 MiB each (bench/README.md, "Many sessions
+at once"), and a later loop given the same `id()` would have been handed them. When the
+loop stops, `_drop_llm_clients` takes this loop's entries out of the cache and closes them,
+on this loop, before it closes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
+import logging
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -19,6 +30,8 @@ from typing import Any, TypeVar
 import trio
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 class LoopThread:
@@ -39,6 +52,7 @@ class LoopThread:
                 task.cancel()
             if pending:
                 self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.run_until_complete(_drop_llm_clients(id(self._loop)))
             self._loop.close()
 
     @property
@@ -56,6 +70,32 @@ class LoopThread:
                 self._loop.call_soon_threadsafe(self._loop.stop)
             except RuntimeError:
                 pass
+
+
+async def _drop_llm_clients(loop_id: int) -> None:
+    """Remove from litellm's client cache the clients made for the loop `loop_id` (this
+    one, about to close) and close them (see the module's docstring)."""
+    litellm = sys.modules.get("litellm")  # never imported here: no model call, no clients
+    cache = getattr(litellm, "in_memory_llm_clients_cache", None)
+    entries = getattr(cache, "cache_dict", None)
+    ttls = getattr(cache, "ttl_dict", None)
+    if not isinstance(entries, dict) or not isinstance(ttls, dict):
+        return
+    suffix = f"-{loop_id}"
+    for key in [k for k in list(entries) if isinstance(k, str) and k.endswith(suffix)]:
+        # Popped, not `delete_cache`d: litellm would queue the client to be closed later,
+        # on a loop that will be gone; it is closed here, now, on its own loop.
+        client = entries.pop(key, None)
+        ttls.pop(key, None)
+        close = getattr(client, "aclose", None) or getattr(client, "close", None)
+        if not callable(close):
+            continue
+        try:
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.debug("closing the cached LLM client %s failed", key, exc_info=True)
 
 
 async def _call[T](fn: Callable[[], Awaitable[T]]) -> T:

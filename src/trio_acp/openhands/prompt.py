@@ -14,6 +14,14 @@ short note for the model, never an exception.
   and size (binary data is never pasted into the prompt);
 * audio -> a note that audio input is not supported (the agent does not advertise it);
 * unknown -> a note naming the block type.
+
+`merge_text` then joins adjacent text parts into one, separated by a newline, for the
+SDK message (`conversation.user_message`). The SDK keeps the message in the history and
+deep-copies every content part on every model call: a prompt of 10,000 text blocks made
+every later call of the session seconds slower (bench/README.md, "Hostile input"). A newline
+is what the SDK's own string serializer puts between text parts, so a model served as a
+string sees exactly what it saw before; images stay where they were, between the texts.
+A reloaded session replays the prompt as its merged text (blocks separated by newlines).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from .translate.text import one_line
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ImagePart", "TextPart", "prompt_to_parts"]
+__all__ = ["ImagePart", "TextPart", "merge_text", "prompt_to_parts"]
 
 
 @attrs.frozen
@@ -67,6 +75,23 @@ def prompt_to_parts(blocks: Iterable[Any]) -> list[TextPart | ImagePart]:
             note = f"[a prompt attachment of type {_kind(block)!r} could not be read]"
             parts.append(TextPart(note))
     return parts
+
+
+def merge_text(parts: Iterable[TextPart | ImagePart]) -> list[TextPart | ImagePart]:
+    """`parts` with every run of adjacent text parts joined into one (newline-separated)."""
+    merged: list[TextPart | ImagePart] = []
+    run: list[str] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            run.append(part.text)
+            continue
+        if run:
+            merged.append(TextPart("\n".join(run)))
+            run = []
+        merged.append(part)
+    if run:
+        merged.append(TextPart("\n".join(run)))
+    return merged
 
 
 def _get(obj: Any, *names: str) -> Any:

@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from .model_failures import CONTEXT_OVERFLOWS, LLM_FAILURE_DEFAULTS, RetryPolicy
+from .tool_processes import terminal_params
 
 log = logging.getLogger(__name__)
 
@@ -404,9 +405,8 @@ def _shapes(annotation: Any) -> set[Any]:
 
 def build_agent(sdk: SimpleNamespace, llm: Any, mcp_config: dict[str, Any] | None = None) -> Any:
     tools = [
-        # The subprocess terminal is deterministic and needs no tmux server that could
-        # outlive us; it is killed with its process group on interrupt.
-        sdk.Tool(name=sdk.TerminalTool.name, params={"terminal_type": "subprocess"}),
+        # The subprocess terminal, its shell without a history file (terminal_params).
+        sdk.Tool(name=sdk.TerminalTool.name, params=terminal_params(None)),
         sdk.Tool(name=sdk.FileEditorTool.name),
         sdk.Tool(name=sdk.TaskTrackerTool.name),
     ]

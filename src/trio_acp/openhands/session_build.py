@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -23,6 +24,7 @@ from .agent_server_config import AgentServerTarget
 from .agent_spec import build_session_agent, for_agent_server, hook_config
 from .damage import find_damage
 from .errors import SEE_LOG, describe, internal, not_configured
+from .models import PROFILES_DIR
 from .remote_conversation import ServerConversation
 from .sdk import build_choice_llm, build_llm, mask_in_conversation
 from .session import Session
@@ -33,6 +35,17 @@ from .subagents import subagent_view
 from .user_setup import SessionSetup, read_session_setup
 
 log = logging.getLogger(__name__)
+
+
+def use_profile_store(directory: Path) -> None:
+    """The SDK's LLM profiles are the ones the `model` option lists (models.py): in the
+    persistence directory. The SDK's default store is `~/.openhands/profiles` (made, with
+    `provider-connections` beside it, by every conversation and by the agent's check for a
+    vision profile, whatever the persistence directory); its module default is read on
+    every `LLMProfileStore()`, so pointing it here moves them all, for this process."""
+    from openhands.sdk.llm import llm_profile_store
+
+    llm_profile_store._DEFAULT_PROFILE_DIR = directory  # type: ignore[misc]
 
 
 @attrs.frozen
@@ -60,6 +73,8 @@ async def build_session(
     settings, models, store = plan.settings, plan.models, plan.store
     existing, fresh, server = plan.existing, plan.fresh, plan.server
     assert settings.llm is not None
+    profiles = settings.persistence_dir / PROFILES_DIR
+    use_profile_store(profiles)
     retries = RetryRelay()
     try:
         llm = build_llm(sdk, settings.llm, retry_listener=retries, sources=settings.sources)
@@ -121,6 +136,7 @@ async def build_session(
                 cache_limit_size=settings.max_iterations,
             ),
             conversation_id=sid,
+            profile_store_dir=str(profiles),
             callbacks=callbacks,
             token_callbacks=token_callbacks,
             # Shows nothing itself; makes the sub-agents' work visible (subagents.py).

@@ -54,6 +54,7 @@ import trio
 
 from .confirm import CANCELLED
 from .sdk import mask_in_conversation
+from .tool_processes import terminal_params
 from .translate.subagents import META_KEY, SubagentEvent, nested_id
 
 log = logging.getLogger(__name__)
@@ -327,7 +328,7 @@ def sdk_classes() -> SimpleNamespace:
         def _get_sub_agent_from_factory(self, factory: Any) -> Agent:
             agent = super()._get_sub_agent_from_factory(factory)
             tools = [
-                t.model_copy(update={"params": {**(t.params or {}), "terminal_type": "subprocess"}})
+                t.model_copy(update={"params": terminal_params(t.params)})
                 if t.name == TerminalTool.name
                 else t
                 for t in agent.tools

@@ -10,6 +10,12 @@ session's terminal keeps working. Sub-agents (the `task` tool) run on threads th
 interrupt does not end: they are stopped here too, with their own tools' processes
 (`subagents.py`).
 
+The terminal tool's shell is `bash -i` in the user's HOME: on exit it would save its
+history, the SDK's set-up lines and every command the agent ran, to the user's own
+`~/.bash_history`, and at start it loads that file, so the agent could read the user's
+past commands. `terminal_params` runs it with `HISTFILE` empty: no history read or
+saved (the shell still keeps the session's history in memory, for `history`).
+
 The file editor keeps its undo history in a temporary directory of its own
 (`oh_editor_history_*`) and never removes it: one per session, piling up in the
 temporary directory of a long-running editor. Closing a session removes it.
@@ -20,12 +26,23 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
 log = logging.getLogger(__name__)
+
+
+def terminal_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The terminal tool's params as trio-acp runs it, whatever was stored: the subprocess
+    terminal (no tmux server that could outlive us; killed with its process group on
+    interrupt) and a shell that neither reads nor writes a history file (see above)."""
+    params = dict(params or {})
+    env = dict(params.get("env") or {})
+    env["HISTFILE"] = ""
+    return {**params, "terminal_type": "subprocess", "env": env}
 
 
 def terminal_shell_pids(conversation: Any) -> list[int]:
