@@ -17,24 +17,14 @@ import pytest
 import trio
 import trio.testing
 
+from _inprocess import loader
 from trio_acp import schema
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.settings import load_settings
 from trio_acp.rpc import RequestError
 from trio_acp.testing import Reply, Scenario, ScriptedLLM, ToolCall, scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
-
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    # One import for the whole module (~10 s), shared by every test's agent.
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
 
 
 @pytest.fixture(scope="module")

@@ -14,33 +14,18 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 import trio
 
+from _inprocess import loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.critic import critic_server_url, session_critic
-from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.user_setup import CliConfig, CriticSettings
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
 
 CLI_FILES = Path(__file__).parent / "openhands_cli_files"
 TEMPLATE = Path(__file__).parent / "critic" / "chatml.jinja"
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
 
 
 def _env(llm: ScriptedLLM, home: Path, cli_config: str) -> dict[str, str]:

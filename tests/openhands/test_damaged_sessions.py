@@ -20,22 +20,13 @@ import trio
 import trio.testing
 from test_agent_in_process import RawClient
 
+from _inprocess import loader
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
 
 # What no error message may contain: Trio's group wrapping and the rpc layer's fallback.
 SAYS_NOTHING = ("Exceptions from", "sub-exception", "Internal error")
-
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
 
 
 # The summarizer's request ends with this (the SDK's summarizing prompt); the toggle makes

@@ -11,28 +11,13 @@ import pytest
 import trio
 import trio.testing
 
+from _inprocess import loader
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
 from trio_acp.testing.wire_check import FrameChecker
 
-_LOADER: SdkLoader | None = None
-
 BOOLEAN_CAPS = {"session": {"configOptions": {"boolean": {}}}}
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

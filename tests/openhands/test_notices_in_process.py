@@ -12,23 +12,15 @@ import pytest
 import trio
 import trio.testing
 
+from _inprocess import loader
 from trio_acp import schema
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.testing import Reply, Scenario, ScriptedLLM, scenario_prompt, scripted_env
 from trio_acp.testing.scripted_llm import message_text
 from trio_acp.testing.wire_check import FrameChecker
 
-_LOADER: SdkLoader | None = None
 BOTH = {"session": {"notices": {}, "compaction": {}}}
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
 
 
 def _summarizing(ctx) -> bool:

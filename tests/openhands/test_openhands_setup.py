@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import pytest
 import trio
 
+from _inprocess import loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.settings import SettingsError, load_settings
 from trio_acp.openhands.user_setup import (
     CriticSettings,
@@ -37,14 +37,6 @@ from trio_acp.testing import (
 
 CLI_FILES = Path(__file__).parent / "openhands_cli_files"
 SHOUT = Path(__file__).parent / "mcp" / "shout_server.py"
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
 
 
 # -- the files, read without the SDK --------------------------------------------------------------

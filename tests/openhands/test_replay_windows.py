@@ -46,25 +46,18 @@ from openhands.tools.task_tracker import TaskTrackerAction, TaskTrackerObservati
 from openhands.tools.task_tracker.definition import TaskItem
 from openhands.tools.terminal import TerminalAction, TerminalObservation
 
+from _inprocess import loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.conversation import LocalConversation
 from trio_acp.openhands.outbox import Outbox
-from trio_acp.openhands.sdk import SdkLoader, import_sdk
+from trio_acp.openhands.sdk import import_sdk
 from trio_acp.openhands.translate import Translator, coalesce
 from trio_acp.openhands.translate.replay import replay_windows
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
 
 
 # ------------------------------------------------------------------ the conversation
