@@ -8,7 +8,6 @@ chat template from a file (no network); `cli_config.json` as the OpenHands CLI w
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
 from pathlib import Path
@@ -16,12 +15,12 @@ from types import SimpleNamespace
 
 import trio
 
-from _inprocess import loader
+from _inprocess import agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.critic import critic_server_url, session_critic
 from trio_acp.openhands.user_setup import CliConfig, CriticSettings
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import ScriptedLLM, scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
 
 CLI_FILES = Path(__file__).parent / "openhands_cli_files"
@@ -31,21 +30,16 @@ TEMPLATE = Path(__file__).parent / "critic" / "chatml.jinja"
 def _env(llm: ScriptedLLM, home: Path, cli_config: str) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     shutil.copy(CLI_FILES / cli_config, home / "cli_config.json")
-    env = dict(os.environ)
-    env.pop("PERSISTENCE_DIR", None)
-    env.update(scripted_env(llm.base_url))
-    env.update(
-        OPENHANDS_PERSISTENCE_DIR=str(home),
-        LLM_NUM_RETRIES="1",
-        LLM_TIMEOUT="30",
+    return agent_env(
+        llm,
+        home,
+        PERSISTENCE_DIR=None,
         LLM_MAX_INPUT_TOKENS="128000",
-        TRIO_ACP_DEFAULT_MODE="always-approve",
         TRIO_ACP_PUBLIC_SKILLS="0",
         TRIO_ACP_CRITIC_URL=f"{llm.url}/vllm",
         TRIO_ACP_CRITIC_CHAT_TEMPLATE=str(TEMPLATE),
         TRIO_ACP_CRITIC_TIMEOUT="10",
     )
-    return env
 
 
 class Client:

@@ -13,7 +13,6 @@ same frames, and the session must go on with the whole history.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 
@@ -46,7 +45,7 @@ from openhands.tools.task_tracker import TaskTrackerAction, TaskTrackerObservati
 from openhands.tools.task_tracker.definition import TaskItem
 from openhands.tools.terminal import TerminalAction, TerminalObservation
 
-from _inprocess import loader
+from _inprocess import agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.conversation import LocalConversation
@@ -54,7 +53,7 @@ from trio_acp.openhands.outbox import Outbox
 from trio_acp.openhands.sdk import import_sdk
 from trio_acp.openhands.translate import Translator, coalesce
 from trio_acp.openhands.translate.replay import replay_windows
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import ScriptedLLM, scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
@@ -357,18 +356,6 @@ class Client:
         raise AssertionError("always-approve")
 
 
-def _env(llm, home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(scripted_env(llm.base_url))
-    env.update(
-        OPENHANDS_PERSISTENCE_DIR=str(home),
-        LLM_NUM_RETRIES="1",
-        LLM_TIMEOUT="30",
-        TRIO_ACP_DEFAULT_MODE="always-approve",
-    )
-    return env
-
-
 async def test_session_load_sends_the_whole_replay_then_warms_up_and_goes_on(tmp_path, monkeypatch):
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -385,7 +372,7 @@ async def test_session_load_sends_the_whole_replay_then_warms_up_and_goes_on(tmp
         order.append("replayed")
 
     with ScriptedLLM() as llm:
-        env = _env(llm, home)
+        env = agent_env(llm, home)
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
             async with open_in_memory_pair(agent, Client()) as (_, conn):
                 await conn.agent.initialize(protocol_version=1)

@@ -8,30 +8,22 @@ fails costs nothing but its own time.
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
 import trio
 
-from _inprocess import loader
+from _inprocess import agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.testing import scenario_prompt, scripted_env
+from trio_acp.testing import scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
 
 
 @pytest.fixture
 def env(llm, tmp_path):
-    e = dict(os.environ)
-    e.update(scripted_env(llm.base_url))
-    e.update(
-        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
-        LLM_NUM_RETRIES="1",
-        LLM_MAX_INPUT_TOKENS="128000",  # so the condenser counts tokens, as for a known model
-        TRIO_ACP_DEFAULT_MODE="always-approve",
-    )
-    return e
+    # LLM_MAX_INPUT_TOKENS: so the condenser counts tokens, as for a known model.
+    return agent_env(llm, tmp_path / "home", LLM_MAX_INPUT_TOKENS="128000")
 
 
 class Client:
