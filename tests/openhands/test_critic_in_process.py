@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import trio
 
-from _inprocess import agent_env, loader
+from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.critic import critic_server_url, session_critic
@@ -42,19 +42,7 @@ def _env(llm: ScriptedLLM, home: Path, cli_config: str) -> dict[str, str]:
     )
 
 
-class Client:
-    def __init__(self) -> None:
-        self.updates: list = []
-
-    async def session_update(self, params):
-        self.updates.append(params.update)
-
-    async def request_permission(self, params):
-        raise AssertionError("no permission requests in these tests")
-
-    def of(self, kind) -> list:
-        return [u for u in self.updates if isinstance(u, kind)]
-
+class Client(RecordingClient):
     def verdicts(self) -> list:
         return [
             u

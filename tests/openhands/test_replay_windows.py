@@ -45,7 +45,7 @@ from openhands.tools.task_tracker import TaskTrackerAction, TaskTrackerObservati
 from openhands.tools.task_tracker.definition import TaskItem
 from openhands.tools.terminal import TerminalAction, TerminalObservation
 
-from _inprocess import agent_env, loader
+from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.conversation import LocalConversation
@@ -345,17 +345,6 @@ def test_the_file_store_reads_event_files_as_the_sdk_does(tmp_path):
 # ------------------------------------------------------------------ through the agent
 
 
-class Client:
-    def __init__(self) -> None:
-        self.updates: list = []
-
-    async def session_update(self, params):
-        self.updates.append(params.update)
-
-    async def request_permission(self, params):
-        raise AssertionError("always-approve")
-
-
 async def test_session_load_sends_the_whole_replay_then_warms_up_and_goes_on(tmp_path, monkeypatch):
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -374,7 +363,7 @@ async def test_session_load_sends_the_whole_replay_then_warms_up_and_goes_on(tmp
     with ScriptedLLM() as llm:
         env = agent_env(llm, home)
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-            async with open_in_memory_pair(agent, Client()) as (_, conn):
+            async with open_in_memory_pair(agent, RecordingClient()) as (_, conn):
                 await conn.agent.initialize(protocol_version=1)
                 sid = (await conn.agent.new_session(cwd=str(ws), mcp_servers=[])).session_id
         conv_dir = home / "conversations" / uuid.UUID(sid).hex
@@ -395,7 +384,7 @@ async def test_session_load_sends_the_whole_replay_then_warms_up_and_goes_on(tmp
 
         monkeypatch.setattr(LocalConversation, "warm_up", recording_warm_up)
         monkeypatch.setattr(Outbox, "replay", recording_replay)
-        client = Client()
+        client = RecordingClient()
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
             async with open_in_memory_pair(agent, client) as (_, conn):
                 await conn.agent.initialize(protocol_version=1)

@@ -13,7 +13,7 @@ import uuid
 import pytest
 import trio
 
-from _inprocess import agent_env, loader
+from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.testing import scenario_prompt
@@ -26,16 +26,7 @@ def env(llm, tmp_path):
     return agent_env(llm, tmp_path / "home", LLM_MAX_INPUT_TOKENS="128000")
 
 
-class Client:
-    def __init__(self) -> None:
-        self.updates: list = []
-
-    async def session_update(self, params):
-        self.updates.append(params.update)
-
-    async def request_permission(self, params):
-        raise AssertionError("always-approve")
-
+class Client(RecordingClient):
     def tool_outputs(self) -> str:
         return "".join(
             c.content.text
