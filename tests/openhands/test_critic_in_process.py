@@ -8,6 +8,7 @@ chat template from a file (no network); `cli_config.json` as the OpenHands CLI w
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import uuid
 from pathlib import Path
@@ -63,6 +64,17 @@ async def _initialize(conn) -> None:
     )
 
 
+@contextlib.asynccontextmanager
+async def _session(env, client, cwd):
+    """The agent in process, `client` on the other end, initialized: (agent, conn, session id)
+    of a new session in `cwd`."""
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            await _initialize(conn)
+            sid = (await conn.agent.new_session(cwd=str(cwd), mcp_servers=[])).session_id
+            yield agent, conn, sid
+
+
 async def _prompt(conn, sid: str, text: str):
     return await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text=text)])
 
@@ -98,21 +110,18 @@ async def test_verdict_refinement_in_the_same_turn_and_the_counter_resets(llm, t
     env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
     client = Client()
     llm.critic_requests.clear()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, client) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            # Low, low, then fine: two refinements, then the turn ends.
-            first = await _prompt(
-                conn, sid, scenario_prompt("echo", "do it [critic:0.2,0.3+loop_behavior=0.9,0.95]")
-            )
-            verdicts, refinements = client.verdicts(), client.refinements()
-            client.updates.clear()
-            # Always low: refinements stop at max_refinement_iterations (3), counted anew.
-            second = await _prompt(conn, sid, scenario_prompt("echo", "again [critic:0.1]"))
-            verdicts2, refinements2 = client.verdicts(), client.refinements()
-            session = agent._sessions[uuid.UUID(sid)]
-            history = await session.conversation.history()
+    async with _session(env, client, tmp_path) as (agent, conn, sid):
+        # Low, low, then fine: two refinements, then the turn ends.
+        first = await _prompt(
+            conn, sid, scenario_prompt("echo", "do it [critic:0.2,0.3+loop_behavior=0.9,0.95]")
+        )
+        verdicts, refinements = client.verdicts(), client.refinements()
+        client.updates.clear()
+        # Always low: refinements stop at max_refinement_iterations (3), counted anew.
+        second = await _prompt(conn, sid, scenario_prompt("echo", "again [critic:0.1]"))
+        verdicts2, refinements2 = client.verdicts(), client.refinements()
+        session = agent._sessions[uuid.UUID(sid)]
+        history = await session.conversation.history()
 
     assert first.stop_reason == "end_turn" and second.stop_reason == "end_turn"
     scores = [v.raw_output["score"] for v in verdicts]
@@ -147,14 +156,11 @@ async def test_verdict_refinement_in_the_same_turn_and_the_counter_resets(llm, t
 async def test_a_failing_critic_ends_the_turn_normally_with_a_notice(llm, tmp_path):
     env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
     client = Client()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, client) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            with trio.fail_after(60):
-                failed = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:http503]"))
-            notices = client.of(schema.NoticeUpdate)
-            after = await _prompt(conn, sid, scenario_prompt("echo", "y [critic:0.9]"))
+    async with _session(env, client, tmp_path) as (_, conn, sid):
+        with trio.fail_after(60):
+            failed = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:http503]"))
+        notices = client.of(schema.NoticeUpdate)
+        after = await _prompt(conn, sid, scenario_prompt("echo", "y [critic:0.9]"))
     assert failed.stop_reason == "end_turn" and after.stop_reason == "end_turn"
     assert not client.refinements()
     assert len(notices) == 1
@@ -167,12 +173,9 @@ async def test_a_critic_that_never_answers_times_out_and_the_turn_ends(llm, tmp_
     env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
     env["TRIO_ACP_CRITIC_TIMEOUT"] = "1"
     client = Client()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, client) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            with trio.fail_after(60):
-                response = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:stall]"))
+    async with _session(env, client, tmp_path) as (_, conn, sid):
+        with trio.fail_after(60):
+            response = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:stall]"))
     assert response.stop_reason == "end_turn"
     (notice,) = client.of(schema.NoticeUpdate)
     assert "timed out" in notice.description.lower()
@@ -181,11 +184,8 @@ async def test_a_critic_that_never_answers_times_out_and_the_turn_ends(llm, tmp_
 async def test_without_refinement_the_verdict_is_shown_once(llm, tmp_path):
     env = _env(llm, tmp_path / "home", "cli_config.json")  # the CLI's defaults
     client = Client()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, client) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            response = await _prompt(conn, sid, scenario_prompt("echo", "z [critic:0.1]"))
+    async with _session(env, client, tmp_path) as (_, conn, sid):
+        response = await _prompt(conn, sid, scenario_prompt("echo", "z [critic:0.1]"))
     assert response.stop_reason == "end_turn"
     assert [v.raw_output["score"] for v in client.verdicts()] == [0.1]
     assert not client.refinements()
@@ -198,11 +198,8 @@ async def test_an_unusable_cli_config_is_said_and_the_defaults_apply(llm, tmp_pa
         '{"critic": {"enable_iterative_refinement": true, "critic_threshold": 1.5}}'
     )
     client = Client()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, client) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            response = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:0.1]"))
+    async with _session(env, client, tmp_path) as (_, conn, sid):
+        response = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:0.1]"))
     assert response.stop_reason == "end_turn"
     (notice,) = client.of(schema.NoticeUpdate)
     assert "cli_config.json is not usable" in notice.title
@@ -214,11 +211,8 @@ async def test_an_unusable_cli_config_is_said_and_the_defaults_apply(llm, tmp_pa
 async def test_session_load_replays_the_verdicts_after_their_answers(llm, tmp_path):
     env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
     first = Client()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, first) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            await _prompt(conn, sid, scenario_prompt("echo", "go [critic:0.2,0.95]"))
+    async with _session(env, first, tmp_path) as (_, conn, sid):
+        await _prompt(conn, sid, scenario_prompt("echo", "go [critic:0.2,0.95]"))
     loaded = Client()
     async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
         async with open_in_memory_pair(agent, loaded) as (_, conn):
