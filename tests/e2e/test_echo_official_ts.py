@@ -9,31 +9,19 @@ the official JSON Schema from both ends.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _ts_client import JS_DIR, NEEDS_TS_SDK, NODE, ROOT
 
 from trio_acp.testing.wire_check import FrameChecker
 
-ROOT = Path(__file__).resolve().parents[2]
-JS_DIR = ROOT / "tests" / "js"
 CLIENT = JS_DIR / "echo_client.mjs"
 ECHO_AGENT = ROOT / "examples" / "echo_agent.py"
-NODE = shutil.which("node")
 
-pytestmark = [
-    pytest.mark.skipif(
-        NODE is None, reason="node is not installed (needed for the official TypeScript SDK)"
-    ),
-    pytest.mark.skipif(
-        not (JS_DIR / "node_modules" / "@agentclientprotocol" / "sdk").is_dir(),
-        reason="@agentclientprotocol/sdk is not installed: run `npm ci` in tests/js",
-    ),
-]
+pytestmark = NEEDS_TS_SDK
 
 
 @pytest.fixture(scope="module")

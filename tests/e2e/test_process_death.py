@@ -19,16 +19,9 @@ import sys
 from pathlib import Path
 
 import psutil
-import pytest
 import trio
 
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
+from trio_acp.testing import scenario_prompt, scripted_env
 
 
 class Agent:

@@ -24,7 +24,7 @@ import pytest
 import trio
 
 from trio_acp import warm
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import scenario_prompt, scripted_env
 
 pytestmark = [
     pytest.mark.skipif(not warm.supported(), reason="warm start needs Linux"),
@@ -34,12 +34,6 @@ pytestmark = [
 ]
 
 CANARY = "sk-warm-canary-0123456789abcdef"
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
 
 
 def _base_env(directory: Path, **extra: str) -> dict[str, str]:

@@ -3,49 +3,20 @@ client: what a client's capabilities change in a session (docs/editor-workspace.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 import trio
 
+from _inprocess import loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.rpc import RequestError
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import scenario_prompt
 from trio_acp.testing.editor import EditorClient
 from trio_acp.testing.pair import open_in_memory_pair
 
 pytest.importorskip("openhands.sdk")
-
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
-
-
-@pytest.fixture
-def env(llm, tmp_path):
-    e = dict(os.environ)
-    e.update(scripted_env(llm.base_url))
-    e.update(
-        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
-        LLM_NUM_RETRIES="1",
-        LLM_TIMEOUT="30",
-        TRIO_ACP_DEFAULT_MODE="always-approve",
-    )
-    return e
 
 
 class ZedLike(EditorClient):

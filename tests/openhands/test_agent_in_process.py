@@ -17,24 +17,14 @@ import pytest
 import trio
 import trio.testing
 
+from _inprocess import agent_env, loader
 from trio_acp import schema
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.settings import load_settings
 from trio_acp.rpc import RequestError
-from trio_acp.testing import Reply, Scenario, ScriptedLLM, ToolCall, scenario_prompt, scripted_env
+from trio_acp.testing import Reply, Scenario, ScriptedLLM, ToolCall, scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
-
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    # One import for the whole module (~10 s), shared by every test's agent.
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
 
 
 @pytest.fixture(scope="module")
@@ -78,17 +68,9 @@ def llm():
 
 @pytest.fixture
 def env(llm, tmp_path):
-    e = dict(os.environ)
-    e.update(scripted_env(llm.base_url))
-    e.update(
-        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
-        LLM_NUM_RETRIES="1",
-        LLM_TIMEOUT="30",
-        LLM_MAX_INPUT_TOKENS="128000",
-        # These tests are about turns, not permissions (tests/e2e covers those).
-        TRIO_ACP_DEFAULT_MODE="always-approve",
-    )
-    return e
+    # Always approve (agent_env): these tests are about turns, not permissions (tests/e2e
+    # covers those).
+    return agent_env(llm, tmp_path / "home", LLM_MAX_INPUT_TOKENS="128000")
 
 
 class Client:

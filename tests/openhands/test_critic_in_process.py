@@ -8,74 +8,42 @@ chat template from a file (no network); `cli_config.json` as the OpenHands CLI w
 
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 import trio
 
+from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.critic import critic_server_url, session_critic
-from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.user_setup import CliConfig, CriticSettings
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import ScriptedLLM, scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
 
 CLI_FILES = Path(__file__).parent / "openhands_cli_files"
 TEMPLATE = Path(__file__).parent / "critic" / "chatml.jinja"
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
 
 
 def _env(llm: ScriptedLLM, home: Path, cli_config: str) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     shutil.copy(CLI_FILES / cli_config, home / "cli_config.json")
-    env = dict(os.environ)
-    env.pop("PERSISTENCE_DIR", None)
-    env.update(scripted_env(llm.base_url))
-    env.update(
-        OPENHANDS_PERSISTENCE_DIR=str(home),
-        LLM_NUM_RETRIES="1",
-        LLM_TIMEOUT="30",
+    return agent_env(
+        llm,
+        home,
+        PERSISTENCE_DIR=None,
         LLM_MAX_INPUT_TOKENS="128000",
-        TRIO_ACP_DEFAULT_MODE="always-approve",
         TRIO_ACP_PUBLIC_SKILLS="0",
         TRIO_ACP_CRITIC_URL=f"{llm.url}/vllm",
         TRIO_ACP_CRITIC_CHAT_TEMPLATE=str(TEMPLATE),
         TRIO_ACP_CRITIC_TIMEOUT="10",
     )
-    return env
 
 
-class Client:
-    def __init__(self) -> None:
-        self.updates: list = []
-
-    async def session_update(self, params):
-        self.updates.append(params.update)
-
-    async def request_permission(self, params):
-        raise AssertionError("no permission requests in these tests")
-
-    def of(self, kind) -> list:
-        return [u for u in self.updates if isinstance(u, kind)]
-
+class Client(RecordingClient):
     def verdicts(self) -> list:
         return [
             u
@@ -94,6 +62,17 @@ async def _initialize(conn) -> None:
             session=schema.ClientSessionCapabilities(notices=schema.NoticeCapabilities())
         ),
     )
+
+
+@contextlib.asynccontextmanager
+async def _session(env, client, cwd):
+    """The agent in process, `client` on the other end, initialized: (agent, conn, session id)
+    of a new session in `cwd`."""
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            await _initialize(conn)
+            sid = (await conn.agent.new_session(cwd=str(cwd), mcp_servers=[])).session_id
+            yield agent, conn, sid
 
 
 async def _prompt(conn, sid: str, text: str):
@@ -131,21 +110,18 @@ async def test_verdict_refinement_in_the_same_turn_and_the_counter_resets(llm, t
     env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
     client = Client()
     llm.critic_requests.clear()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, client) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            # Low, low, then fine: two refinements, then the turn ends.
-            first = await _prompt(
-                conn, sid, scenario_prompt("echo", "do it [critic:0.2,0.3+loop_behavior=0.9,0.95]")
-            )
-            verdicts, refinements = client.verdicts(), client.refinements()
-            client.updates.clear()
-            # Always low: refinements stop at max_refinement_iterations (3), counted anew.
-            second = await _prompt(conn, sid, scenario_prompt("echo", "again [critic:0.1]"))
-            verdicts2, refinements2 = client.verdicts(), client.refinements()
-            session = agent._sessions[uuid.UUID(sid)]
-            history = await session.conversation.history()
+    async with _session(env, client, tmp_path) as (agent, conn, sid):
+        # Low, low, then fine: two refinements, then the turn ends.
+        first = await _prompt(
+            conn, sid, scenario_prompt("echo", "do it [critic:0.2,0.3+loop_behavior=0.9,0.95]")
+        )
+        verdicts, refinements = client.verdicts(), client.refinements()
+        client.updates.clear()
+        # Always low: refinements stop at max_refinement_iterations (3), counted anew.
+        second = await _prompt(conn, sid, scenario_prompt("echo", "again [critic:0.1]"))
+        verdicts2, refinements2 = client.verdicts(), client.refinements()
+        session = agent._sessions[uuid.UUID(sid)]
+        history = await session.conversation.history()
 
     assert first.stop_reason == "end_turn" and second.stop_reason == "end_turn"
     scores = [v.raw_output["score"] for v in verdicts]
@@ -180,14 +156,11 @@ async def test_verdict_refinement_in_the_same_turn_and_the_counter_resets(llm, t
 async def test_a_failing_critic_ends_the_turn_normally_with_a_notice(llm, tmp_path):
     env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
     client = Client()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, client) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            with trio.fail_after(60):
-                failed = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:http503]"))
-            notices = client.of(schema.NoticeUpdate)
-            after = await _prompt(conn, sid, scenario_prompt("echo", "y [critic:0.9]"))
+    async with _session(env, client, tmp_path) as (_, conn, sid):
+        with trio.fail_after(60):
+            failed = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:http503]"))
+        notices = client.of(schema.NoticeUpdate)
+        after = await _prompt(conn, sid, scenario_prompt("echo", "y [critic:0.9]"))
     assert failed.stop_reason == "end_turn" and after.stop_reason == "end_turn"
     assert not client.refinements()
     assert len(notices) == 1
@@ -200,12 +173,9 @@ async def test_a_critic_that_never_answers_times_out_and_the_turn_ends(llm, tmp_
     env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
     env["TRIO_ACP_CRITIC_TIMEOUT"] = "1"
     client = Client()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, client) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            with trio.fail_after(60):
-                response = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:stall]"))
+    async with _session(env, client, tmp_path) as (_, conn, sid):
+        with trio.fail_after(60):
+            response = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:stall]"))
     assert response.stop_reason == "end_turn"
     (notice,) = client.of(schema.NoticeUpdate)
     assert "timed out" in notice.description.lower()
@@ -214,11 +184,8 @@ async def test_a_critic_that_never_answers_times_out_and_the_turn_ends(llm, tmp_
 async def test_without_refinement_the_verdict_is_shown_once(llm, tmp_path):
     env = _env(llm, tmp_path / "home", "cli_config.json")  # the CLI's defaults
     client = Client()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, client) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            response = await _prompt(conn, sid, scenario_prompt("echo", "z [critic:0.1]"))
+    async with _session(env, client, tmp_path) as (_, conn, sid):
+        response = await _prompt(conn, sid, scenario_prompt("echo", "z [critic:0.1]"))
     assert response.stop_reason == "end_turn"
     assert [v.raw_output["score"] for v in client.verdicts()] == [0.1]
     assert not client.refinements()
@@ -231,11 +198,8 @@ async def test_an_unusable_cli_config_is_said_and_the_defaults_apply(llm, tmp_pa
         '{"critic": {"enable_iterative_refinement": true, "critic_threshold": 1.5}}'
     )
     client = Client()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, client) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            response = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:0.1]"))
+    async with _session(env, client, tmp_path) as (_, conn, sid):
+        response = await _prompt(conn, sid, scenario_prompt("echo", "x [critic:0.1]"))
     assert response.stop_reason == "end_turn"
     (notice,) = client.of(schema.NoticeUpdate)
     assert "cli_config.json is not usable" in notice.title
@@ -247,11 +211,8 @@ async def test_an_unusable_cli_config_is_said_and_the_defaults_apply(llm, tmp_pa
 async def test_session_load_replays_the_verdicts_after_their_answers(llm, tmp_path):
     env = _env(llm, tmp_path / "home", "critic_refinement/cli_config.json")
     first = Client()
-    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, first) as (_, conn):
-            await _initialize(conn)
-            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            await _prompt(conn, sid, scenario_prompt("echo", "go [critic:0.2,0.95]"))
+    async with _session(env, first, tmp_path) as (_, conn, sid):
+        await _prompt(conn, sid, scenario_prompt("echo", "go [critic:0.2,0.95]"))
     loaded = Client()
     async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
         async with open_in_memory_pair(agent, loaded) as (_, conn):

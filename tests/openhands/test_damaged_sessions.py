@@ -20,22 +20,13 @@ import trio
 import trio.testing
 from test_agent_in_process import RawClient
 
+from _inprocess import agent_env, loader
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import ScriptedLLM, scenario_prompt
 
 # What no error message may contain: Trio's group wrapping and the rpc layer's fallback.
 SAYS_NOTHING = ("Exceptions from", "sub-exception", "Internal error")
-
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
 
 
 # The summarizer's request ends with this (the SDK's summarizing prompt); the toggle makes
@@ -49,18 +40,6 @@ def llm():
     with ScriptedLLM() as server:
         server.add_rule(lambda text: summaries_fail["on"] and SUMMARY_REQUEST in text, "error500")
         yield server
-
-
-def _env(llm, home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(scripted_env(llm.base_url))
-    env.update(
-        OPENHANDS_PERSISTENCE_DIR=str(home),
-        LLM_NUM_RETRIES="1",
-        LLM_TIMEOUT="30",
-        TRIO_ACP_DEFAULT_MODE="always-approve",
-    )
-    return env
 
 
 @contextlib.asynccontextmanager
@@ -124,7 +103,7 @@ def pristine(llm, tmp_path_factory):
     ws = tmp_path_factory.mktemp("ws")
 
     async def make():
-        async with raw_agent(_env(llm, home)) as raw:
+        async with raw_agent(agent_env(llm, home)) as raw:
             new, _ = await call(raw, 1, "session/new", {"cwd": str(ws), "mcpServers": []})
             sid = new["result"]["sessionId"]
             response, _ = await say(
@@ -220,7 +199,7 @@ async def test_a_damaged_conversation_names_the_file_and_what_to_do(case, stored
     damage, which, problem = DAMAGE[case]
     damage(stored)
     named = stored.base if which == "base" else stored.events[1]
-    async with raw_agent(_env(llm, stored.home)) as raw:
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
         for request_id, method in [(1, "session/load"), (2, "session/resume")]:
             response, frames = await call(raw, request_id, method, stored.params())
             error = response["error"]
@@ -249,7 +228,7 @@ async def test_a_damaged_conversation_names_the_file_and_what_to_do(case, stored
 
 async def test_following_the_advice_opens_the_session(stored, llm):
     _truncate(stored.base)
-    async with raw_agent(_env(llm, stored.home)) as raw:
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
         response, _ = await call(raw, 1, "session/load", stored.params())
         assert "Move that file away" in response["error"]["message"]
         stored.base.rename(stored.dir / "base_state.json.bad")
@@ -267,7 +246,7 @@ async def test_following_the_advice_for_a_damaged_event_opens_the_history_before
     _truncate(damaged)
     aside = stored.home / "aside"
     aside.mkdir()
-    async with raw_agent(_env(llm, stored.home)) as raw:
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
         response, _ = await call(raw, 1, "session/load", stored.params())
         assert_says_something(
             response["error"], str(damaged), "the event files after it and base_state.json"
@@ -288,7 +267,7 @@ async def test_without_a_base_state_the_session_opens_from_its_history(case, sto
         stored.base.unlink()
     else:
         stored.base.write_text("")
-    async with raw_agent(_env(llm, stored.home)) as raw:
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
         listed, _ = await call(raw, 1, "session/list", {})
         assert stored.sid in [s["sessionId"] for s in listed["result"]["sessions"]]
         response, frames = await call(raw, 2, "session/load", stored.params())
@@ -305,7 +284,7 @@ async def test_a_damaged_rules_file_is_set_aside_and_reported(case, stored, llm)
         rules.write_text('{"rules": [')
     else:
         rules.mkdir()
-    async with raw_agent(_env(llm, stored.home)) as raw:
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
         response, _ = await call(raw, 1, "session/load", stored.params())
         assert "result" in response, response  # asking again is safe: the session opens
         _, text = await say(raw, 2, stored.sid, "/rules")
@@ -329,7 +308,7 @@ async def test_a_damaged_session_index_costs_neither_the_list_nor_the_session(ca
     else:
         index.unlink()
         index.mkdir()
-    async with raw_agent(_env(llm, stored.home)) as raw:
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
         listed, _ = await call(raw, 1, "session/list", {"cwd": stored.cwd})
         assert [s["sessionId"] for s in listed["result"]["sessions"]] == [stored.sid]
         response, _ = await call(raw, 2, "session/load", stored.params())
@@ -344,7 +323,7 @@ async def test_one_unreadable_conversation_does_not_fail_the_list(stored, llm):
     shutil.copytree(stored.dir, other)
     (other / "trio_acp_session.json").unlink()
     _edit(other / "base_state.json", workspace="not an object")
-    async with raw_agent(_env(llm, stored.home)) as raw:
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
         listed, _ = await call(raw, 1, "session/list", {})
         assert [s["sessionId"] for s in listed["result"]["sessions"]] == [stored.sid]
 
@@ -359,7 +338,7 @@ async def test_a_delete_that_cannot_remove_everything_says_what_is_left(stored, 
             pytest.skip("cannot make a file undeletable here (root without chattr +i)")
     else:
         locked.parent.chmod(0o555)
-    async with raw_agent(_env(llm, stored.home)) as raw:
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
         response, _ = await call(raw, 1, "session/delete", {"sessionId": stored.sid})
         assert response["error"]["code"] == -32603
         assert_says_something(response["error"], str(locked), "by hand", str(stored.dir))
@@ -368,7 +347,7 @@ async def test_a_delete_that_cannot_remove_everything_says_what_is_left(stored, 
 async def test_an_unexpected_failure_in_a_turn_names_what_failed(stored, llm):
     # The conversation's events directory replaced by a file while the session is open:
     # the SDK cannot record the prompt.
-    async with raw_agent(_env(llm, stored.home)) as raw:
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
         response, _ = await call(raw, 1, "session/load", stored.params())
         assert "result" in response
         shutil.rmtree(stored.dir / "events")
@@ -381,7 +360,7 @@ async def test_an_unexpected_failure_in_a_turn_names_what_failed(stored, llm):
 
 
 async def test_condense_with_nothing_to_condense_says_so_and_leaves_no_request(llm, tmp_path):
-    async with raw_agent(_env(llm, tmp_path / "home")) as raw:
+    async with raw_agent(agent_env(llm, tmp_path / "home")) as raw:
         new, _ = await call(raw, 1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
         sid = new["result"]["sessionId"]
         before = len(llm.requests)
@@ -395,7 +374,7 @@ async def test_condense_with_nothing_to_condense_says_so_and_leaves_no_request(l
 
 
 async def test_condense_while_the_model_fails_says_so_and_the_session_recovers(llm, tmp_path):
-    async with raw_agent(_env(llm, tmp_path / "home")) as raw:
+    async with raw_agent(agent_env(llm, tmp_path / "home")) as raw:
         new, _ = await call(raw, 1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
         sid = new["result"]["sessionId"]
         response, _ = await say(raw, 2, sid, "hello")
@@ -421,7 +400,7 @@ async def test_condense_while_the_model_fails_says_so_and_the_session_recovers(l
 async def test_a_conversation_that_fails_to_open_for_another_reason_says_why_and_where(stored, llm):
     # Nothing damaged: a base_state.json copied from another conversation (another id).
     _edit(stored.base, id="0" * 32)
-    async with raw_agent(_env(llm, stored.home)) as raw:
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
         response, _ = await call(raw, 1, "session/load", stored.params())
         assert response["error"]["code"] == -32603
         assert_says_something(

@@ -14,29 +14,15 @@ import os
 import pytest
 import trio
 
+from _inprocess import loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.model_failures import LLM_FAILURE_DEFAULTS, RETRY_AFTER_CAP
-from trio_acp.openhands.sdk import SdkLoader, build_llm
+from trio_acp.openhands.sdk import build_llm
 from trio_acp.openhands.settings import load_settings
 from trio_acp.rpc import RequestError
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
-
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
 
 
 @pytest.fixture

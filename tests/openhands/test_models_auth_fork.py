@@ -5,34 +5,18 @@ raw JSON-RPC frames; every frame the agent sends is checked against the official
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import trio
 import trio.testing
 
+from _inprocess import loader
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import ScriptedLLM, scenario_prompt
 from trio_acp.testing.wire_check import FrameChecker
 
-_LOADER: SdkLoader | None = None
-
 BOOLEAN_CAPS = {"session": {"configOptions": {"boolean": {}}}}
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -40,19 +24,6 @@ def other_llm():
     # A second model server: an entry with its own base URL must reach this one.
     with ScriptedLLM() as server:
         yield server
-
-
-@pytest.fixture
-def env(llm, tmp_path):
-    e = dict(os.environ)
-    e.update(scripted_env(llm.base_url))
-    e.update(
-        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
-        LLM_NUM_RETRIES="1",
-        LLM_TIMEOUT="30",
-        TRIO_ACP_DEFAULT_MODE="always-approve",
-    )
-    return e
 
 
 class Raw:

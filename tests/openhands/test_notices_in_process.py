@@ -5,30 +5,21 @@ checked against the official schema."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import pytest
 import trio
 import trio.testing
 
+from _inprocess import agent_env, loader
 from trio_acp import schema
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
-from trio_acp.testing import Reply, Scenario, ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import Reply, Scenario, ScriptedLLM, scenario_prompt
 from trio_acp.testing.scripted_llm import message_text
 from trio_acp.testing.wire_check import FrameChecker
 
-_LOADER: SdkLoader | None = None
 BOTH = {"session": {"notices": {}, "compaction": {}}}
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
 
 
 def _summarizing(ctx) -> bool:
@@ -51,19 +42,14 @@ def llm():
 
 @pytest.fixture
 def env(llm, tmp_path):
-    e = dict(os.environ)
-    e.update(scripted_env(llm.base_url))
-    e.update(
-        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
-        LLM_NUM_RETRIES="1",
+    return agent_env(
+        llm,
+        tmp_path / "home",
         LLM_RETRY_MIN_WAIT="0",
         LLM_RETRY_MAX_WAIT="0",
         LLM_RETRY_MULTIPLIER="0",
-        LLM_TIMEOUT="30",
         LLM_MAX_INPUT_TOKENS="128000",
-        TRIO_ACP_DEFAULT_MODE="always-approve",
     )
-    return e
 
 
 class Wire:

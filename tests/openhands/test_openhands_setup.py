@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import pytest
 import trio
 
+from _inprocess import RecordingClient, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.settings import SettingsError, load_settings
 from trio_acp.openhands.user_setup import (
     CriticSettings,
@@ -37,14 +37,6 @@ from trio_acp.testing import (
 
 CLI_FILES = Path(__file__).parent / "openhands_cli_files"
 SHOUT = Path(__file__).parent / "mcp" / "shout_server.py"
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
 
 
 # -- the files, read without the SDK --------------------------------------------------------------
@@ -230,17 +222,6 @@ def _text(text: str) -> list:
     return [schema.TextContent(text=text)]
 
 
-class Client:
-    def __init__(self) -> None:
-        self.updates: list = []
-
-    async def session_update(self, params) -> None:
-        self.updates.append(params.update)
-
-    async def request_permission(self, params):
-        raise AssertionError("always-approve asks nothing")
-
-
 async def test_a_session_on_the_cli_files_has_their_model_mcp_skills_and_hooks(llm, tmp_path):
     home = _cli_home(tmp_path, llm.base_url)
     project = _project(tmp_path)
@@ -252,7 +233,7 @@ async def test_a_session_on_the_cli_files_has_their_model_mcp_skills_and_hooks(l
         TRIO_ACP_DEFAULT_MODE="always-approve",
         TRIO_ACP_PUBLIC_SKILLS="0",
     )
-    client = Client()
+    client = RecordingClient()
     blocked_marker = tmp_path / "forbidden-ran"
     with trio.fail_after(120):
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
@@ -411,7 +392,7 @@ async def test_http_and_sse_mcp_servers_from_the_client_become_tools(llm, tmp_pa
         TRIO_ACP_PUBLIC_SKILLS="0",
         LLM_NUM_RETRIES="1",
     )
-    client = Client()
+    client = RecordingClient()
     with trio.fail_after(120):
         async with trio.open_nursery() as nursery:
             servers = {t: await _serve_shout(nursery, t) for t in ("http", "sse")}
@@ -460,7 +441,7 @@ async def test_a_conversation_made_by_the_cli_lists_loads_and_continues_with_its
         TRIO_ACP_DEFAULT_MODE="always-approve",
         TRIO_ACP_PUBLIC_SKILLS="0",
     )
-    client = Client()
+    client = RecordingClient()
     with trio.fail_after(120):
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
             async with open_in_memory_pair(agent, client) as (_, conn):

@@ -13,7 +13,6 @@ same frames, and the session must go on with the whole history.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 
@@ -46,25 +45,18 @@ from openhands.tools.task_tracker import TaskTrackerAction, TaskTrackerObservati
 from openhands.tools.task_tracker.definition import TaskItem
 from openhands.tools.terminal import TerminalAction, TerminalObservation
 
+from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.conversation import LocalConversation
 from trio_acp.openhands.outbox import Outbox
-from trio_acp.openhands.sdk import SdkLoader, import_sdk
+from trio_acp.openhands.sdk import import_sdk
 from trio_acp.openhands.translate import Translator, coalesce
 from trio_acp.openhands.translate.replay import replay_windows
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import ScriptedLLM, scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
 
 
 # ------------------------------------------------------------------ the conversation
@@ -353,29 +345,6 @@ def test_the_file_store_reads_event_files_as_the_sdk_does(tmp_path):
 # ------------------------------------------------------------------ through the agent
 
 
-class Client:
-    def __init__(self) -> None:
-        self.updates: list = []
-
-    async def session_update(self, params):
-        self.updates.append(params.update)
-
-    async def request_permission(self, params):
-        raise AssertionError("always-approve")
-
-
-def _env(llm, home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(scripted_env(llm.base_url))
-    env.update(
-        OPENHANDS_PERSISTENCE_DIR=str(home),
-        LLM_NUM_RETRIES="1",
-        LLM_TIMEOUT="30",
-        TRIO_ACP_DEFAULT_MODE="always-approve",
-    )
-    return env
-
-
 async def test_session_load_sends_the_whole_replay_then_warms_up_and_goes_on(tmp_path, monkeypatch):
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -392,9 +361,9 @@ async def test_session_load_sends_the_whole_replay_then_warms_up_and_goes_on(tmp
         order.append("replayed")
 
     with ScriptedLLM() as llm:
-        env = _env(llm, home)
+        env = agent_env(llm, home)
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-            async with open_in_memory_pair(agent, Client()) as (_, conn):
+            async with open_in_memory_pair(agent, RecordingClient()) as (_, conn):
                 await conn.agent.initialize(protocol_version=1)
                 sid = (await conn.agent.new_session(cwd=str(ws), mcp_servers=[])).session_id
         conv_dir = home / "conversations" / uuid.UUID(sid).hex
@@ -415,7 +384,7 @@ async def test_session_load_sends_the_whole_replay_then_warms_up_and_goes_on(tmp
 
         monkeypatch.setattr(LocalConversation, "warm_up", recording_warm_up)
         monkeypatch.setattr(Outbox, "replay", recording_replay)
-        client = Client()
+        client = RecordingClient()
         async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
             async with open_in_memory_pair(agent, client) as (_, conn):
                 await conn.agent.initialize(protocol_version=1)

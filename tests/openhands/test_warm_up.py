@@ -8,57 +8,25 @@ fails costs nothing but its own time.
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
 import trio
 
+from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
-
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
 
 
 @pytest.fixture
 def env(llm, tmp_path):
-    e = dict(os.environ)
-    e.update(scripted_env(llm.base_url))
-    e.update(
-        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
-        LLM_NUM_RETRIES="1",
-        LLM_MAX_INPUT_TOKENS="128000",  # so the condenser counts tokens, as for a known model
-        TRIO_ACP_DEFAULT_MODE="always-approve",
-    )
-    return e
+    # LLM_MAX_INPUT_TOKENS: so the condenser counts tokens, as for a known model.
+    return agent_env(llm, tmp_path / "home", LLM_MAX_INPUT_TOKENS="128000")
 
 
-class Client:
-    def __init__(self) -> None:
-        self.updates: list = []
-
-    async def session_update(self, params):
-        self.updates.append(params.update)
-
-    async def request_permission(self, params):
-        raise AssertionError("always-approve")
-
+class Client(RecordingClient):
     def tool_outputs(self) -> str:
         return "".join(
             c.content.text

@@ -6,14 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from trio_acp.testing import ScriptedLLM
 from trio_acp.testing.critic_wire import CRITIC_LABELS, CriticStep, critic_step
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
 
 
 def _chatml(*turns: tuple[str, str]) -> str:

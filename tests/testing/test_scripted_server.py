@@ -28,12 +28,6 @@ from trio_acp.testing import (
 from trio_acp.testing.scenarios import DEMO_DEFAULT_PATH, long_scenario
 
 
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
-
-
 def body(*messages, stream=True, usage=True, **extra):
     msgs = [m if isinstance(m, dict) else {"role": "user", "content": m} for m in messages]
     b = {"model": "scripted", "messages": msgs, "stream": stream, **extra}

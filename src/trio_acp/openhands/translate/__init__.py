@@ -2,7 +2,8 @@
 
 One concern per module, all pure (no trio, no `openhands.*`, no litellm):
 
-* `translator` — the per-session `Translator` (what was streamed, which calls were announced);
+* `translator` — the per-session `Translator` (which calls were announced, each event's updates);
+* `streams` — the text streamed per LLM response, what its durable event still adds, message ids;
 * `tools` — the tool catalog: how each tool looks (title, kind, locations, permission
   preview, rule scope, result);
 * `args` — a tool call's arguments, streamed (`ArgScanner`) or finished (`tool_arguments`);
@@ -18,9 +19,10 @@ from __future__ import annotations
 from .args import ArgScanner, tool_arguments
 from .content import tool_locations
 from .paths import abs_path, file_uri_to_path, local_path, path_to_file_uri
+from .streams import message_id
 from .text import MAX_RAW_STRING_BYTES, MAX_TEXT_BYTES, one_line, strip_ansi
 from .tools import permission_preview, present, rule_scope, tool_family
-from .translator import Translator, conversation_error, message_id
+from .translator import Translator, conversation_error
 from .updates import coalesce
 
 __all__ = [

@@ -10,13 +10,6 @@ stream never repeat text and never update a tool call the client has not seen.
 
 Decisions (see also the report in the commit that added this module):
 
-* Message ids (`messageId`): the ACP schema only says "unique identifier for a message within a
-  session" (the message-id RFD suggests UUIDs), so every id is a UUID5 in a fixed namespace.
-  Derived from the LLM response id: the visible text of one response is one message
-  (`<rid>/message`), its reasoning another (`<rid>/thought`): a thought and a reply are
-  different messages, so they never share an id. The `finish` tool's message and the `think`
-  tool's thought are messages of their own, keyed by tool call id. Live streaming, the
-  durable events and `replay` all derive the same ids.
 * Streaming: text/reasoning deltas go out as they come. A tool call is announced
   (`tool_call`, status pending) once its id and name are known; afterwards an update is sent
   only when a title-relevant argument (`command`, `path`, `view_range`, ...) has been
@@ -24,10 +17,9 @@ Decisions (see also the report in the commit that added this module):
   Arguments are scanned incrementally (linear in their length). `finish` and `think` are not
   tool calls for the client: their `message`/`thought` argument is streamed as message /
   thought text as it arrives.
-* The durable events then only add what was not streamed (the remainder when the streamed
-  text is a prefix of the final one; nothing when they disagree, to never duplicate).
-  An event is matched to its stream by `llm_response_id` (== chunk id on the Chat Completions
-  path) and, failing that, by equal text with the latest unmatched stream.
+* The durable events then only add what was not streamed, matched to their stream by
+  response id or, failing that, by text; the message ids live streaming, the durable events
+  and `replay` derive are the same (`streams.py`).
 * Quiet: PauseEvent / InterruptEvent (the client asked for it and gets stopReason
   `cancelled`), ConversationErrorEvent (the session turns it into a JSON-RPC error, see
   `conversation_error`), SystemPromptEvent, SecurityAnalysisEvent, TokenEvent,
@@ -52,11 +44,9 @@ What each tool looks like (title, kind, locations, result) comes from the tool c
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -75,6 +65,7 @@ from .content import (
     text_of,
 )
 from .fields import field
+from .streams import Streams, message_id, remainder, response_text, text_chunk
 from .subagents import SubagentViews
 from .text import MAX_RAW_STRING_BYTES, cap_json, cap_text, strip_ansi
 from .tools import Presentation, lookup, present, spec_for_result, text_tool, tool_family
@@ -86,15 +77,6 @@ __all__ = ["Translator", "coalesce", "conversation_error", "message_id"]
 
 SessionUpdate = Any
 
-# Fixed namespace for every message id this module derives (uuid5).
-_ID_NAMESPACE = uuid.UUID("5d0c8f64-8a1e-4c1b-9a57-3b0a2f6de1a4")
-
-
-@functools.lru_cache(maxsize=1024)  # every streamed token asks for its message's id
-def message_id(key: str, part: str) -> str:
-    """A stable UUID-formatted ACP messageId for `part` ("message", "thought", ...) of `key`."""
-    return str(uuid.uuid5(_ID_NAMESPACE, f"{part}\x1f{key}"))
-
 
 def conversation_error(event: Any) -> tuple[str, str] | None:
     """(code, detail) of a ConversationErrorEvent, None for any other event."""
@@ -104,24 +86,7 @@ def conversation_error(event: Any) -> tuple[str, str] | None:
 
 
 # --------------------------------------------------------------------------------------
-# small helpers
-
-
-# --------------------------------------------------------------------------------------
 # translator state
-
-
-@attrs.define
-class _Stream:
-    """What was streamed for one LLM response."""
-
-    rid: str
-    text: list[str] = attrs.Factory(list)
-    thought: list[str] = attrs.Factory(list)
-    claimed: bool = False
-
-    def streamed(self, part: str) -> str:
-        return "".join(self.text if part == "message" else self.thought)
 
 
 @attrs.define
@@ -162,7 +127,6 @@ _QUIET_EVENTS = {
     "ConversationStateUpdateEvent",
     "StreamingDeltaEvent",
 }
-_MAX_STREAMS = 32
 
 
 class Translator:
@@ -196,7 +160,7 @@ class Translator:
         self.action_status = "in_progress"
         self._is_dir = is_dir if is_dir is not None else os.path.isdir
         self._replaying = False
-        self._streams: OrderedDict[str, _Stream] = OrderedDict()
+        self._streams = Streams()
         self._pending: dict[tuple[str, int], _PendingCall] = {}
         self._calls: dict[str, _Call] = {}
         # Sub-agents' events (`SubagentEvent`), nested under their delegating calls.
@@ -213,7 +177,7 @@ class Translator:
     def token(self, chunk: Any) -> list[SessionUpdate]:
         """Updates for one litellm `ModelResponseStream` chunk (or a bare text delta)."""
         if isinstance(chunk, str):
-            return self._text_delta("bare-text-stream", chunk, "message") if chunk else []
+            return self._streams.delta("bare-text-stream", chunk, "message") if chunk else []
         # `field`, not getattr: this runs once per streamed token (translate/fields.py).
         rid = field(chunk, "id") or "unidentified-response"
         out: list[SessionUpdate] = []
@@ -225,31 +189,13 @@ class Translator:
                 continue
             reasoning = field(delta, "reasoning_content")
             if isinstance(reasoning, str) and reasoning:
-                out += self._text_delta(rid, reasoning, "thought")
+                out += self._streams.delta(rid, reasoning, "thought")
             content = field(delta, "content")
             if isinstance(content, str) and content:
-                out += self._text_delta(rid, content, "message")
+                out += self._streams.delta(rid, content, "message")
             for pos, tool_call in enumerate(field(delta, "tool_calls") or []):
                 out += self._tool_call_delta(rid, pos, tool_call)
         return out
-
-    def _stream(self, rid: str) -> _Stream:
-        stream = self._streams.get(rid)
-        if stream is None:
-            stream = self._streams[rid] = _Stream(rid)
-            while len(self._streams) > _MAX_STREAMS:
-                self._streams.popitem(last=False)
-        return stream
-
-    def _text_delta(self, rid: str, text: str, part: str) -> list[SessionUpdate]:
-        stream = self._stream(rid)
-        (stream.text if part == "message" else stream.thought).append(text)
-        return [self._chunk(part, text, message_id(rid, part))]
-
-    @staticmethod
-    def _chunk(part: str, text: str, mid: str) -> SessionUpdate:
-        cls = schema.AgentMessageChunk if part == "message" else schema.AgentThoughtChunk
-        return cls(content=text_block(text), message_id=mid)
 
     def _tool_call_delta(self, rid: str, pos: int, tool_call: Any) -> list[SessionUpdate]:
         index = getattr(tool_call, "index", None)
@@ -320,7 +266,7 @@ class Translator:
     def _special_text(self, call: _Call, text: str) -> list[SessionUpdate]:
         call.special_text.append(text)
         part = "message" if call.special == "finish" else "thought"
-        return [self._chunk(part, text, message_id(call.tool_call_id, call.special or ""))]
+        return [text_chunk(part, text, message_id(call.tool_call_id, call.special or ""))]
 
     def _presentation_update(
         self, call: _Call, presentation: tuple[str, str, tuple[tuple[str, int | None], ...]]
@@ -412,48 +358,12 @@ class Translator:
 
     # -- text of events --------------------------------------------------------------
 
-    def _claim_stream(self, rid: str | None, text: str, thought: str) -> _Stream | None:
-        if self._replaying:
-            return None
-        stream = self._streams.get(rid) if rid else None
-        if stream is None:
-            # Not streamed under this id (e.g. Responses API item ids): match by content.
-            for candidate in reversed(self._streams.values()):
-                if candidate.claimed:
-                    continue
-                if (text and candidate.streamed("message") == text) or (
-                    thought and candidate.streamed("thought") == thought
-                ):
-                    stream = candidate
-                    break
-        if stream is not None:
-            stream.claimed = True
-        return stream
-
-    def _final_text(
-        self, stream: _Stream | None, key: str, final: str, part: str
-    ) -> list[SessionUpdate]:
-        """What is left to send of the final `part` text of a response."""
-        if not final:
-            return []
-        streamed = stream.streamed(part) if stream is not None else ""
-        mid = message_id(stream.rid if stream is not None else key, part)
-        if not streamed:
-            return [self._chunk(part, final, mid)]
-        if final == streamed:
-            return []
-        if final.startswith(streamed):
-            return [self._chunk(part, final[len(streamed) :], mid)]
-        log.debug("streamed %s differs from the final one; not repeating it", part)
-        return []
-
     def _response_text(
         self, rid: str | None, key: str, text: str, thought: str
     ) -> list[SessionUpdate]:
-        stream = self._claim_stream(rid, text, thought)
-        return self._final_text(stream, key, thought, "thought") + self._final_text(
-            stream, key, text, "message"
-        )
+        # A replayed history was never streamed: all of its text goes out.
+        stream = None if self._replaying else self._streams.claim(rid, text, thought)
+        return response_text(stream, key, text, thought)
 
     # -- handlers ----------------------------------------------------------------------
 
@@ -525,12 +435,7 @@ class Translator:
             if call is None:
                 call = self._calls[call_id] = _Call(call_id, tool)
             part = "message" if special == "finish" else "thought"
-            streamed = "".join(call.special_text)
-            mid = message_id(call_id, special)
-            if not streamed and final:
-                out.append(self._chunk(part, final, mid))
-            elif final != streamed and final.startswith(streamed):
-                out.append(self._chunk(part, final[len(streamed) :], mid))
+            out += remainder(part, final, "".join(call.special_text), message_id(call_id, special))
             if call.announced and not call.finished:  # streamed under another name
                 out.append(schema.ToolCallProgress(tool_call_id=call_id, status="completed"))
             call.special = special
@@ -661,7 +566,7 @@ class Translator:
         else:
             text = "(conversation condensed)"
         mid = message_id(str(getattr(event, "id", "")), "condensation")
-        return [self._chunk("thought", text, mid)]
+        return [text_chunk("thought", text, mid)]
 
     # -- tool call completion -------------------------------------------------------------
 
