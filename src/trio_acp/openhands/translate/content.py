@@ -8,6 +8,7 @@ here. Pure: no trio, no `openhands.*`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -30,9 +31,16 @@ __all__ = [
 ]
 
 
-def class_names(obj: Any) -> list[str]:
+def class_names(obj: Any) -> tuple[str, ...]:
     """The class names along `obj`'s MRO (SDK objects are recognized by name)."""
-    return [cls.__name__ for cls in type(obj).__mro__]
+    return _mro_names(type(obj))
+
+
+# Per class: replaying a long history asks ~2 times per event. Bounded, as the SDK makes
+# classes at run time (an MCP tool's action).
+@functools.lru_cache(maxsize=512)
+def _mro_names(cls: type) -> tuple[str, ...]:
+    return tuple(c.__name__ for c in cls.__mro__)
 
 
 def is_a(obj: Any, name: str) -> bool:
