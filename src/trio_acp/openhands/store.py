@@ -249,6 +249,21 @@ class SessionStore:
         assert isinstance(cwd, str)  # _is_abs_path above
         return StoredSession(str(sid), cwd, title, updated, roots_from_index(index))
 
+    def _walk_page(
+        self, walk: _Walk, walk_id: str, offset: int, cwd: str | None
+    ) -> tuple[list[StoredSession], str | None]:
+        page: list[StoredSession] = []
+        for name in walk.names[offset : offset + PAGE_SIZE]:
+            path = os.path.join(walk.root, name)
+            # Not in `seen`: pruning the cache of deleted sessions is a full list's job.
+            stored = self._read_cached(path, name, set()) if os.path.isdir(path) else None
+            if stored is not None and (
+                cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)
+            ):
+                page.append(stored)
+        more = offset + PAGE_SIZE < len(walk.names)
+        return page, (_encode_cursor(offset + PAGE_SIZE, walk_id) if more else None)
+
     def list(self, cwd: str | None, cursor: str | None) -> tuple[list[StoredSession], str | None]:
         """One page of sessions, newest first; raises ValueError for a cursor we did not make.
 
@@ -265,9 +280,10 @@ class SessionStore:
         offset, walk_id = _decode_cursor(cursor) if cursor else (0, None)
         root = str(self.root)
         now = time.monotonic()
-        walk = _WALKS.get(walk_id) if walk_id is not None else None
-        if walk is not None and walk.root == root and walk.cwd == cwd and now < walk.until:
-            return self._walk_page(walk, walk_id, offset, cwd)
+        if walk_id is not None:
+            walk = _WALKS.get(walk_id)
+            if walk is not None and walk.root == root and walk.cwd == cwd and now < walk.until:
+                return self._walk_page(walk, walk_id, offset, cwd)
         found: list[tuple[StoredSession, str]] = []  # and its directory's name
         seen: set[str] = set()
         try:
@@ -293,21 +309,6 @@ class SessionStore:
         walk_id = uuid.uuid4().hex
         _WALKS[walk_id] = _Walk(root, cwd, tuple(name for _, name in found), now + _WALK_SECONDS)
         return page, _encode_cursor(offset + PAGE_SIZE, walk_id)
-
-    def _walk_page(
-        self, walk: _Walk, walk_id: str, offset: int, cwd: str | None
-    ) -> tuple[list[StoredSession], str | None]:
-        page: list[StoredSession] = []
-        for name in walk.names[offset : offset + PAGE_SIZE]:
-            path = os.path.join(walk.root, name)
-            # Not in `seen`: pruning the cache of deleted sessions is a full list's job.
-            stored = self._read_cached(path, name, set()) if os.path.isdir(path) else None
-            if stored is not None and (
-                cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)
-            ):
-                page.append(stored)
-        more = offset + PAGE_SIZE < len(walk.names)
-        return page, (_encode_cursor(offset + PAGE_SIZE, walk_id) if more else None)
 
     def delete(self, sid: uuid.UUID) -> None:
         """Remove the session's directory; raises DeleteError naming what could not go."""

@@ -8,7 +8,6 @@ here. Pure: no trio, no `openhands.*`.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -33,14 +32,19 @@ __all__ = [
 
 def class_names(obj: Any) -> tuple[str, ...]:
     """The class names along `obj`'s MRO (SDK objects are recognized by name)."""
-    return _mro_names(type(obj))
+    cls = type(obj)
+    names = _MRO_NAMES.get(cls)
+    if names is None:
+        names = tuple(c.__name__ for c in cls.__mro__)
+        if len(_MRO_NAMES) >= _MRO_NAMES_KEPT:
+            _MRO_NAMES.clear()  # the SDK makes classes at run time (an MCP tool's action)
+        _MRO_NAMES[cls] = names
+    return names
 
 
-# Per class: replaying a long history asks ~2 times per event. Bounded, as the SDK makes
-# classes at run time (an MCP tool's action).
-@functools.lru_cache(maxsize=512)
-def _mro_names(cls: type) -> tuple[str, ...]:
-    return tuple(c.__name__ for c in cls.__mro__)
+# Per class: replaying a long history asks about twice per event.
+_MRO_NAMES: dict[type, tuple[str, ...]] = {}
+_MRO_NAMES_KEPT = 512
 
 
 def is_a(obj: Any, name: str) -> bool:
