@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -363,9 +364,33 @@ def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+class _GcClock:
+    """Time the garbage collector spends in its collections (every thread), and how many."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._start
+            self.full += info["generation"] == 2
+
+    def start(self) -> None:
+        gc.callbacks.append(self)
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self)
+
+
 async def measure_load(env: dict[str, str], sid: str, cwd: str) -> dict[str, Any]:
     async with agent(env) as raw:
         rss_before = _maxrss_mb()
+        gc_clock = _GcClock()
+        gc_clock.start()
         cpu_before = time.process_time()
         start = time.perf_counter()
         await raw.send(
@@ -388,9 +413,13 @@ async def measure_load(env: dict[str, str], sid: str, cwd: str) -> dict[str, Any
             elif frame.get("id") == "load":
                 break
         seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu_before
+        gc_clock.stop()
         return {
             "seconds": seconds,
-            "cpu_s": time.process_time() - cpu_before,
+            "cpu_s": cpu,
+            "gc_s": gc_clock.seconds,
+            "gc_full": gc_clock.full,
             "first_update_s": first,
             "updates": updates,
             "bytes": raw.received - received_before,
@@ -521,7 +550,9 @@ def main(argv: list[str] | None = None) -> None:
         f"(runs {', '.join(f'{s * 1000:,.0f}' for s in result['load_runs_s'])} ms; "
         f"first update after {(load['first_update_s'] or 0) * 1000:,.0f} ms), "
         f"{load['updates']:,} updates, {load['bytes'] / 1e6:.1f} MB, peak RSS +{load['rss_growth_mb']:.0f} MB, "
-        f"CPU {load['cpu_s']:.2f} s"
+        f"CPU {load['cpu_s']:.2f} s (garbage collector {load['gc_s']:.2f} s, "
+        f"{load['gc_full']} full collections; every run's CPU: "
+        f"{', '.join(f'{r["cpu_s"]:.2f}/{r["gc_s"]:.2f}' for r in loads)} s, total/collector)"
         f"{'' if not load['error'] else ' ERROR ' + str(load['error'])}  "
         f"[goal ≤ {GOAL_LOAD_S:.0f} s: {'met' if ok else 'MISSED'}]"
     )

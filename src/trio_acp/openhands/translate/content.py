@@ -30,9 +30,21 @@ __all__ = [
 ]
 
 
-def class_names(obj: Any) -> list[str]:
+def class_names(obj: Any) -> tuple[str, ...]:
     """The class names along `obj`'s MRO (SDK objects are recognized by name)."""
-    return [cls.__name__ for cls in type(obj).__mro__]
+    cls = type(obj)
+    names = _MRO_NAMES.get(cls)
+    if names is None:
+        names = tuple(c.__name__ for c in cls.__mro__)
+        if len(_MRO_NAMES) >= _MRO_NAMES_KEPT:
+            _MRO_NAMES.clear()  # the SDK makes classes at run time (an MCP tool's action)
+        _MRO_NAMES[cls] = names
+    return names
+
+
+# Per class: replaying a long history asks about twice per event.
+_MRO_NAMES: dict[type, tuple[str, ...]] = {}
+_MRO_NAMES_KEPT = 512
 
 
 def is_a(obj: Any, name: str) -> bool:
