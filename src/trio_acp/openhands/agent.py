@@ -25,6 +25,7 @@ from . import commands
 from .agent_server_api import RemoteError
 from .agent_server_config import AgentServerConfigError, AgentServerTarget, load_agent_server
 from .agent_spec import session_tools
+from .collector import collector_paused
 from .conversation import fork_stored
 from .critic_review import settings_notice
 from .errors import (
@@ -382,11 +383,12 @@ class OpenHandsAgent:
 
     @explained("session/load")
     async def load_session(self, params: schema.LoadSessionRequest) -> schema.LoadSessionResponse:
-        session = await self._existing(
-            params.session_id, params.cwd, params.mcp_servers, params.additional_directories
-        )
-        # The whole history, user messages included, before the response (§6.2).
-        await session.replay_history()
+        with collector_paused():  # opening and replaying a long history (collector.py)
+            session = await self._existing(
+                params.session_id, params.cwd, params.mcp_servers, params.additional_directories
+            )
+            # The whole history, user messages included, before the response (§6.2).
+            await session.replay_history()
         return schema.LoadSessionResponse(
             modes=session.mode_state(), config_options=session.config_options()
         )
