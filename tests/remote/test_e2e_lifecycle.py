@@ -35,7 +35,8 @@ def test_load_list_and_delete_after_an_agent_restart(agent, server, cwd):
     listed = proc.result("session/list", {"cwd": cwd})["sessions"]
     assert [s["sessionId"] for s in listed] == [sid]
     start = len(proc.frames)
-    proc.result("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []})
+    # The first request that needs the SDK waits for its import (minutes when loaded).
+    proc.result("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []}, timeout=300)
     replayed = updates(proc, sid, start)
     assert "remember the pelican" in text_of(replayed, "user_message_chunk")
     assert "Echo: remember the pelican" in text_of(replayed)

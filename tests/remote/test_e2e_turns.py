@@ -1,6 +1,7 @@
 """End to end through a real agent-server, a prompt turn's concerns: streaming, a tool
 call with permission, cancel (mid-stream, mid-tool, and while the server is still taking
-a session's first message in). Fixtures: conftest.py; helpers: _remote_e2e.py.
+a session's first message in, held there by a SessionStart hook: the user's hooks run on
+the server). Fixtures: conftest.py; helpers: _remote_e2e.py.
 """
 
 from __future__ import annotations

@@ -426,7 +426,8 @@ class RemoteConversationDriver:
                 # SDK's socket to come back on its own back-off (up to 30 s).
                 self._stale = self.conversation is not None
             raise RemoteError(
-                _scrub(f"agent-server {self.target.url}: {_describe(exc)}", self.target.api_key)
+                _scrub(f"agent-server {self.target.url}: {_describe(exc)}", self.target.api_key),
+                unreachable=_is_transport_error(exc),
             ) from None
 
     async def call(self, fn: Callable[[], Any]) -> Any:
