@@ -56,6 +56,13 @@ def test_options_errors_condense_and_fork_go_to_the_server(agent, server, llm, c
     start = len(proc.frames)
     proc.result("session/load", {"sessionId": fork, "cwd": cwd, "mcpServers": []})
     assert "still here" in text_of(updates(proc, fork, start), "user_message_chunk")
+    # The fork runs: its model has its key (the server's fork does not copy it), and the
+    # parent's choices (the model "next", unstreamed).
+    start = len(proc.frames)
+    reply = proc.prompt(fork, "in the fork [scenario:echo]")
+    assert "result" in reply and reply["result"]["stopReason"] == "end_turn", reply
+    assert llm.requests[-1].body["model"] == "next"
+    assert [text_of(updates(proc, fork, start))] == ["Echo: in the fork [scenario:echo]"]
 
 
 def test_a_stored_session_not_open_here_forks_on_its_server(agent, server, llm, cwd):
@@ -75,6 +82,7 @@ def test_a_stored_session_not_open_here_forks_on_its_server(agent, server, llm, 
     assert fork != sid and server_has(server, fork)
     start = len(proc.frames)
     reply = proc.prompt(fork, "and in the fork [scenario:echo]")
+    assert "result" in reply, reply
     assert reply["result"]["stopReason"] == "end_turn", reply
     assert text_of(updates(proc, fork, start)) == "Echo: and in the fork [scenario:echo]"
     # The fork's model saw the parent's history; the parent did not get the fork's.

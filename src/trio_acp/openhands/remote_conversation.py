@@ -160,8 +160,10 @@ class ServerConversation:
     ) -> ServerConversation:
         """Create the server's conversation `conversation_id` (`create`), or attach to it
         (`create=False`: it must exist; None: whichever applies)."""
+        # None comes for a fork's new id (session_build.py): the server made it already.
+        forked = create is None and await get_conversation(target, conversation_id) is not None
         if create is None:
-            create = await get_conversation(target, conversation_id) is None
+            create = not forked
         holder: list[ServerConversation] = []
 
         def event(item: Any) -> None:  # the SDK's socket thread: count, note, hand on
@@ -191,6 +193,15 @@ class ServerConversation:
         if info is not None:
             conv.run_status = str(info.get("execution_status") or "idle")
             conv._usage = _usage_from_info(info)
+        if forked:
+            # The server's fork copies the agent but not its model's key (the copy's LLM
+            # calls fail with "Missing credentials"): the session's model, key included,
+            # goes to the fork. agent.py then sets the parent's model choices on it.
+            try:
+                await conv._switch_llm(agent.llm)
+            except BaseException:
+                await driver.close()
+                raise
         return conv
 
     @property
