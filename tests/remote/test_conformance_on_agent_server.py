@@ -1,12 +1,15 @@
-"""The conformance suite against `trio-acp --agent-server URL`: the checks whose outcome
-depends on where the conversation runs (prompt turns, streaming, cancel, permissions, the
-session lifecycle, modes and options), through a real agent-server.
+"""The conformance suite against `trio-acp --agent-server URL`, through a real
+agent-server: every check but the editor's (`conformance/tests/test_against_trio_acp.py`
+runs them all against a local trio-acp).
 
-The protocol-only checks (JSON-RPC framing, transport, initialize, schema) do not depend on
-it; `conformance/tests/test_against_trio_acp.py` runs the whole suite against a local
-trio-acp. ACP-CANCEL-004 (an advisory 2 s bound on a cancel) is left out: a cancel that
-lands while the server is still starting the conversation's tools on its first run waits
-for the server's own interrupt (docs/agent-server.md, "Events, cancel, permissions").
+Left out, the six ACP-EDITOR checks: they check that a session reads and writes files and
+runs commands through the editor's `fs/*` and `terminal/*` when the editor offers them. A
+conversation on an agent-server uses the server's file system and terminal by design (its
+tools run there, docs/agent-server.md "What runs where"), so ACP-EDITOR-002 and -003 fail
+there and -004 to -006 find nothing to check; and the editor checks start two trio-acp
+processes of their own (an SDK import each), a third of the suite's time through a server
+(the whole suite through the server: 281 s, of which the editor checks 62 s, on the 2-core
+machine at load 6).
 """
 
 from __future__ import annotations
@@ -18,40 +21,15 @@ import pytest
 
 import trio_acp_conformance.checks  # noqa: F401 - registers every check
 from trio_acp_conformance.context import RunConfig
-from trio_acp_conformance.model import Level, Status
+from trio_acp_conformance.model import REGISTRY, Level, Status
 from trio_acp_conformance.report import to_markdown
 from trio_acp_conformance.runner import run_suite
 
-CHECKS = [
-    "ACP-SESSION-001",
-    "ACP-SESSION-002",
-    "ACP-PROMPT-001",
-    "ACP-PROMPT-002",
-    "ACP-PROMPT-003",
-    "ACP-PROMPT-004",
-    "ACP-PROMPT-005",
-    "ACP-CANCEL-001",
-    "ACP-CANCEL-002",
-    "ACP-CANCEL-003",
-    "ACP-CANCEL-005",
-    "ACP-PERM-001",
-    "ACP-PERM-002",
-    "ACP-PERM-003",
-    "ACP-PERM-004",
-    "ACP-PERM-005",
-    "ACP-LOAD-001",
-    "ACP-LOAD-002",
-    "ACP-LOAD-003",
-    "ACP-RESUME-001",
-    "ACP-CLOSE-001",
-    "ACP-LIST-001",
-    "ACP-DELETE-001",
-    "ACP-MODES-001",
-    "ACP-CONFIG-001",
-]
+LEFT_OUT_AREA = "ACP-EDITOR-"
+CHECKS = sorted(cid for cid in REGISTRY if not cid.startswith(LEFT_OUT_AREA))
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(600)
 async def test_trio_acp_on_an_agent_server_conforms(server, tmp_path: Path) -> None:
     config = RunConfig(
         command=[sys.executable, "-m", "trio_acp", "--agent-server", server.url],

@@ -287,6 +287,25 @@ async def test_the_key_never_appears_in_errors_logs_or_files(sdk, target, llm, s
             assert server.api_key.encode() not in path.read_bytes(), f"the key is in {path}"
 
 
+async def test_a_delete_the_server_refuses_removes_nothing(sdk, target, llm, server):
+    """The server answers, and says no (here: a wrong key): session/delete fails, saying
+    nothing was removed; the conversation is still there to delete once the key is right."""
+    from trio_acp.openhands.remote_conversation import delete_on_server
+    from trio_acp.rpc import RequestError
+
+    driver = await open_driver(sdk, target, llm, server, Seen())
+    conversation_id = driver.id
+    await driver.close()
+    wrong = AgentServerTarget(url=server.url, api_key="wrong-" + server.api_key)
+    with pytest.raises(RequestError) as refused:
+        await delete_on_server(wrong, conversation_id, server.url)
+    assert "401" in refused.value.message and "Nothing was removed" in refused.value.message
+    assert wrong.api_key not in refused.value.message
+    assert await get_conversation(target, conversation_id) is not None
+    assert await delete_on_server(target, conversation_id, server.url) is None
+    assert await get_conversation(target, conversation_id) is None
+
+
 async def test_server_killed_mid_turn_then_restarted(sdk, target, llm, server):
     """Last: it restarts the module's server."""
     seen = Seen()

@@ -11,7 +11,7 @@ import trio
 
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.agent_server_config import AgentServerTarget
-from trio_acp.openhands.remote_conversation import session_server
+from trio_acp.openhands.remote_conversation import delete_on_server, session_server
 from trio_acp.openhands.store import SessionStore
 from trio_acp.rpc import ErrorCode, RequestError
 from trio_acp.testing import open_in_memory_pair, scripted_env
@@ -38,6 +38,28 @@ def test_a_remote_session_needs_its_own_server_configured(configured):
     assert refused.value.code == ErrorCode.AUTH_REQUIRED
     assert SERVER.url in refused.value.message
     assert SERVER.api_key not in refused.value.message
+
+
+@pytest.mark.parametrize("configured", [None, AgentServerTarget(url="http://elsewhere:1")])
+async def test_deleting_a_remote_session_configured_elsewhere_warns_where_it_stays(configured):
+    warning = await delete_on_server(configured, SID, SERVER.url)
+    assert warning is not None
+    assert f"{SERVER.url}/api/conversations/{SID}" in warning and "stays" in warning
+    assert SERVER.api_key not in warning
+
+
+async def test_deleting_a_remote_session_whose_server_is_gone_warns_where_it_stays():
+    from trio_acp.testing.agent_server import free_port
+
+    gone = AgentServerTarget(url=f"http://127.0.0.1:{free_port()}", api_key="k" * 24)
+    with trio.fail_after(60):
+        warning = await delete_on_server(gone, SID, gone.url)
+    assert warning is not None and "did not answer" in warning and gone.url in warning
+    assert gone.api_key not in warning
+
+
+async def test_deleting_a_local_session_asks_no_server():
+    assert await delete_on_server(SERVER, SID, None) is None
 
 
 def test_the_index_of_a_remote_session_lists_and_exists(tmp_path):

@@ -558,13 +558,16 @@ class OpenHandsAgent:
             if live is not None:
                 await live.close()
             store = SessionStore(self._settings().conversations_dir)
-            stored_url = store.agent_server(sid)
+            stored_url, warning = store.agent_server(sid), None
             if stored_url is not None:
-                await delete_on_server(self._agent_server(), sid, stored_url)
+                warning = await delete_on_server(self._agent_server(), sid, stored_url)
             try:
                 await trio.to_thread.run_sync(store.delete, sid)
             except DeleteError as exc:
                 raise internal(f"could not delete session {sid}: {exc}") from None
+        if warning is not None:  # the conversation stays on its agent-server: say where
+            log.warning("%s", warning)
+            return schema.DeleteSessionResponse(meta={"trioAcp": {"warning": warning}})
         return schema.DeleteSessionResponse()
 
     @explained("session/set_mode")

@@ -53,7 +53,15 @@ for _name in _KeyRedactor.LOGGERS:
 
 
 class RemoteError(Exception):
-    """A request to the agent-server failed; the message says what, never the key."""
+    """A request to the agent-server failed; the message says what, never the key.
+
+    `unreachable`: no answer at all (connection refused, host unreachable, timeout), as
+    opposed to an answer that says no.
+    """
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 def _scrub(text: str, key: str | None) -> str:
@@ -117,7 +125,8 @@ async def _request(
         return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
     except Exception as exc:
         raise RemoteError(
-            _scrub(f"agent-server {target.url}: {_describe(exc)}", target.api_key)
+            _scrub(f"agent-server {target.url}: {_describe(exc)}", target.api_key),
+            unreachable=_is_transport_error(exc),
         ) from None
 
 

@@ -300,6 +300,7 @@ class RemoteConversationDriver:
         # The last run was cut short: the next message says so (INTERRUPTION_NOTE).
         self._interrupted = False
         self.round_trip: float | None = None
+        self.hook_config: Any = None
         # Set by the health check when the server stopped answering during a run.
         self._unreachable_message = f"lost the agent-server at {target.url} during the turn"
 
@@ -320,6 +321,7 @@ class RemoteConversationDriver:
         confirmation_policy: Any = None,
         security_analyzer: Any = None,
         max_iterations: int = 500,
+        hook_config: Any = None,
         **kwargs: Any,
     ) -> RemoteConversationDriver:
         """A new conversation with `agent`, or the server's conversation `conversation_id`.
@@ -327,6 +329,10 @@ class RemoteConversationDriver:
         With `create=False` the conversation must exist (session/load, resume): it keeps the
         agent it was started with on the server. With `create=True` and an id, the
         conversation is created under that id (session/new chooses the id).
+
+        `hook_config` (the user's OpenHands hooks) goes with the creation request: the
+        server runs the hooks, on its machine. An existing conversation keeps the hooks it
+        was created with.
         """
         self = cls(
             sdk, target, working_dir=working_dir, on_event=on_event, on_token=on_token, **kwargs
@@ -335,6 +341,7 @@ class RemoteConversationDriver:
             await self._require_exists(conversation_id)
         marker = terminal_marker(agent) or secrets.token_hex(8)
         agent = agent if terminal_marker(agent) else tag_terminal(agent, marker)
+        self.hook_config = hook_config
         await self._call(lambda: self._connect(agent, conversation_id, max_iterations))
         if conversation_id is not None and not create:
             # The server goes on with the agent the conversation was created with, and its
@@ -371,6 +378,7 @@ class RemoteConversationDriver:
                 visualizer=None,
                 max_iteration_per_run=max_iterations,
                 delete_on_close=False,
+                hook_config=self.hook_config,
             )
         except BaseException:
             workspace.client.close()
@@ -425,7 +433,8 @@ class RemoteConversationDriver:
                 # SDK's socket to come back on its own back-off (up to 30 s).
                 self._stale = self.conversation is not None
             raise RemoteError(
-                _scrub(f"agent-server {self.target.url}: {_describe(exc)}", self.target.api_key)
+                _scrub(f"agent-server {self.target.url}: {_describe(exc)}", self.target.api_key),
+                unreachable=_is_transport_error(exc),
             ) from None
 
     async def call(self, fn: Callable[[], Any]) -> Any:

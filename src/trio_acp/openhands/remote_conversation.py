@@ -80,6 +80,7 @@ class _ServerRun:
         if self._done.is_set():
             return None
         self._started = True
+        self._conv.unanswered = False  # the run answers it, or says how it ended
         try:
             return await self._drive()
         finally:
@@ -111,6 +112,11 @@ class _ServerRun:
 class ServerConversation:
     """A conversation on an OpenHands agent-server (see the module's docstring)."""
 
+    # A cancel may stop waiting for a message still being sent (turn.py): the server
+    # takes a conversation's first message only once it has started the tools (seconds).
+    # The abandoned request goes on; the driver's limiter keeps the next call behind it.
+    send_abandonable = True
+
     def __init__(
         self,
         sdk: SimpleNamespace,
@@ -129,6 +135,8 @@ class ServerConversation:
         self._errors: list[tuple[int, str | None, str | None]] = []
         self._usage: Usage | None = None
         self._run: _ServerRun | None = None
+        # A message sent (or being sent) that no run has taken up yet.
+        self.unanswered = False
         # The status the server gave when it was opened, then each run's final one; the
         # socket's newer word (`driver.execution_status`) wins when there is one.
         self.run_status = "idle"
@@ -152,8 +160,10 @@ class ServerConversation:
     ) -> ServerConversation:
         """Create the server's conversation `conversation_id` (`create`), or attach to it
         (`create=False`: it must exist; None: whichever applies)."""
+        # None comes for a fork's new id (session_build.py): the server made it already.
+        forked = create is None and await get_conversation(target, conversation_id) is not None
         if create is None:
-            create = await get_conversation(target, conversation_id) is None
+            create = not forked
         holder: list[ServerConversation] = []
 
         def event(item: Any) -> None:  # the SDK's socket thread: count, note, hand on
@@ -183,6 +193,15 @@ class ServerConversation:
         if info is not None:
             conv.run_status = str(info.get("execution_status") or "idle")
             conv._usage = _usage_from_info(info)
+        if forked:
+            # The server's fork copies the agent but not its model's key (the copy's LLM
+            # calls fail with "Missing credentials"): the session's model, key included,
+            # goes to the fork. agent.py then sets the parent's model choices on it.
+            try:
+                await conv._switch_llm(agent.llm)
+            except BaseException:
+                await driver.close()
+                raise
         return conv
 
     @property
@@ -273,6 +292,7 @@ class ServerConversation:
         return None, None
 
     async def send_message(self, parts: list[TextPart | ImagePart]) -> None:
+        self.unanswered = True
         await self.driver.send_message(user_message(self._sdk, parts))
 
     def start_run(self) -> Run:
@@ -297,7 +317,8 @@ class ServerConversation:
 
     async def note_interruption(self) -> None:
         # A message sent, then cancelled before or during its run: the next one says so.
-        if self.status() != FINISHED:
+        # Before its run, the status is still the previous turn's ("finished").
+        if self.unanswered or self.status() != FINISHED:
             self.driver.mark_interrupted()
 
     def usage(self) -> Usage | None:
@@ -439,17 +460,35 @@ def session_server(
 
 async def delete_on_server(
     target: AgentServerTarget | None, sid: uuid.UUID, stored_url: str | None
-) -> None:
+) -> str | None:
     """session/delete of a remote session: its conversation goes from the server first.
 
-    If the server cannot be asked, the local entry stays too (the delete can be retried):
-    otherwise the conversation would be left on the server with nothing pointing at it.
+    Returns a warning when the conversation has to stay on its server and only the local
+    entry can go: the server cannot be reached (gone, down), or trio-acp is now configured
+    for another server or none (the key it has is not that server's). The user asked for
+    the session to go, and nothing is lost: the warning says where the conversation stays
+    and how to remove it there. A server that answers but refuses (a wrong key, an error)
+    fails the delete and nothing is removed: it can be retried.
     """
     if stored_url is None:
-        return
-    server = session_server(target, sid, stored_url, existing=True)
-    assert server is not None
+        return None
+    left = (
+        f"its conversation stays on the agent-server at {stored_url}; to remove it there, "
+        f"send DELETE {stored_url}/api/conversations/{sid} with the server's session API "
+        "key (header X-Session-API-Key)"
+    )
+    if target is None or target.url != stored_url:
+        now = f"the agent-server at {target.url}" if target is not None else "no agent-server"
+        return f"session {sid} was deleted here, where trio-acp is configured for {now}: {left}"
     try:
-        await delete_conversation(server, sid)
+        await delete_conversation(target, sid)
     except RemoteError as exc:
-        raise internal(f"could not delete session {sid} on its agent-server: {exc}") from None
+        if exc.unreachable:
+            return (
+                f"session {sid} was deleted here; the agent-server did not answer ({exc}): {left}"
+            )
+        raise internal(
+            f"could not delete session {sid} on its agent-server: {exc}. Nothing was removed; "
+            "the delete can be retried"
+        ) from None
+    return None

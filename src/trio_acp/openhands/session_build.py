@@ -120,6 +120,7 @@ async def build_session(
             create=False if existing else (True if fresh else None),
             make_llm=make_llm,
             max_iterations=settings.max_iterations,
+            hook_config=hooks,  # run by the server (docs/agent-server.md)
         )
 
     def factory(callbacks, token_callbacks):

@@ -88,8 +88,8 @@ async def play_prompt(
                 conv, "Not approved before the session was reopened; nothing was run."
             )
         start = conv.event_count()
-        await conv.send_message(parts)
-        sent = True
+        sent = True  # from here the message may reach the conversation, even if cut short
+        await _send_unless_cancelled(conv, parts, cancel_event)
         if cancel_event.is_set():
             stop_reason = "cancelled"
         else:
@@ -121,6 +121,29 @@ async def play_prompt(
             outbox.finish_reason or "", "end_turn"
         )
     return schema.PromptResponse(stop_reason=stop_reason)
+
+
+async def _send_unless_cancelled(
+    conv: Conversation, parts: list[Any], cancel_event: trio.Event
+) -> None:
+    """Send the prompt; a cancel meanwhile stops waiting for it where the conversation
+    says its sending may be left to finish on its own (`send_abandonable`: an
+    agent-server's first message waits for the server to start the tools, seconds).
+    The message still arrives; the turn ends `cancelled`, and the conversation notes the
+    interruption (`note_interruption`). A local send is short and waits for the
+    conversation's own lock: it is awaited whole, as before."""
+    if cancel_event.is_set() or not getattr(conv, "send_abandonable", False):
+        await conv.send_message(parts)
+        return
+    async with trio.open_nursery() as nursery:
+
+        async def cut_short() -> None:
+            await cancel_event.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(cut_short)
+        await conv.send_message(parts)
+        nursery.cancel_scope.cancel()
 
 
 async def _review_and_refine(
