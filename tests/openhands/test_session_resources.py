@@ -8,7 +8,6 @@ litellm cached for its conversation's private event loop (loop_thread.py).
 from __future__ import annotations
 
 import gc
-import os
 import sys
 import uuid
 import weakref
@@ -16,40 +15,16 @@ import weakref
 import pytest
 import trio
 
+from _inprocess import agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.sdk import SdkLoader
-from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
+from trio_acp.testing import scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
-
-_LOADER: SdkLoader | None = None
-
-
-def loader() -> SdkLoader:
-    global _LOADER
-    if _LOADER is None:
-        _LOADER = SdkLoader()
-    return _LOADER
-
-
-@pytest.fixture(scope="module")
-def llm():
-    with ScriptedLLM() as server:
-        yield server
 
 
 @pytest.fixture
 def env(llm, tmp_path):
-    e = dict(os.environ)
-    e.update(scripted_env(llm.base_url))
-    e.update(
-        OPENHANDS_PERSISTENCE_DIR=str(tmp_path / "home"),
-        LLM_NUM_RETRIES="1",
-        LLM_TIMEOUT="30",
-        TRIO_ACP_DEFAULT_MODE="always-approve",
-        TRIO_ACP_PUBLIC_SKILLS="0",
-    )
-    return e
+    return agent_env(llm, tmp_path / "home", TRIO_ACP_PUBLIC_SKILLS="0")
 
 
 class Client:

@@ -8,7 +8,6 @@ at import time, so they are set here before anything imports them.
 
 from __future__ import annotations
 
-import gc
 import importlib
 import json
 import logging
@@ -72,7 +71,6 @@ def import_sdk() -> SimpleNamespace:
     from openhands.tools.task_tracker import TaskTrackerTool
     from openhands.tools.terminal import TerminalTool
 
-    _freeze_imported_objects()
     return SimpleNamespace(
         LLM=LLM,
         SessionLLM=_session_llm_class(LLM),
@@ -100,28 +98,6 @@ def import_sdk() -> SimpleNamespace:
         FileEditorTool=FileEditorTool,
         TaskTrackerTool=TaskTrackerTool,
     )
-
-
-_imports_frozen = False
-
-
-def _freeze_imported_objects() -> None:
-    """Once per process, after the first SDK import: move every object alive (the ~470,000
-    the imports created) to the garbage collector's permanent generation.
-
-    A full collection walks every tracked object, so with the SDK imported each one costs
-    ~0.3 s here, and opening a long conversation (10,000 events parsed into pydantic models,
-    ~400,000 new objects) triggers one; frozen, the walk covers only what came after the
-    import (0.05 s). Results cannot change: module state lives as long as the process anyway;
-    the only cost is that an object alive now that later becomes cyclic garbage is never
-    freed (17 objects found at this point in a measurement). Figures: bench/README.md
-    ("Big histories"). The warm server (warm_server.py) collects and freezes again before
-    forking, for its own reason.
-    """
-    global _imports_frozen
-    if not _imports_frozen:
-        _imports_frozen = True
-        gc.freeze()
 
 
 def _masking_file_store(base: type) -> type:
