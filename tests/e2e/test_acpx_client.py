@@ -217,14 +217,19 @@ def test_named_session_remembers_across_launches_and_cancels(acpx: Acpx) -> None
     fs = frames("".join(seen) + rest)
     assert running.returncode == 0, err[-3000:]
     assert prompt_result(fs) == {"stopReason": "cancelled"}
-    assert requests(fs, "terminal/kill") or requests(fs, "terminal/release")
-    assert requests(fs, "terminal/release")
-    leftover = [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if p.info["cmdline"] and p.info["cmdline"][-1:] == [str(SLEEP_SECONDS)]
+    # The terminal was killed and released before the turn's answer.
+    methods = [
+        f.get("method") or ("stopReason" in (f.get("result") or {}) and "answer") for f in fs
     ]
-    assert leftover == []
+    assert "terminal/kill" in methods and "terminal/release" in methods, methods
+    assert methods.index("terminal/kill") < methods.index("answer")
+    assert methods.index("terminal/release") < methods.index("answer")
+    # Stopping the command is the client's part: acpx 0.15 signals only the process it
+    # spawned when a command comes with arguments (ours: `bash -c SCRIPT`), so the `sleep`
+    # under that bash outlives the kill. Not ours to assert; not ours to leave behind.
+    for proc in psutil.process_iter(["cmdline"]):
+        if proc.info["cmdline"] == ["sleep", str(SLEEP_SECONDS)]:
+            proc.kill()
 
     # The session goes on after the cancel.
     fs = acpx.run("prompt", "-s", "work", "[scenario:echo] still here")
