@@ -134,7 +134,14 @@ async def _delegation(llm, home, ws):
         task = asyncio.create_task(_prompt(conn, wire, sid, prompt))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TIMEOUT
-        while not _sleeps(agent) and loop.time() < deadline and not task.done():
+        # Once the client has seen the sub-agent's call and its `sleep` runs. (Cancelled the
+        # moment the process exists, the sub-agent's own call can still be on its way from the
+        # sub-agent's thread, and the turn then answers without it: seen once at load, and
+        # noted for a fix, not asserted here.)
+        while loop.time() < deadline and not task.done():
+            seen = any("/" in call_id for call_id in _calls(client))
+            if seen and _sleeps(agent):
+                break
             await asyncio.sleep(0.05)
         out["sleeping"] = bool(_sleeps(agent))
         await conn.cancel(session_id=sid)
