@@ -10,22 +10,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_store_list_cache import make  # one stored session, as the cache tests build it
 
 from trio_acp.openhands import store as store_mod
 from trio_acp.openhands.store import PAGE_SIZE, SessionStore
-
-
-def make(root: Path, cwd: str, *, title: str, updated: str) -> uuid.UUID:
-    sid = uuid.uuid4()
-    d = root / sid.hex
-    (d / "events").mkdir(parents=True)
-    (d / "base_state.json").write_text(
-        json.dumps({"id": str(sid), "workspace": {"working_dir": cwd}})
-    )
-    (d / "trio_acp_session.json").write_text(
-        json.dumps({"cwd": cwd, "title": title, "updatedAt": updated})
-    )
-    return sid
 
 
 def retitle(root: Path, sid: uuid.UUID, cwd: str, title: str, updated: str) -> None:
