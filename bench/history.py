@@ -28,6 +28,7 @@ import os
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -428,6 +429,107 @@ async def measure_load(env: dict[str, str], sid: str, cwd: str) -> dict[str, Any
         }
 
 
+async def measure_load_process(
+    env: dict[str, str], sid: str, cwd: str, profile: str | None = None
+) -> dict[str, Any]:
+    """`session/load` of a real `python -m trio_acp` process, read by this process: what a
+    client sees (the agent's CPU is its own; this client's decoding is not in it). The
+    process first opens a new session, so the SDK import and the tools' first use are done.
+    With `profile`, the agent runs under bench/agent_profiled.py and the load's profile is
+    written there."""
+    import psutil
+
+    from .agent_common import (
+        agent_command,
+        profile_phase_start,
+        profile_phase_stop,
+        profiled_env,
+    )
+
+    prefix = None
+    if profile is not None:
+        prefix = profile + ".part"
+        env = profiled_env(env, prefix)
+    process = await trio.lowlevel.open_process(
+        agent_command(profiled=profile is not None),
+        stdin=-1,
+        stdout=-1,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    raw = RawClient(trio.StapledStream(process.stdin, process.stdout))
+    ids = iter(range(1, 1_000_000))
+
+    async def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        rid = next(ids)
+        await raw.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        while True:
+            frame = await raw.receive()
+            if frame.get("id") == rid:
+                return frame
+
+    try:
+        await call("initialize", {"protocolVersion": 1})
+        await call("session/new", {"cwd": cwd, "mcpServers": []})
+        ps = psutil.Process(process.pid)
+        # The new session warms up after its response (imports, tools): wait for it to end.
+        with trio.move_on_after(60):
+            idle = 0
+            while idle < 2:
+                before = sum(ps.cpu_times()[:2])
+                await trio.sleep(0.25)
+                idle = idle + 1 if sum(ps.cpu_times()[:2]) - before < 0.01 else 0
+        cpu = ps.cpu_times()
+        cpu_before = cpu.user + cpu.system
+        rss_before = ps.memory_info().rss
+        await profile_phase_start(process.pid if profile else None)
+        start = time.perf_counter()
+        await raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "load",
+                "method": "session/load",
+                "params": {"sessionId": sid, "cwd": cwd, "mcpServers": []},
+            }
+        )
+        first = None
+        updates = 0
+        received_before = raw.received
+        while True:
+            frame = await raw.receive()
+            if frame.get("method") == "session/update":
+                if frame["params"].get("sessionId") != sid:
+                    continue
+                updates += 1
+                if first is None:
+                    first = time.perf_counter() - start
+            elif frame.get("id") == "load":
+                break
+        seconds = time.perf_counter() - start
+        cpu = ps.cpu_times()
+        if profile is not None:
+            await profile_phase_stop(process.pid, prefix, 1, profile)
+        return {
+            "seconds": seconds,
+            "cpu_s": cpu.user + cpu.system - cpu_before,
+            "gc_s": 0.0,
+            "gc_full": 0,
+            "first_update_s": first,
+            "updates": updates,
+            "bytes": raw.received - received_before,
+            "rss_growth_mb": (ps.memory_info().rss - rss_before) / 2**20,
+            "error": frame.get("error"),
+        }
+    finally:
+        await process.stdin.aclose()
+        with trio.move_on_after(10):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
 async def measure_list(env: dict[str, str], cwd: str, runs: int) -> dict[str, Any]:
     async with agent(env) as raw:
         request_id = 0
@@ -485,9 +587,16 @@ def main(argv: list[str] | None = None) -> None:
         "--json", action="store_true", help="print one JSON line instead of the table"
     )
     parser.add_argument(
+        "--process",
+        action="store_true",
+        help="load in a real `python -m trio_acp` process (what a client sees) instead of in "
+        "this process on an in-memory connection",
+    )
+    parser.add_argument(
         "--profile",
         metavar="FILE",
-        help="cProfile the last session/load (every thread, Python >= 3.12) into FILE",
+        help="cProfile the last session/load (every thread, Python >= 3.12) into FILE; with "
+        "--process, the agent process's",
     )
     args = parser.parse_args(argv)
 
@@ -523,8 +632,15 @@ def main(argv: list[str] | None = None) -> None:
                     make_sessions(home_list, seed_copy, args.sessions, cwd)
                 meta.write_text(json.dumps({"sid": sid}))
             built = time.perf_counter() - t0
-            loads = [trio.run(measure_load, env_load, sid, cwd) for _ in range(args.loads - 1)]
-            loads.append(profiled(args.profile, measure_load, env_load, sid, cwd))
+            if args.process:
+                loads = [
+                    trio.run(measure_load_process, env_load, sid, cwd)
+                    for _ in range(args.loads - 1)
+                ]
+                loads.append(trio.run(measure_load_process, env_load, sid, cwd, args.profile))
+            else:
+                loads = [trio.run(measure_load, env_load, sid, cwd) for _ in range(args.loads - 1)]
+                loads.append(profiled(args.profile, measure_load, env_load, sid, cwd))
             listing = trio.run(measure_list, env_list, cwd, args.runs)
     finally:
         if not args.keep:

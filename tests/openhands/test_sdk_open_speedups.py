@@ -63,3 +63,39 @@ def test_other_directories_take_the_sdk_s_own_list(tmp_path):
     assert sorted(ours.list("")) == sorted(theirs.list(""))
     with pytest.raises(ValueError):
         ours.list("../outside")
+
+
+EVENT = "event-00007-0b5e8f5c-3a47-4c55-9a3c-3f1d2f6a9b11.json"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"kind": "MessageEvent", "text": "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x90\x8d"}',
+        b'{"a": 1}\r\n{"b": 2}\r{"c": 3}\n',  # the text layer's newline translation kept
+        b"",
+        b"x" * 200_000,  # more than one read's worth
+    ],
+    ids=["unicode", "carriage-returns", "empty", "large"],
+)
+def test_an_event_file_reads_as_the_sdk_reads_it(tmp_path, data):
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / EVENT).write_bytes(data)
+    ours, theirs = stores(tmp_path)
+    assert ours.read(f"events/{EVENT}") == theirs.read(f"events/{EVENT}")
+
+
+def test_event_file_errors_are_the_sdk_s(tmp_path):
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / EVENT).write_bytes(b'{"text": "\xff\xfe"}')
+    ours, theirs = stores(tmp_path)
+    with pytest.raises(UnicodeDecodeError):
+        theirs.read(f"events/{EVENT}")
+    with pytest.raises(UnicodeDecodeError):
+        ours.read(f"events/{EVENT}")
+    missing = "events/event-00008-0b5e8f5c-3a47-4c55-9a3c-3f1d2f6a9b11.json"
+    with pytest.raises(FileNotFoundError):
+        theirs.read(missing)
+    with pytest.raises(FileNotFoundError) as raised:
+        ours.read(missing)
+    assert str(raised.value) == missing
