@@ -276,13 +276,15 @@ def command_script(command: str, cwd_file: str, *, kill_grace: float = KILL_GRAC
     Without ``setsid`` the script runs the command as before, unwatched.
     """
     ticks = max(1, round(kill_grace * 10))
+    # POSIX sh (dash on Debian starts in a fraction of bash's time): no `kill --`.
     watch = (
         "read -r pg || exit 0\n"
+        'case "$pg" in ""|*[!0-9]*|0|1) exit 0;; esac\n'
         'read -r how; [ "$how" = done ] && exit 0\n'
-        'kill -TERM -- "-$pg" 2>/dev/null || exit 0\n'
+        'kill -TERM "-$pg" 2>/dev/null || exit 0\n'
         f"for _ in $(seq {ticks}); do sleep 0.1; "
-        'kill -0 -- "-$pg" 2>/dev/null || exit 0; done\n'
-        'kill -KILL -- "-$pg" 2>/dev/null'
+        'kill -0 "-$pg" 2>/dev/null || exit 0; done\n'
+        'kill -KILL "-$pg" 2>/dev/null'
     )
     inner = (
         "trap '' PIPE; echo $$ >&9 2>/dev/null; trap - PIPE; exec 9>&-\n"
@@ -294,7 +296,7 @@ def command_script(command: str, cwd_file: str, *, kill_grace: float = KILL_GRAC
     # ignored only after the command, so that a watcher gone cannot fail a finished command.
     return (
         "if command -v setsid >/dev/null 2>&1; then\n"
-        f"exec 9> >(exec setsid bash -c {shlex.quote(watch)} >/dev/null 2>&1); __trio_acp_s=setsid\n"
+        f"exec 9> >(exec setsid sh -c {shlex.quote(watch)} >/dev/null 2>&1); __trio_acp_s=setsid\n"
         "else exec 9>/dev/null; __trio_acp_s=; fi\n"
         f"{{ $__trio_acp_s bash -c {shlex.quote(inner)} 2>&3 3>&-; }} 3>&2 2>/dev/null\n"
         "__trio_acp_status=$?\ntrap '' PIPE\necho done >&9 2>/dev/null\n"
