@@ -99,6 +99,19 @@ def test_fetched_once_and_ranked_below_the_users_and_the_projects(fetches, tmp_p
     fetches.repo = repo
     skill(tmp_path / "user-skills", "user-too", "the user's")
     skill(tmp_path / "project" / ".agents" / "skills", "project-too", "the project's")
+    # A failure another process remembered, long enough ago to be tried again.
+    import openhands.sdk.skills.skill as sdk_skill
+
+    marker = tmp_path / "oh" / "cache" / "skills" / public_skills.MARKER
+    marker.parent.mkdir(parents=True)
+    marker.write_text(
+        json.dumps(
+            {
+                "time": time.time() - public_skills.RETRY_AFTER - 1,
+                "ref": sdk_skill.PUBLIC_SKILLS_REF,
+            }
+        )
+    )
 
     contexts = build_twice(tmp_path / "project")
     assert fetches.count == 1
@@ -108,9 +121,7 @@ def test_fetched_once_and_ranked_below_the_users_and_the_projects(fetches, tmp_p
         assert texts["user-too"] == "the user's"
         assert texts["project-too"] == "the project's"
         assert not context.load_public_skills
-    # A success clears a failure another process remembered.
-    marker = tmp_path / "oh" / "cache" / "skills" / public_skills.MARKER
-    assert not marker.exists()
+    assert not marker.exists()  # the success forgot the failure
 
 
 def test_turned_off_nothing_is_fetched(fetches, tmp_path):
