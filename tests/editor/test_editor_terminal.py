@@ -255,9 +255,35 @@ def test_a_command_deaf_to_sigterm_is_killed_after_the_grace(tmp_path):
     assert wait_gone(started_pids(pids)) == []
 
 
-def test_what_a_finished_command_leaves_in_the_background_keeps_running(tmp_path):
-    """As in the SDK's own terminal, `server &` outlives its command (only a command that
-    did not finish is stopped)."""
+async def test_what_a_finished_command_left_in_the_background_ends_with_the_session(tmp_path):
+    """As in the SDK's own terminal, `server &` outlives its command, for the next commands
+    to use, and is stopped when the session's conversation closes its tools."""
+    client = EditorClient()
+    client.kill_spawned_only = signal.SIGTERM  # acpx-like: release signals the bash alone
+    calls = ClientCalls()
+    async with editor_pair(client) as proxy, trio.open_nursery() as nursery:
+        await nursery.start(calls.run)
+        executor = make_executor(calls, proxy, SESSION, str(tmp_path))
+        with trio.fail_after(30):
+            started = await trio.to_thread.run_sync(
+                executor, TerminalAction(command="sleep 30 >/dev/null 2>&1 & echo $!")
+            )
+            pid = int(started.text.strip())
+            seen = await trio.to_thread.run_sync(
+                executor, TerminalAction(command=f"kill -0 {pid} && echo still-there")
+            )
+        calls.close()
+    try:
+        assert "still-there" in seen.text
+        assert not gone(pid)
+    finally:
+        executor.close()
+    assert await trio.to_thread.run_sync(wait_gone, [pid]) == []
+
+
+def test_without_a_lifeline_what_a_finished_command_leaves_keeps_running(tmp_path):
+    """Only a command that did not finish is stopped; with no session to end (no lifeline,
+    e.g. the terminal runs elsewhere), what it left in the background is left alone."""
     done, _ = run_script("sleep 30 >/dev/null 2>&1 & echo $!", tmp_path)
     pid = int(done.stdout)
     try:

@@ -29,7 +29,8 @@ running. So the command runs in its own session (util-linux ``setsid``), and a w
 also in a session of its own, holds the read end of a pipe only the spawned bash writes
 to: when that bash dies in any way (signal, SIGKILL, its group killed), the pipe closes
 and the watcher sends the command's process group SIGTERM, then SIGKILL after
-`KILL_GRACE` seconds (`command_script`; docs/editor-workspace.md).
+`KILL_GRACE` seconds. What a finished command leaves running in the background lives
+until the session closes (`command_script`; docs/editor-workspace.md).
 """
 
 from __future__ import annotations
@@ -164,6 +165,24 @@ def make_executor(
             self.root = working_dir
             self.cwd = working_dir
             self._lock = threading.Lock()
+            # The session's lifeline (`command_script`): a FIFO only we hold open.
+            self._lifeline: tuple[str, int] | None = None
+            self._closed = False
+
+        def lifeline(self) -> str | None:
+            with self._lock:
+                if self._lifeline is None and not self._closed:
+                    self._lifeline = _open_lifeline()
+                return self._lifeline[0] if self._lifeline is not None else None
+
+        def close(self) -> None:
+            # The SDK calls this when the conversation closes: what the session's commands
+            # left running in the background is stopped (their watchers see the FIFO end).
+            with self._lock:
+                lifeline, self._lifeline = self._lifeline, None
+                self._closed = True
+            if lifeline is not None:
+                _close_lifeline(*lifeline)
 
         def interrupt(self) -> None:
             # The SDK calls this from another thread when the conversation is
@@ -214,7 +233,7 @@ def make_executor(
                 cwd = self.cwd
             fd, cwd_file = tempfile.mkstemp(prefix="trio-acp-cwd-")
             os.close(fd)
-            script = command_script(command, cwd_file)
+            script = command_script(command, cwd_file, lifeline=self.lifeline())
 
             def on_created(tid: str) -> None:
                 if announce is not None:
@@ -258,7 +277,9 @@ def make_executor(
     return ClientTerminalExecutor()
 
 
-def command_script(command: str, cwd_file: str, *, kill_grace: float = KILL_GRACE) -> str:
+def command_script(
+    command: str, cwd_file: str, *, lifeline: str | None = None, kill_grace: float = KILL_GRACE
+) -> str:
     """The ``bash -c`` script running ``command`` in a client terminal (see the module doc).
 
     The command's own shell (the inner ``bash -c``) runs it as the text it is, then writes
@@ -269,18 +290,28 @@ def command_script(command: str, cwd_file: str, *, kill_grace: float = KILL_GRAC
     nobody can send. Its first act is to tell the watcher its pid (its session's process
     group) and close the pipe, so nothing the command starts keeps the pipe open.
 
-    The spawned bash writes ``done`` when the command has finished: the watcher then leaves
-    alone what the command left running in the background (``server &``), as the SDK's own
-    terminal does. If the command's shell itself dies of a signal, the status is 128+N
-    (the spawned bash outlives it), where a plain ``bash -c`` would have died of it.
-    Without ``setsid`` the script runs the command as before, unwatched.
+    The spawned bash writes ``done`` when the command has finished. If the command left
+    something running in the background (``server &``), it keeps running as in the SDK's
+    own terminal, until the session ends: the watcher then waits on ``lifeline``, a FIFO
+    the agent holds open for the session (`ClientTerminalExecutor.close` closes it, and so
+    does the agent's exit, however it comes), and stops the group when it reads its end.
+    Without a lifeline (or if it is not on this machine) such processes are left alone.
+
+    If the command's shell itself dies of a signal, the status is 128+N (the spawned bash
+    outlives it), where a plain ``bash -c`` would have died of it. Without ``setsid`` the
+    script runs the command as before, unwatched.
     """
     ticks = max(1, round(kill_grace * 10))
+    life = shlex.quote(lifeline) if lifeline else "''"
     # POSIX sh (dash on Debian starts in a fraction of bash's time): no `kill --`.
     watch = (
         "read -r pg || exit 0\n"
         'case "$pg" in ""|*[!0-9]*|0|1) exit 0;; esac\n'
-        'read -r how; [ "$how" = done ] && exit 0\n'
+        'read -r how\nif [ "$how" = done ]; then\n'
+        '  kill -0 "-$pg" 2>/dev/null || exit 0\n'
+        f"  [ -p {life} ] || exit 0\n"
+        f"  read -r _ < {life}\n"
+        "fi\n"
         'kill -TERM "-$pg" 2>/dev/null || exit 0\n'
         f"for _ in $(seq {ticks}); do sleep 0.1; "
         'kill -0 "-$pg" 2>/dev/null || exit 0; done\n'
@@ -302,6 +333,28 @@ def command_script(command: str, cwd_file: str, *, kill_grace: float = KILL_GRAC
         "__trio_acp_status=$?\ntrap '' PIPE\necho done >&9 2>/dev/null\n"
         "exit $__trio_acp_status"
     )
+
+
+def _open_lifeline() -> tuple[str, int] | None:
+    """A FIFO in a private directory, held open by us (read-write, so opening it never
+    blocks and it reads its end only when we close it); (path, fd), or None."""
+    try:
+        path = os.path.join(tempfile.mkdtemp(prefix="trio-acp-session-"), "lifeline")
+        os.mkfifo(path, 0o600)
+        return path, os.open(path, os.O_RDWR)  # not inherited by our children (PEP 446)
+    except OSError:
+        log.warning("no lifeline for the editor terminal's background processes", exc_info=True)
+        return None
+
+
+def _close_lifeline(path: str, fd: int) -> None:
+    # Unlinked before it is closed: a watcher opens it while we still hold it, or not at all.
+    for remove in (os.unlink, os.rmdir):
+        try:
+            remove(path if remove is os.unlink else os.path.dirname(path))
+        except OSError:
+            pass
+    os.close(fd)
 
 
 def _read_cwd(path: str) -> str | None:
