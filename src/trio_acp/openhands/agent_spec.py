@@ -18,9 +18,10 @@ module turns them into SDK objects, so it runs after the SDK import, in a worker
   as the CLI applies them; `"condenser": null` in the file means none (then `/condense`
   says so). Without a settings file, the summarizing condenser on the session's model.
 - **Context**: the project's skills and `AGENTS.md` (`load_project_skills(cwd)`, which also
-  reads the git root's), the user's skills, the public skills (loaded once per process;
-  offline this fails fast and loads none), and the working directory and OS in the system
-  message, as the CLI builds its `AgentContext` — with the session's `cwd` as the work dir.
+  reads the git root's), the user's skills, the public skills (`public_skills.py`: fetched
+  once per process; a failure is logged once and not retried for a while), and the working
+  directory and OS in the system message, as the CLI builds its `AgentContext` — with the
+  session's `cwd` as the work dir.
 - **Hooks**: `HookConfig` of the project's or the user's `hooks.json` (`hook_config`).
 - **Critic**: the SDK's API critic as the CLI derives it (`critic.py`).
 """
@@ -34,6 +35,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from .critic import session_critic
+from .public_skills import public_skills
 from .tool_processes import terminal_params
 from .user_setup import SessionSetup
 
@@ -149,12 +151,22 @@ def agent_context(setup: SessionSetup) -> Any:
             f"User operating system: {os_description()}",
         ]
     )
-    return AgentContext(
+    # The public skills come from `public_skills.py`, not from `load_public_skills`: the
+    # SDK would fetch them again on every validation of the context (twice per session).
+    context = AgentContext(
         skills=skills,
         system_message_suffix=suffix,
         load_user_skills=True,
-        load_public_skills=setup.public_skills,
+        load_public_skills=False,
     )
+    if setup.public_skills and (public := public_skills()):
+        from openhands.sdk.skills import merge_skills_by_name
+
+        # Below the project's and the user's, as the SDK ranks them (public < user < project).
+        context = context.model_copy(
+            update={"skills": merge_skills_by_name(context.skills, public)}
+        )
+    return context
 
 
 def os_description() -> str:

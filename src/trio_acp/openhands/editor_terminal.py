@@ -22,6 +22,15 @@ small ``bash -c`` script that records the directory it ends in (a private file, 
 after exit), so ``cd src`` still holds for the next command. Exported variables do not
 carry over; input to a running process (``is_input``) is refused with an explanation,
 and ``reset`` starts again from the session's directory.
+
+`terminal/kill` must stop the whole command, whatever the client signals: some clients
+(acpx 0.15) signal only the process they spawned, which left a ``sleep`` under that bash
+running. So the command runs in its own session (util-linux ``setsid``), and a watcher,
+also in a session of its own, holds the read end of a pipe only the spawned bash writes
+to: when that bash dies in any way (signal, SIGKILL, its group killed), the pipe closes
+and the watcher sends the command's process group SIGTERM, then SIGKILL after
+`KILL_GRACE` seconds. What a finished command leaves running in the background lives
+until the session closes (`command_script`; docs/editor-workspace.md).
 """
 
 from __future__ import annotations
@@ -49,6 +58,9 @@ DEFAULT_COMMAND_TIMEOUT = 600.0
 CREATE_TIMEOUT = 10.0
 #: The most output the editor keeps per command (its `outputByteLimit`), and the model sees.
 OUTPUT_BYTE_LIMIT = 256 * 1024
+#: Seconds the command's processes get between SIGTERM and SIGKILL once the terminal's
+#: own process has died without the command finishing.
+KILL_GRACE = 2.0
 
 
 @attrs.frozen
@@ -153,6 +165,24 @@ def make_executor(
             self.root = working_dir
             self.cwd = working_dir
             self._lock = threading.Lock()
+            # The session's lifeline (`command_script`): a FIFO only we hold open.
+            self._lifeline: tuple[str, int] | None = None
+            self._closed = False
+
+        def lifeline(self) -> str | None:
+            with self._lock:
+                if self._lifeline is None and not self._closed:
+                    self._lifeline = _open_lifeline()
+                return self._lifeline[0] if self._lifeline is not None else None
+
+        def close(self) -> None:
+            # The SDK calls this when the conversation closes: what the session's commands
+            # left running in the background is stopped (their watchers see the FIFO end).
+            with self._lock:
+                lifeline, self._lifeline = self._lifeline, None
+                self._closed = True
+            if lifeline is not None:
+                _close_lifeline(*lifeline)
 
         def interrupt(self) -> None:
             # The SDK calls this from another thread when the conversation is
@@ -203,10 +233,7 @@ def make_executor(
                 cwd = self.cwd
             fd, cwd_file = tempfile.mkstemp(prefix="trio-acp-cwd-")
             os.close(fd)
-            script = (
-                f"{command}\n__trio_acp_status=$?\n"
-                f"pwd -P > {shlex.quote(cwd_file)} 2>/dev/null\nexit $__trio_acp_status"
-            )
+            script = command_script(command, cwd_file, lifeline=self.lifeline())
 
             def on_created(tid: str) -> None:
                 if announce is not None:
@@ -248,6 +275,86 @@ def make_executor(
             return self._observation(text, command, exit_code=result.exit_code)
 
     return ClientTerminalExecutor()
+
+
+def command_script(
+    command: str, cwd_file: str, *, lifeline: str | None = None, kill_grace: float = KILL_GRACE
+) -> str:
+    """The ``bash -c`` script running ``command`` in a client terminal (see the module doc).
+
+    The command's own shell (the inner ``bash -c``) runs it as the text it is, then writes
+    the directory it ends in to ``cwd_file``; its exit status is the script's, its stdin,
+    stdout and stderr are the terminal's. It runs in the foreground (a background job
+    would get /dev/null for stdin and SIGINT ignored), in a new session: no controlling
+    terminal, so a command that opens /dev/tty fails at once instead of waiting for input
+    nobody can send. Its first act is to tell the watcher its pid (its session's process
+    group) and close the pipe, so nothing the command starts keeps the pipe open.
+
+    The spawned bash writes ``done`` when the command has finished. If the command left
+    something running in the background (``server &``), it keeps running as in the SDK's
+    own terminal, until the session ends: the watcher then waits on ``lifeline``, a FIFO
+    the agent holds open for the session (`ClientTerminalExecutor.close` closes it, and so
+    does the agent's exit, however it comes), and stops the group when it reads its end.
+    Without a lifeline (or if it is not on this machine) such processes are left alone.
+
+    If the command's shell itself dies of a signal, the status is 128+N (the spawned bash
+    outlives it), where a plain ``bash -c`` would have died of it. Without ``setsid`` the
+    script runs the command as before, unwatched.
+    """
+    ticks = max(1, round(kill_grace * 10))
+    life = shlex.quote(lifeline) if lifeline else "''"
+    # POSIX sh (dash on Debian starts in a fraction of bash's time): no `kill --`.
+    watch = (
+        "read -r pg || exit 0\n"
+        'case "$pg" in ""|*[!0-9]*|0|1) exit 0;; esac\n'
+        'read -r how\nif [ "$how" = done ]; then\n'
+        '  kill -0 "-$pg" 2>/dev/null || exit 0\n'
+        f"  [ -p {life} ] || exit 0\n"
+        f"  read -r _ < {life}\n"
+        "fi\n"
+        'kill -TERM "-$pg" 2>/dev/null || exit 0\n'
+        f"for _ in $(seq {ticks}); do sleep 0.1; "
+        'kill -0 "-$pg" 2>/dev/null || exit 0; done\n'
+        'kill -KILL "-$pg" 2>/dev/null'
+    )
+    inner = (
+        "trap '' PIPE; echo $$ >&9 2>/dev/null; trap - PIPE; exec 9>&-\n"
+        f"{command}\n__trio_acp_status=$?\n"
+        f"pwd -P > {shlex.quote(cwd_file)} 2>/dev/null\nexit $__trio_acp_status"
+    )
+    # fd 3 carries the terminal's stderr to the command, while the spawned bash's own
+    # report of a shell killed by a signal ("Terminated") goes to /dev/null. SIGPIPE is
+    # ignored only after the command, so that a watcher gone cannot fail a finished command.
+    return (
+        "if command -v setsid >/dev/null 2>&1; then\n"
+        f"exec 9> >(exec setsid sh -c {shlex.quote(watch)} >/dev/null 2>&1); __trio_acp_s=setsid\n"
+        "else exec 9>/dev/null; __trio_acp_s=; fi\n"
+        f"{{ $__trio_acp_s bash -c {shlex.quote(inner)} 2>&3 3>&-; }} 3>&2 2>/dev/null\n"
+        "__trio_acp_status=$?\ntrap '' PIPE\necho done >&9 2>/dev/null\n"
+        "exit $__trio_acp_status"
+    )
+
+
+def _open_lifeline() -> tuple[str, int] | None:
+    """A FIFO in a private directory, held open by us (read-write, so opening it never
+    blocks and it reads its end only when we close it); (path, fd), or None."""
+    try:
+        path = os.path.join(tempfile.mkdtemp(prefix="trio-acp-session-"), "lifeline")
+        os.mkfifo(path, 0o600)
+        return path, os.open(path, os.O_RDWR)  # not inherited by our children (PEP 446)
+    except OSError:
+        log.warning("no lifeline for the editor terminal's background processes", exc_info=True)
+        return None
+
+
+def _close_lifeline(path: str, fd: int) -> None:
+    # Unlinked before it is closed: a watcher opens it while we still hold it, or not at all.
+    for remove in (os.unlink, os.rmdir):
+        try:
+            remove(path if remove is os.unlink else os.path.dirname(path))
+        except OSError:
+            pass
+    os.close(fd)
 
 
 def _read_cwd(path: str) -> str | None:

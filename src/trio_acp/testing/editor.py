@@ -47,7 +47,9 @@ class ProxyAgent:
 
 class EditorClient:
     """Buffers in `buffers` (path → text); `refuse` (path → reason) refuses writes;
-    `hang` makes every fs call wait forever (until cancelled, which it records)."""
+    `hang` makes every fs call wait forever (until cancelled, which it records).
+    Terminals are killed as a process group; with `kill_spawned_only` set to a signal,
+    kill and release send it to the spawned process alone (as acpx 0.15 does)."""
 
     def __init__(self, buffers: dict[str, str] | None = None, *, terminal: bool = True) -> None:
         self.buffers = dict(buffers or {})
@@ -61,6 +63,7 @@ class EditorClient:
         self._nursery: trio.Nursery | None = None
         self.updates: list[Any] = []
         self.create_delay = 0.0
+        self.kill_spawned_only: signal.Signals | None = None
         self._next = 0
 
     def capabilities(self) -> schema.ClientCapabilities:
@@ -175,17 +178,22 @@ class EditorClient:
 
     async def kill_terminal(self, params):
         self.calls.append(("terminal/kill", params.terminal_id))
-        term = self.terminals[params.terminal_id]
-        if term["proc"].returncode is None:
-            os.killpg(term["proc"].pid, signal.SIGKILL)
+        self._kill(self.terminals[params.terminal_id])
         return schema.KillTerminalResponse()
 
     async def release_terminal(self, params):
         self.calls.append(("terminal/release", params.terminal_id))
-        term = self.terminals.pop(params.terminal_id)
-        if term["proc"].returncode is None:
-            os.killpg(term["proc"].pid, signal.SIGKILL)
+        self._kill(self.terminals.pop(params.terminal_id))
         return schema.ReleaseTerminalResponse()
+
+    def _kill(self, term: dict[str, Any]) -> None:
+        proc = term["proc"]
+        if proc.returncode is not None:
+            return
+        if self.kill_spawned_only is not None:
+            proc.send_signal(self.kill_spawned_only)
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
 
     def methods(self) -> list[str]:
         return [m for m, _ in self.calls]
