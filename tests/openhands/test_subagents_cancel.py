@@ -16,8 +16,8 @@ import uuid
 from typing import Any
 
 import trio
-from _inprocess import RecordingClient, loader
 
+from _inprocess import RecordingClient, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.testing import scenario_prompt
@@ -109,4 +109,3 @@ async def test_a_cancel_waits_for_the_sub_agents_call_still_on_its_way(env, tmp_
             assert after.stop_reason == "end_turn"
             late = [u for u in client.updates[answered_with:] if isinstance(u, TOOL_UPDATES)]
             assert late == []
-
