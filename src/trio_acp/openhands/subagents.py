@@ -13,6 +13,10 @@ CLI's keep working unchanged):
   own): the SDK asks it for a sub-visualizer when it creates a sub-agent's conversation, and
   that one posts each of the sub-agent's events to the session's outbox as a `SubagentEvent`
   naming the delegating tool call (`translate/subagents.py` shows them nested under it).
+  Its thread posts `SubagentBegan` first and `SubagentEnded` last: the delegating call's
+  result, which a cancel makes the parent post early from its own thread, is shown after
+  them; and a turn answers only once its sub-agents are done (`wait_for_subagents`,
+  bounded), so what they did up to a stop is shown in the turn.
   A task resumed with `resume` runs without visualizer in the SDK: its steps are not shown,
   its result is.
 - **Asked.** The sub-agent gets the session's confirmation policy and security analyzer
