@@ -75,13 +75,19 @@ def _parent_of(update) -> str | None:
     return (meta.get("trio_acp") or {}).get("parentToolCallId")
 
 
+SLEEP = 57  # the sub-agent's command: `sleep 57`
+
+
 def _sleeps(agent: psutil.Process) -> list[int]:
+    """The sub-agent's `sleep 57` processes. By its whole command line: a shell starting
+    up may run a `sleep` of its own (pyenv's rehash in ~/.bashrc sleeps 0.1 s while another
+    shell holds its lock), which is not the sub-agent's command."""
     pids = []
     for p in agent.children(recursive=True):
         try:
-            if p.name() == "sleep":
+            if p.cmdline() == ["sleep", str(SLEEP)]:
                 pids.append(p.pid)
-        except psutil.NoSuchProcess:
+        except psutil.Error:
             pass
     return pids
 
@@ -130,24 +136,21 @@ async def _delegation(llm, home, ws):
         client.updates.clear()
         client.asked.clear()
         client.answers = []
-        prompt = scenario_prompt("delegate", sub="sleep", seconds=57)
+        prompt = scenario_prompt("delegate", sub="sleep", seconds=SLEEP)
         task = asyncio.create_task(_prompt(conn, wire, sid, prompt))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TIMEOUT
-        # Once the client has seen the sub-agent's call and its `sleep` runs. (Cancelled the
-        # moment the process exists, the sub-agent's own call can still be on its way from the
-        # sub-agent's thread, and the turn then answers without it: seen once at load, and
-        # noted for a fix, not asserted here.)
-        while loop.time() < deadline and not task.done():
-            seen = any("/" in call_id for call_id in _calls(client))
-            if seen and _sleeps(agent):
-                break
+        # The moment its `sleep` exists, whether or not the client has seen the sub-agent's
+        # call yet: the turn answers only once the sub-agent's last events are shown
+        # (openhands/subagents.py).
+        while not _sleeps(agent) and loop.time() < deadline and not task.done():
             await asyncio.sleep(0.05)
         out["sleeping"] = bool(_sleeps(agent))
         await conn.cancel(session_id=sid)
         out["cancelled"] = (await asyncio.wait_for(task, TIMEOUT)).stop_reason
         out["sleeps_after_cancel"] = _sleeps(agent)
         out["cancel_calls"] = _calls(client)
+        out["cancel_updates"] = list(client.updates)
         out["cancel_asked"] = list(client.asked)
         # The session goes on.
         out["after"] = (await _prompt(conn, wire, sid, scenario_prompt("echo", "next"))).stop_reason
@@ -207,14 +210,23 @@ def test_delegation_is_nested_asked_and_cancellable():
     assert "never" not in out["files_after_cancel_during_ask"]
 
     # 3. Cancelled mid-command: the turn ends `cancelled`, no sleep survives, the
-    # delegating call and the sub-agent's call are closed.
+    # delegating call and the sub-agent's call are closed, the sub-agent's first.
     assert out["sleeping"] and out["cancel_asked"] == []
     assert out["cancelled"] == "cancelled"
     assert out["sleeps_after_cancel"] == []
     calls = out["cancel_calls"]
     for call_id, updates in calls.items():
         assert updates[-1].status in ("completed", "failed"), (call_id, updates[-1])
-    assert any("/" in call_id for call_id in calls)
+    (nested,) = [call_id for call_id in calls if "/" in call_id]
+    # The killed command's own result is shown (exit code and all), then the delegating
+    # call's end: the sub-agent's last events are not dropped behind the parent's.
+    assert "exit_code" in (calls[nested][-1].raw_output or {})
+    parent = nested.split("/")[0]
+    tool_updates = [
+        u for _, u in out["cancel_updates"] if isinstance(u, ToolCallStart | ToolCallProgress)
+    ]
+    last = {u.tool_call_id: i for i, u in enumerate(tool_updates)}  # each call's last update
+    assert last[nested] < last[parent]
     assert out["after"] == "end_turn"
     assert out["late"] == []
     errors, checked = out["schema"]

@@ -11,7 +11,7 @@ from openhands.tools.terminal import TerminalAction, TerminalObservation
 from test_translate import CWD, action_event, observation_event, translator, wire
 
 from trio_acp.openhands.translate import permission_preview, present, rule_scope
-from trio_acp.openhands.translate.subagents import SubagentEvent
+from trio_acp.openhands.translate.subagents import SubagentBegan, SubagentEnded, SubagentEvent
 
 TASK = TaskAction(description="Run the tests", prompt="Run pytest and report.")
 
@@ -86,6 +86,51 @@ def test_what_a_sub_agent_posts_after_its_delegating_call_ended_is_dropped():
     obs = TerminalObservation.from_text(text="", command="sleep 50", exit_code=-1)
     assert t.event(sub(observation_event(obs, "terminal", "c1"))) == []
     assert t.event(sub(action_event(TerminalAction(command="ls"), "terminal", "c2", "r"))) == []
+
+
+def interrupted(call_id: str = "p1") -> AgentErrorEvent:
+    return AgentErrorEvent(error="Tool call interrupted", tool_name="task", tool_call_id=call_id)
+
+
+def test_the_delegating_calls_result_waits_for_its_running_sub_agents_last_events():
+    # A cancel: the parent's interrupted run fails the delegating call (its own thread)
+    # while the sub-agent's thread still delivers the action it was about to run and the
+    # observation of the command the cancel killed. They are shown, then the call's end.
+    t = translator()
+    delegated(t)
+    assert t.event(SubagentBegan("p1")) == []
+    assert t.event(interrupted()) == []  # held: the sub-agent has not said it is done
+    sleep = action_event(TerminalAction(command="sleep 50"), "terminal", "c1", "r-sub")
+    start, _ = wire(t.event(sub(sleep)))
+    assert (start["toolCallId"], start["sessionUpdate"]) == ("p1/c1", "tool_call")
+    killed = TerminalObservation.from_text(text="", command="sleep 50", exit_code=-1)
+    done, _ = wire(t.event(sub(observation_event(killed, "terminal", "c1"))))
+    assert done["toolCallId"] == "p1/c1" and done["status"] in ("completed", "failed")
+    (failed,) = wire(t.event(SubagentEnded("p1")))
+    assert (failed["toolCallId"], failed["status"]) == ("p1", "failed")
+    assert "interrupted" in failed["content"][0]["content"]["text"]
+    # After its end, as before: nothing more about it.
+    assert t.event(sub(action_event(TerminalAction(command="ls"), "terminal", "c2", "r"))) == []
+    assert t.event(SubagentEnded("p1")) == []
+
+
+def test_a_sub_agent_that_never_says_it_is_done_is_closed_with_the_turn():
+    t = translator()
+    delegated(t)
+    t.event(SubagentBegan("p1"))
+    wire(t.event(sub(action_event(TerminalAction(command="make"), "terminal", "c1", "r"))))
+    assert t.event(interrupted()) == []
+    data = wire(t.fail_open_tool_calls("Cancelled."))
+    # The held result is the call's real ending; its sub-agent's open call closes first.
+    assert [(d["toolCallId"], d["status"]) for d in data] == [("p1/c1", "failed"), ("p1", "failed")]
+    assert "interrupted" in data[1]["content"][0]["content"]["text"]
+    assert t.fail_open_tool_calls("Cancelled.") == []
+    # A result after its sub-agent ended is not held (the ordinary way a task ends).
+    delegated(t, "p2")
+    t.event(SubagentBegan("p2"))
+    assert t.event(SubagentEnded("p2")) == []
+    (ended,) = wire(t.event(interrupted("p2")))
+    assert (ended["toolCallId"], ended["status"]) == ("p2", "failed")
 
 
 def test_a_cut_turn_closes_the_sub_agents_calls_too():

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import trio
+import trio.testing
 
 from trio_acp.openhands.confirm import CANCELLED
 from trio_acp.openhands.subagents import (
@@ -160,3 +161,47 @@ def test_stop_all_stops_processes_interrupts_and_waits_for_the_thread() -> None:
     assert d.stopped.is_set() and tool_interrupted.is_set() and stopped == [conv]
     assert d.finished.is_set()  # stop_all returned only once the thread was done
     thread.join()
+
+
+def test_a_sub_agents_events_are_framed_by_its_start_and_end() -> None:
+    posted: list[Any] = []
+    hub = Hub(posted.append)
+    d = hub.begin("p1", "sub")
+    hub.post(d, "an event")
+    hub.end(d)
+    assert [type(p).__name__ for p in posted] == ["SubagentBegan", "SubagentEvent", "SubagentEnded"]
+    assert {p.parent_tool_call_id for p in posted} == {"p1"}
+    assert d.finished.is_set()
+
+
+async def test_waiting_for_the_sub_agents_returns_once_the_last_one_ended() -> None:
+    hub = Hub(lambda item: None)
+    with trio.fail_after(5):
+        assert await hub.wait_ended()  # none runs
+    first, second = hub.begin("p1", "a"), hub.begin("p2", "b")
+    ended: list[bool] = []
+    async with trio.open_nursery() as nursery:
+
+        async def wait() -> None:
+            ended.append(await hub.wait_ended(timeout=30))
+
+        nursery.start_soon(wait)
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.to_thread.run_sync(hub.end, first)  # the sub-agents' own threads
+        await trio.testing.wait_all_tasks_blocked()
+        assert ended == []  # one still runs
+        await trio.to_thread.run_sync(hub.end, second)
+    assert ended == [True]
+
+
+async def test_waiting_for_a_sub_agent_that_does_not_end_is_bounded(autojump_clock) -> None:
+    hub = Hub(lambda item: None)
+    d = hub.begin("p1", "stuck")
+    with trio.fail_after(60):
+        assert not await hub.wait_ended(timeout=5)
+    # Once stopping gave up on it, a turn's end does not wait for it again.
+    d.conversation = None
+    hub.stop_all(lambda conv: None, wait=0)
+    start = trio.current_time()
+    assert not await hub.wait_ended(timeout=5)
+    assert trio.current_time() == start

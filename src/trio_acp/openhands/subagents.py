@@ -13,6 +13,10 @@ CLI's keep working unchanged):
   own): the SDK asks it for a sub-visualizer when it creates a sub-agent's conversation, and
   that one posts each of the sub-agent's events to the session's outbox as a `SubagentEvent`
   naming the delegating tool call (`translate/subagents.py` shows them nested under it).
+  Its thread posts `SubagentBegan` first and `SubagentEnded` last: the delegating call's
+  result, which a cancel makes the parent post early from its own thread, is shown after
+  them; and a turn answers only once its sub-agents are done (`wait_for_subagents`,
+  bounded), so what they did up to a stop is shown in the turn.
   A task resumed with `resume` runs without visualizer in the SDK: its steps are not shown,
   its result is.
 - **Asked.** The sub-agent gets the session's confirmation policy and security analyzer
@@ -55,7 +59,13 @@ import trio
 from .confirm import CANCELLED
 from .sdk import mask_in_conversation
 from .tool_processes import terminal_params
-from .translate.subagents import META_KEY, SubagentEvent, nested_id
+from .translate.subagents import (
+    META_KEY,
+    SubagentBegan,
+    SubagentEnded,
+    SubagentEvent,
+    nested_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +119,10 @@ class Hub:
         # Set by a cancel: delegations that start afterwards stop at once. A turn's
         # serving clears it.
         self._cancelled = False
+        # Trio tasks waiting until no sub-agent runs (`wait_ended`), and when the wait for
+        # stopped sub-agents gives up (set by `stop_all`, cleared by a turn's serving).
+        self._idle_waiters: list[tuple[trio.lowlevel.TrioToken, trio.Event]] = []
+        self._stop_deadline: float | None = None
 
     # --- the sub-agent's threads ----------------------------------------------------------
 
@@ -118,19 +132,35 @@ class Hub:
             self._live.append(d)
             if self._cancelled:
                 d.stopped.set()
+        # In the stream of the session's events, before any of the sub-agent's: until its
+        # end, the delegating call's result waits for them (translate/subagents.py).
+        self._send(SubagentBegan(parent_tool_call_id))
         return d
 
     def end(self, d: Delegation) -> None:
+        # After every event of the sub-agent, and before the delegating call's result.
+        self._send(SubagentEnded(d.parent_tool_call_id))
         with self._lock:
             if d in self._live:
                 self._live.remove(d)
+            waiters = [] if self._live else self._idle_waiters
+            if not self._live:
+                self._idle_waiters = []
         d.finished.set()
+        for token, idle in waiters:  # wakes the turn; never waits for it
+            try:
+                token.run_sync_soon(idle.set)
+            except trio.RunFinishedError:
+                pass
 
     def post(self, d: Delegation, event: Any) -> None:
+        self._send(SubagentEvent(d.parent_tool_call_id, d.label, event))
+
+    def _send(self, item: Any) -> None:
         if self._post is None:
             return
         try:
-            self._post(SubagentEvent(d.parent_tool_call_id, d.label, event))
+            self._post(item)
         except Exception:  # a callback must never fail the sub-agent's step
             log.exception("posting a sub-agent's event failed")
 
@@ -197,11 +227,34 @@ class Hub:
             # pauses, which waits for the step in progress: in a thread of its own.
             threading.Thread(target=_quietly(conv.interrupt), daemon=True).start()
         deadline = time.monotonic() + wait
+        with self._lock:
+            self._stop_deadline = deadline
         for d in live:
             if not d.finished.wait(max(0.0, deadline - time.monotonic())):
                 log.warning("sub-agent %s did not stop within %.0f s", d.label, wait)
 
     # --- the turn (Trio) ------------------------------------------------------------------
+
+    async def wait_ended(self, timeout: float = STOP_WAIT) -> bool:
+        """Wait until no sub-agent runs, so that everything they posted is in the session's
+        stream: at most `timeout` s, and no longer than `stop_all` waited for them. True
+        if none runs. Waits on Trio only (woken by `end`, from the sub-agent's thread)."""
+        idle = trio.Event()
+        with self._lock:
+            if not self._live:
+                return True
+            if self._stop_deadline is not None:
+                timeout = min(timeout, self._stop_deadline - time.monotonic())
+            entry = (trio.lowlevel.current_trio_token(), idle)
+            self._idle_waiters.append(entry)
+        with trio.move_on_after(max(0.0, timeout)):
+            await idle.wait()
+            return True
+        with self._lock:
+            if entry in self._idle_waiters:
+                self._idle_waiters.remove(entry)
+        log.warning("a sub-agent was still running when its turn ended")
+        return False
 
     async def serve(
         self,
@@ -214,6 +267,7 @@ class Hub:
         with self._lock:
             self._serving = (trio.lowlevel.current_trio_token(), send)
             self._cancelled = False
+            self._stop_deadline = None
         task_status.started()
         try:
             async with receive:
@@ -458,6 +512,14 @@ class _Batch:
 
     async def reject_pending(self, reason: str) -> None:
         self.rejected = reason
+
+
+async def wait_for_subagents(conversation: Any) -> None:
+    """Before a turn answers: until its sub-agents are done, so their last events (the
+    action a cancel cut short, the command it killed) are shown in the turn (bounded)."""
+    hub = hub_of(conversation)
+    if hub is not None:
+        await hub.wait_ended()
 
 
 async def serve_subagents(

@@ -24,7 +24,7 @@ from .errors import internal
 from .model_failures import describe_model_failure
 from .outbox import Outbox
 from .prompt import TextPart, prompt_to_parts
-from .subagents import serve_subagents
+from .subagents import serve_subagents, wait_for_subagents
 from .translate import one_line
 
 log = logging.getLogger(__name__)
@@ -112,8 +112,11 @@ async def play_prompt(
             else ("Cancelled." if stop_reason == "cancelled" else "The turn ended with an error.")
         )
         with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-            if sent and stop_reason == "cancelled" and host.conversation is not None:
-                await _note_interruption(host.conversation)
+            if sent and host.conversation is not None:
+                # The sub-agents' last events come from their own threads (subagents.py).
+                await wait_for_subagents(host.conversation)
+                if stop_reason == "cancelled":
+                    await _note_interruption(host.conversation)
             await outbox.end_turn(seq, fail_open)
         outbox.close_turn(seq)
     if stop_reason == "end_turn":
@@ -281,7 +284,11 @@ async def interrupt_until_done(conv: Conversation, run: Run) -> None:
         await conv.interrupt()
         if first:
             first = False
-            await conv.stop_tools()
+            # Shielded: the interrupt may end the run before it returns, and the caller
+            # then cancels us; the tools' processes and the sub-agents, which the
+            # interrupt does not reach, must still be stopped (bounded: subagents.py).
+            with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+                await conv.stop_tools()
         with trio.move_on_after(delay):
             await run.wait_done()
         delay = min(delay * 2, 0.5)

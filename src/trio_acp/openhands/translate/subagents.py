@@ -16,6 +16,15 @@ call (`openhands/subagents.py`). ACP v1 has no update for sub-agents (the schema
 * the sub-agent's own text (thoughts, its final message) is not repeated: its final
   message is the delegating call's result.
 
+The sub-agent's events come from its own thread, the delegating call's result from the
+parent's, so they can overtake each other: a cancel makes the parent close the delegating
+call at once (its run is interrupted, the call fails), while the sub-agent's thread is
+still delivering its last events (the action it was about to run, the command the cancel
+killed). The sub-agent's thread marks its start and its end in the same stream
+(`SubagentBegan`, `SubagentEnded`); in between, the delegating call's result is held back
+and shown right after the sub-agent's last event, so those are shown rather than dropped.
+The end of a turn releases what is still held (`release_all`).
+
 Each delegation gets a translator of its own (its tool call ids are its own namespace).
 Pure: no trio, no `openhands.*`.
 """
@@ -31,7 +40,14 @@ from ... import schema
 from .content import text_item
 from .text import one_line
 
-__all__ = ["META_KEY", "SubagentEvent", "SubagentViews", "nested_id"]
+__all__ = [
+    "META_KEY",
+    "SubagentBegan",
+    "SubagentEnded",
+    "SubagentEvent",
+    "SubagentViews",
+    "nested_id",
+]
 
 #: The `_meta` key of what trio-acp adds to a sub-agent's tool calls.
 META_KEY = "trio_acp"
@@ -47,6 +63,24 @@ class SubagentEvent:
     parent_tool_call_id: str
     label: str
     event: Any
+
+
+@attrs.frozen
+class SubagentBegan:
+    """The sub-agent of the delegating call started (its thread's first post)."""
+
+    parent_tool_call_id: str
+
+
+@attrs.frozen
+class SubagentEnded:
+    """The sub-agent of the delegating call is done (its thread's last post)."""
+
+    parent_tool_call_id: str
+
+
+# The events that end a tool call (the delegating call's result).
+_RESULTS = frozenset({"ObservationEvent", "AgentErrorEvent", "UserRejectObservation"})
 
 
 def nested_id(parent_tool_call_id: str, tool_call_id: str) -> str:
@@ -75,6 +109,33 @@ class SubagentViews:
         self._new = new_translator
         self._open: dict[str, _Delegation] = {}
         self._finished = finished
+        # Delegating calls whose sub-agent's thread still runs, and their results held
+        # back until it is done (see the module's docstring).
+        self._running: set[str] = set()
+        self._held: dict[str, list[Any]] = {}
+
+    def began(self, parent: str) -> None:
+        self._running.add(parent)
+
+    def hold(self, event: Any, class_name: str) -> bool:
+        """Keep `event` for later if it is the result of a call whose sub-agent still runs."""
+        call_id = str(getattr(event, "tool_call_id", "") or "")
+        if class_name not in _RESULTS or call_id not in self._running:
+            return False
+        self._held.setdefault(call_id, []).append(event)
+        return True
+
+    def ended(self, parent: str) -> list[Any]:
+        """The sub-agent is done: the results held for its delegating call, to translate now."""
+        self._running.discard(parent)
+        return self._held.pop(parent, [])
+
+    def release_all(self) -> list[Any]:
+        """The turn is over: every held result, to translate now (in the order they came)."""
+        self._running.clear()
+        held = [event for events in self._held.values() for event in events]
+        self._held.clear()
+        return held
 
     def event(self, wrapped: SubagentEvent, action_status: str) -> list[Any]:
         parent = wrapped.parent_tool_call_id

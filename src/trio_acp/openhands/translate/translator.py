@@ -290,6 +290,8 @@ class Translator:
         for name in class_names(event):
             handler = _HANDLERS.get(name)
             if handler is not None:
+                if self._subagents.hold(event, name):
+                    return []  # a delegating call's result, shown once its sub-agent is done
                 return handler(self, event)
             if name in _QUIET_EVENTS:
                 return []
@@ -333,6 +335,10 @@ class Translator:
         cancelled turn whose stream was cut before the SDK produced the action); forgets
         half-streamed calls."""
         out: list[SessionUpdate] = []
+        # Results held back for a sub-agent that did not get to say it was done: theirs
+        # is the real ending of those calls.
+        for held in self._subagents.release_all():
+            out += self.event(held)
         for call in self._calls.values():
             if call.announced and not call.finished:
                 call.finished = True
@@ -545,6 +551,16 @@ class Translator:
         detail = str(getattr(event, "detail", "") or getattr(event, "code", "") or "")
         return self.end_compaction("failed", cap_text(detail, MAX_RAW_STRING_BYTES) or None)
 
+    def _on_subagent_began(self, event: Any) -> list[SessionUpdate]:
+        self._subagents.began(event.parent_tool_call_id)
+        return []
+
+    def _on_subagent_ended(self, event: Any) -> list[SessionUpdate]:
+        out: list[SessionUpdate] = []
+        for held in self._subagents.ended(event.parent_tool_call_id):
+            out += self.event(held)
+        return out
+
     def _on_interrupt(self, event: Any) -> list[SessionUpdate]:
         return self.end_compaction("cancelled")
 
@@ -630,4 +646,6 @@ _HANDLERS: dict[str, Callable[[Translator, Any], list[SessionUpdate]]] = {
     "ConversationErrorEvent": Translator._on_conversation_error,
     "InterruptEvent": Translator._on_interrupt,
     "SubagentEvent": lambda self, event: self._subagents.event(event, self.action_status),
+    "SubagentBegan": Translator._on_subagent_began,
+    "SubagentEnded": Translator._on_subagent_ended,
 }
