@@ -119,8 +119,10 @@ class SubagentViews:
 
     def hold(self, event: Any, class_name: str) -> bool:
         """Keep `event` for later if it is the result of a call whose sub-agent still runs."""
+        if not self._running or class_name not in _RESULTS:
+            return False  # every event asks (a replay: 10,000 of them), almost none is held
         call_id = str(getattr(event, "tool_call_id", "") or "")
-        if class_name not in _RESULTS or call_id not in self._running:
+        if call_id not in self._running:
             return False
         self._held.setdefault(call_id, []).append(event)
         return True
