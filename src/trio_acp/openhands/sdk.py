@@ -8,6 +8,7 @@ at import time, so they are set here before anything imports them.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import logging
@@ -186,6 +187,27 @@ def mask_in_conversation(conversation: Any, values: Any) -> None:
         )
 
 
+def settle_collector() -> None:
+    """Collect once after the SDK import and freeze what survives (once per process).
+
+    The import leaves ~470,000 objects to the garbage collector's oldest generation, and a
+    debt: the first code after it that allocates enough pays a full collection walking all
+    of them, 0.3-1.2 s here (a new process's first `session/list` did: bench/README.md
+    "Big histories"), and every later full collection walks them again. Collected here, in
+    the import's thread, and frozen (`gc.freeze`: they are never walked again; they are the
+    modules' own, alive for the process's life), as the warm server does before it forks
+    (warm_server.py; in a process it forked this collection has little left to walk).
+    """
+    global _settled
+    if not _settled:
+        _settled = True
+        gc.collect()
+        gc.freeze()
+
+
+_settled = False
+
+
 class SdkLoader:
     """Imports the SDK once, in a daemon thread, as soon as it is created."""
 
@@ -200,6 +222,7 @@ class SdkLoader:
         start = time.perf_counter()
         try:
             self._sdk = import_sdk()
+            settle_collector()
         except BaseException as exc:  # reported to every caller of get()
             log.exception("importing the OpenHands SDK failed")
             self._error = exc
