@@ -188,21 +188,21 @@ def mask_in_conversation(conversation: Any, values: Any) -> None:
 
 
 def settle_collector() -> None:
-    """Collect once after the SDK import and freeze what survives (once per process).
+    """One full collection right after the SDK import (once per process), in its thread.
 
-    The import leaves ~470,000 objects to the garbage collector's oldest generation, and a
-    debt: the first code after it that allocates enough pays a full collection walking all
-    of them, 0.3-1.2 s here (a new process's first `session/list` did: bench/README.md
-    "Big histories"), and every later full collection walks them again. Collected here, in
-    the import's thread, and frozen (`gc.freeze`: they are never walked again; they are the
-    modules' own, alive for the process's life), as the warm server does before it forks
-    (warm_server.py; in a process it forked this collection has little left to walk).
+    The import leaves ~470,000 objects to the garbage collector's oldest generation and a
+    debt: the first code after it that allocates a little pays a full collection walking
+    them all, 0.4-0.5 s CPU here (a new process's first `session/list` or first
+    `session/new` did: bench/README.md "Big histories"). Paid here instead, where nothing
+    waits on it but the import. Not frozen afterwards (as the warm server does before it
+    forks, warm_server.py): in a serving process, objects the agent made before the import
+    ended would be frozen with it, and a closed session's conversation then stayed
+    reachable from them (tests/openhands/test_session_resources.py).
     """
     global _settled
     if not _settled:
         _settled = True
         gc.collect()
-        gc.freeze()
 
 
 _settled = False
