@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from trio_acp.openhands import store as store_mod
 from trio_acp.openhands.store import DAMAGED, SessionStore
 
 
-def make(root: Path, cwd: str, *, title: str, updated: str) -> uuid.UUID:
+def make(root: Path, cwd: str, *, title: str, updated: str, aged: bool = True) -> uuid.UUID:
+    """One stored session; `aged`: its files dated a minute ago (a list does not keep an
+    entry whose files changed within the last two seconds: store._RACY_NS)."""
     sid = uuid.uuid4()
     d = root / sid.hex
     (d / "events").mkdir(parents=True)
@@ -25,7 +28,15 @@ def make(root: Path, cwd: str, *, title: str, updated: str) -> uuid.UUID:
     (d / "trio_acp_session.json").write_text(
         json.dumps({"cwd": cwd, "title": title, "updatedAt": updated})
     )
+    if aged:
+        age(root, sid)
     return sid
+
+
+def age(root: Path, sid: uuid.UUID, seconds: float = 60.0) -> None:
+    then = time.time() - seconds
+    for name in ("base_state.json", "trio_acp_session.json", "events"):
+        os.utime(root / sid.hex / name, (then, then))
 
 
 @pytest.fixture
@@ -85,7 +96,7 @@ def test_new_deleted_and_damaged_sessions_are_seen(root, tmp_path):
     listed = titles(SessionStore(root))
     assert set(listed) == {str(a), str(c)}
     assert listed[str(a)] == f"{DAMAGED} a"
-    assert str(b) not in store_mod._LISTINGS[str(root)]
+    assert b.hex not in store_mod._LISTINGS[str(root)].entries  # pruned
 
 
 def test_a_session_without_our_index_is_dated_by_its_newest_event(root, tmp_path):

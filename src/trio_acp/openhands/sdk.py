@@ -8,6 +8,7 @@ at import time, so they are set here before anything imports them.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import logging
@@ -213,6 +214,27 @@ def mask_in_conversation(conversation: Any, values: Any) -> None:
         )
 
 
+def settle_collector() -> None:
+    """One full collection right after the SDK import (once per process), in its thread.
+
+    The import leaves ~470,000 objects to the garbage collector's oldest generation and a
+    debt: the first code after it that allocates a little pays a full collection walking
+    them all, 0.4-0.5 s CPU here (a new process's first `session/list` or first
+    `session/new` did: bench/README.md "Big histories"). Paid here instead, where nothing
+    waits on it but the import. Not frozen afterwards (as the warm server does before it
+    forks, warm_server.py): in a serving process, objects the agent made before the import
+    ended would be frozen with it, and a closed session's conversation then stayed
+    reachable from them (tests/openhands/test_session_resources.py).
+    """
+    global _settled
+    if not _settled:
+        _settled = True
+        gc.collect()
+
+
+_settled = False
+
+
 class SdkLoader:
     """Imports the SDK once, in a daemon thread, as soon as it is created."""
 
@@ -227,6 +249,7 @@ class SdkLoader:
         start = time.perf_counter()
         try:
             self._sdk = import_sdk()
+            settle_collector()
         except BaseException as exc:  # reported to every caller of get()
             log.exception("importing the OpenHands SDK failed")
             self._error = exc

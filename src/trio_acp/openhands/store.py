@@ -13,16 +13,24 @@ conversation lives on an agent-server has only our files here; its index names t
 Session ids are UUIDs and are parsed before they touch a path. A damaged directory costs
 its own entry, never the list: one whose `base_state.json` cannot be read is listed with
 a "[damaged]" title (when our index knows its cwd) so the user can see it and delete it.
+
+`session/list` keeps what it parsed in `.trio_acp_list.json` in the conversations directory
+(`LIST_CACHE_FILE`), so a new process's first list does not read every session's files
+again; each entry is checked against its files before it is used (`SessionStore.list`).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import json
 import logging
 import os
+import re
 import shutil
+import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -30,6 +38,7 @@ from typing import Any
 
 import attrs
 
+from .. import __version__
 from .damage import BASE_STATE, EVENTS_DIR, event_files
 from .session_roots import SessionRoots, roots_from_index, with_roots
 
@@ -39,6 +48,9 @@ INDEX_FILE = "trio_acp_session.json"
 # The index key naming the agent-server of a remote session.
 AGENT_SERVER = "agentServer"
 RULES_FILE = "trio_acp_rules.json"
+# The session list's cache: a file (a dot file, so that no one takes it for a conversation)
+# that only saves reading; deleting it loses nothing.
+LIST_CACHE_FILE = ".trio_acp_list.json"
 PAGE_SIZE = 50
 DAMAGED = "[damaged]"
 
@@ -73,6 +85,7 @@ class StoredSession:
 # A file's identity for the listing cache: replaced (new inode), rewritten (mtime, size) or
 # gone (None) all change it.
 _Stamp = tuple[int, int, int] | None
+_Stamps = tuple[_Stamp, _Stamp, _Stamp]  # base_state.json, our index, the events directory
 
 
 def _stamp(path: str) -> _Stamp:
@@ -83,7 +96,30 @@ def _stamp(path: str) -> _Stamp:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-_Listing = dict[str, tuple[tuple[_Stamp, ...], "StoredSession | None"]]
+# A stamp cannot tell two versions of a file apart that were written within one tick of the
+# file system's clock (a directory that gains a file, a file rewritten in place at the same
+# size): an entry whose files changed less than this before they were stamped is not kept,
+# the next list reads it again (git's "racy" entries). Two seconds covers the coarsest
+# clocks (FAT's); a session changed that recently costs one read per list.
+_RACY_NS = 2_000_000_000
+
+# The cache file's format: a cache of another format or another version of trio-acp (whose
+# reading of a session may differ) is not used. Bump it when `_read`'s result changes.
+_CACHE_FORMAT = f"1/{__version__}"
+
+
+@attrs.define
+class _Listing:
+    """The parsed entries of one conversations directory, shared by its stores."""
+
+    # directory name -> the stamps it was read under, and what it read
+    entries: dict[str, tuple[_Stamps, StoredSession | None]] = attrs.Factory(dict)
+    loaded: bool = False  # the cache file has been read
+    dirty: bool = False  # entries differ from what the cache file holds
+    # Lists run in worker threads, two at once if a client asks so.
+    lock: threading.Lock = attrs.Factory(threading.Lock)
+
+
 _LISTINGS: dict[str, _Listing] = {}
 
 
@@ -112,8 +148,9 @@ class SessionStore:
         # through. Parsed entries are kept per directory, keyed on the stamps of what they
         # were read from (base_state.json, our index, the events directory, whose mtime
         # moves when an event file is added or removed), so a list re-reads only what changed.
-        # Shared by every store of this directory (the agent makes one per request).
-        self._listing = _LISTINGS.setdefault(str(conversations_dir), {})
+        # Shared by every store of this directory (the agent makes one per request), and
+        # saved for the next process (LIST_CACHE_FILE).
+        self._listing = _LISTINGS.setdefault(str(conversations_dir), _Listing())
 
     def dir_for(self, sid: uuid.UUID) -> Path:
         return self.root / sid.hex
@@ -182,9 +219,10 @@ class SessionStore:
         tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, path)
 
-    def read(self, directory: Path) -> StoredSession | None:
+    def read(self, directory: Path | str) -> StoredSession | None:
+        directory = os.fspath(directory)
         try:
-            sid = uuid.UUID(hex=directory.name)
+            sid = uuid.UUID(hex=os.path.basename(directory))
         except ValueError:
             return None
         try:
@@ -194,31 +232,41 @@ class SessionStore:
             log.warning("skipping %s in the session list: %s", directory, exc)
             return None
 
-    def _read_cached(self, path: str, name: str, seen: set[str]) -> StoredSession | None:
+    def _read_cached(
+        self, path: str, name: str, seen: set[str], now_ns: int
+    ) -> StoredSession | None:
         # Plain strings, not Path objects: with 1,000 sessions pathlib's overhead was most
-        # of a cached list's time.
+        # of a cached list's time. The caller holds the listing's lock.
         seen.add(name)
         stamps = (
             _stamp(f"{path}/{BASE_STATE}"),
             _stamp(f"{path}/{INDEX_FILE}"),
             _stamp(f"{path}/{EVENTS_DIR}"),
         )
-        cached = self._listing.get(name)
+        listing = self._listing
+        cached = listing.entries.get(name)
         if cached is not None and cached[0] == stamps:
             return cached[1]
-        stored = self.read(Path(path))
-        # An entry read while its files changed is stored under the stamps taken before the
-        # read, so the next list sees the difference and reads it again.
-        self._listing[name] = (stamps, stored)
+        stored = self.read(path)
+        if any(s is not None and s[1] > now_ns - _RACY_NS for s in stamps):
+            # Changed just now: read again next time (_RACY_NS).
+            if listing.entries.pop(name, None) is not None:
+                listing.dirty = True
+        else:
+            # An entry read while its files changed is stored under the stamps taken before
+            # the read, so the next list sees the difference and reads it again.
+            listing.entries[name] = (stamps, stored)
+            listing.dirty = True
         return stored
 
-    def _read(self, directory: Path, sid: uuid.UUID) -> StoredSession | None:
-        base_path = directory / BASE_STATE
+    def _read(self, directory: str, sid: uuid.UUID) -> StoredSession | None:
+        base_path = f"{directory}/{BASE_STATE}"
         base = _read_json(base_path)
         damaged = base is None and os.path.lexists(base_path) and not _is_empty_file(base_path)
-        index = _read_json(directory / INDEX_FILE) or {}
+        index = _read_json(f"{directory}/{INDEX_FILE}") or {}
         remote = isinstance(index.get(AGENT_SERVER), str)
-        if base is None and not damaged and not remote and not event_files(directory / EVENTS_DIR):
+        events_dir = Path(directory, EVENTS_DIR)
+        if base is None and not damaged and not remote and not event_files(events_dir):
             return None  # not a conversation
         cwd = index.get("cwd")
         if not _is_abs_path(cwd):
@@ -228,7 +276,7 @@ class SessionStore:
             return None
         updated = index.get("updatedAt")
         if not isinstance(updated, str):
-            stamps = [p.stat().st_mtime for p in (directory / "events").glob("*.json")]
+            stamps = [p.stat().st_mtime for p in events_dir.glob("*.json")]
             stamp = (
                 max(stamps)
                 if stamps
@@ -243,7 +291,7 @@ class SessionStore:
         if title is None and not index:
             # A conversation another OpenHands client made (the CLI): titled, as the CLI
             # titles it, by its first user message.
-            title = _first_user_text(directory / EVENTS_DIR)
+            title = _first_user_text(events_dir)
         if damaged:
             title = f"{DAMAGED} {title or 'untitled session'}"
         assert isinstance(cwd, str)  # _is_abs_path above
@@ -253,14 +301,18 @@ class SessionStore:
         self, walk: _Walk, walk_id: str, offset: int, cwd: str | None
     ) -> tuple[list[StoredSession], str | None]:
         page: list[StoredSession] = []
-        for name in walk.names[offset : offset + PAGE_SIZE]:
-            path = os.path.join(walk.root, name)
-            # Not in `seen`: pruning the cache of deleted sessions is a full list's job.
-            stored = self._read_cached(path, name, set()) if os.path.isdir(path) else None
-            if stored is not None and (
-                cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)
-            ):
-                page.append(stored)
+        now_ns = time.time_ns()
+        with self._listing.lock:
+            for name in walk.names[offset : offset + PAGE_SIZE]:
+                path = os.path.join(walk.root, name)
+                # Not in `seen`: pruning the cache of deleted sessions is a full list's job.
+                stored = (
+                    self._read_cached(path, name, set(), now_ns) if os.path.isdir(path) else None
+                )
+                if stored is not None and (
+                    cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)
+                ):
+                    page.append(stored)
         more = offset + PAGE_SIZE < len(walk.names)
         return page, (_encode_cursor(offset + PAGE_SIZE, walk_id) if more else None)
 
@@ -276,6 +328,11 @@ class SessionStore:
         the walk shows every session of the first page's list once, in that list's order: a
         session updated or created mid-walk cannot push another onto two pages or off all
         of them, as an offset into a list re-sorted for every page would.
+
+        A process's first list starts from the entries the last one saved (LIST_CACHE_FILE),
+        each used only if its files' stamps are still the ones it was read under: reading
+        1,000 sessions' files cost a new process's first page about 1 s here, checking their
+        stamps costs what a warm list does (bench/README.md "Big histories").
         """
         offset, walk_id = _decode_cursor(cursor) if cursor else (0, None)
         root = str(self.root)
@@ -290,15 +347,27 @@ class SessionStore:
             entries = list(os.scandir(self.root))
         except (FileNotFoundError, NotADirectoryError):
             entries = []
-        for entry in entries:
-            if entry.is_dir():
-                stored = self._read_cached(entry.path, entry.name, seen)
-                if stored is not None and (
-                    cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)
-                ):
-                    found.append((stored, entry.name))
-        for name in self._listing.keys() - seen:
-            self._listing.pop(name, None)  # deleted since the last list
+        listing = self._listing
+        with listing.lock:
+            if not listing.loaded:
+                listing.loaded = True
+                if entries:
+                    listing.entries.update(_load_cache(root))
+            now_ns = time.time_ns()
+            for entry in entries:
+                if entry.is_dir():
+                    stored = self._read_cached(entry.path, entry.name, seen, now_ns)
+                    if stored is not None and (
+                        cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)
+                    ):
+                        found.append((stored, entry.name))
+            for name in listing.entries.keys() - seen:
+                listing.entries.pop(name, None)  # deleted since the last list
+                listing.dirty = True
+            saving = dict(listing.entries) if listing.dirty and entries else None
+            listing.dirty = False
+        if saving is not None:
+            _save_cache(root, saving)
         found.sort(key=lambda f: (f[0].updated_at, f[0].session_id), reverse=True)
         page = [stored for stored, _ in found[offset : offset + PAGE_SIZE]]
         if offset + PAGE_SIZE >= len(found):
@@ -328,6 +397,101 @@ class SessionStore:
             )
 
 
+def _load_cache(root: str) -> dict[str, tuple[_Stamps, StoredSession | None]]:
+    """The entries the cache file of `root` holds that are well formed ({} if none)."""
+    data = _read_json(os.path.join(root, LIST_CACHE_FILE))
+    if data is None or data.get("format") != _CACHE_FORMAT:
+        return {}
+    raw = data.get("entries")
+    if not isinstance(raw, dict):
+        return {}
+    entries: dict[str, tuple[_Stamps, StoredSession | None]] = {}
+    for name, item in raw.items():
+        # Checked as strictly as the files they stand for: a damaged or hand-edited cache
+        # costs reading the sessions it gets wrong, never a wrong entry. (Checked by hand,
+        # not with uuid.UUID and generators: those were most of a cold list's time.)
+        try:
+            (base, index, events), stored_raw = item
+            stamps = (_stamp_of(base), _stamp_of(index), _stamp_of(events))
+            stored = None if stored_raw is None else _session_of(_sid_of(name), stored_raw)
+        except (ValueError, TypeError):
+            continue
+        entries[name] = (stamps, stored)
+    return entries
+
+
+_HEX32 = re.compile(r"[0-9a-fA-F]{32}")
+
+
+def _sid_of(name: str) -> str:
+    """str(uuid.UUID(hex=name)) (ValueError if it is none), in a tenth of its time."""
+    if _HEX32.fullmatch(name) is None:
+        return str(uuid.UUID(hex=name))
+    n = name.lower()
+    return f"{n[:8]}-{n[8:12]}-{n[12:16]}-{n[16:20]}-{n[20:]}"
+
+
+def _stamp_of(raw: Any) -> _Stamp:
+    if raw is None:
+        return None
+    ino, mtime, size = raw
+    if type(ino) is not int or type(mtime) is not int or type(size) is not int:
+        raise ValueError(raw)
+    return (ino, mtime, size)
+
+
+def _session_of(sid: str, raw: Any) -> StoredSession:
+    session_id, cwd, title, updated, dirs = raw
+    if (
+        session_id != sid
+        or not _is_abs_path(cwd)
+        or not (title is None or type(title) is str)
+        or type(updated) is not str
+        or type(dirs) is not list
+    ):
+        raise ValueError(raw)
+    for d in dirs:
+        if type(d) is not str:
+            raise ValueError(raw)
+    return StoredSession(session_id, cwd, title, updated, dirs)
+
+
+def _save_cache(root: str, entries: dict[str, tuple[_Stamps, StoredSession | None]]) -> None:
+    data = {
+        "format": _CACHE_FORMAT,
+        "entries": {
+            name: [
+                stamps,
+                None
+                if stored is None
+                else [
+                    stored.session_id,
+                    stored.cwd,
+                    stored.title,
+                    stored.updated_at,
+                    stored.additional_directories,
+                ],
+            ]
+            for name, (stamps, stored) in entries.items()
+        },
+    }
+    try:
+        # Whole or not at all, owner-only (titles are the user's words); two processes
+        # saving at once each write their own temporary file, the last one stays.
+        fd, tmp = tempfile.mkstemp(prefix=f"{LIST_CACHE_FILE}.", suffix=".tmp", dir=root)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(json.dumps(data, separators=(",", ":")).encode("utf-8"))
+            os.replace(tmp, os.path.join(root, LIST_CACHE_FILE))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        # A read-only directory: lists work, a new process's first one is slower.
+        log.debug("could not save the session list's cache in %s: %s", root, exc)
+
+
 def _first_user_text(events_dir: Path, *, look_at: int = 50) -> str | None:
     for path in event_files(events_dir)[:look_at]:
         event = _read_json(path)
@@ -345,17 +509,20 @@ def _first_user_text(events_dir: Path, *, look_at: int = 50) -> str | None:
     return None
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_json(path: Path | str) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # Bytes, unbuffered, decoded here: a text-mode open (its codec lookup and wrapper)
+        # was a third of reading 1,000 small files.
+        with open(path, "rb", buffering=0) as file:
+            data = json.loads(file.readall().decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def _is_empty_file(path: Path) -> bool:
+def _is_empty_file(path: str) -> bool:
     try:
-        return path.is_file() and not path.read_text(encoding="utf-8").strip()
+        return os.path.isfile(path) and not Path(path).read_text(encoding="utf-8").strip()
     except (OSError, ValueError):
         return False
 
