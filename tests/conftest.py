@@ -17,6 +17,50 @@ os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
 # the launched process. tests/e2e/test_warm_start.py uses a server of its own.
 os.environ.setdefault("TRIO_ACP_WARM", "0")
 
+#: The test files that take longest, longest first (a whole-suite run's durations, summed per
+#: file; each is 45-230 s on the 2-core machine under load). They run first, so that parallel
+#: workers (`scripts/dev test`: pytest-xdist, whole files per worker) do not end on them while
+#: the others wait; the other files follow in collection order. Only the suite's time depends
+#: on this list: a file missing from it, or gone, changes nothing else.
+SLOWEST_FIRST = (
+    "tests/remote/test_conformance_on_agent_server.py",
+    "tests/e2e/test_permissions_official_python.py",
+    "tests/e2e/test_openhands_official_python.py",
+    "tests/remote/test_remote_conversation.py",
+    "tests/e2e/test_turns_official_python.py",
+    "conformance/tests/test_against_trio_acp.py",
+    "tests/e2e/test_process_death.py",
+    "tests/remote/test_e2e_turns.py",
+    "tests/remote/test_e2e_lifecycle.py",
+    "tests/schema/test_schema_official.py",
+    "tests/remote/test_e2e_session_options.py",
+    "tests/e2e/test_warm_start.py",
+    "tests/e2e/test_editor_official_ts.py",
+    "tests/e2e/test_hostile_input.py",
+    "tests/openhands/test_damaged_sessions.py",
+    "tests/e2e/test_secrets_canary.py",
+    "tests/e2e/test_concurrent_sessions.py",
+    "tests/openhands/test_agent_in_process.py",
+    "conformance/tests/test_faults.py",
+    "tests/e2e/test_acpx_client.py",
+    "tests/e2e/test_terminal_auth_official_python.py",
+    "tests/e2e/test_critic_official_python.py",
+    "tests/e2e/test_models_fork_official_python.py",
+    "tests/schema/test_schema_fuzz.py",
+    "tests/e2e/test_editor_official_python.py",
+    "tests/e2e/test_prompt_blocks_and_home.py",
+    "tests/e2e/test_model_failures_official_python.py",
+    "tests/e2e/test_subagents_official_python.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # pytest collects a directory in path order even where testpaths names a file of it
+    # first; xdist keeps this order (pyproject: --no-loadscope-reorder). A stable sort: each
+    # file's tests stay together and in their order.
+    rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
 
 @pytest.fixture(scope="module")
 def llm():

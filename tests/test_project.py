@@ -62,3 +62,42 @@ def test_no_file_cites_notes_outside_the_repo():
             if _OUTSIDE_NOTES.search(line):
                 cites.append(f"{rel}:{number}: {line.strip()}")
     assert not cites, "cite docs/ARCHITECTURE.md or the ACP spec instead:\n" + "\n".join(cites)
+
+
+def test_the_slowest_test_files_are_collected_first():
+    """With pytest-xdist (`scripts/dev test`) the long files must start first, not end the
+    run on one worker while the others wait: xdist's default reorders files by their number
+    of tests, which put the one-test conformance runs last."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    # By path: several conftest modules share the name `conftest`.
+    spec = importlib.util.spec_from_file_location("tests_conftest", ROOT / "tests" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    SLOWEST_FIRST = conftest.SLOWEST_FIRST
+
+    assert all((ROOT / path).is_file() for path in SLOWEST_FIRST)
+    assert len(set(SLOWEST_FIRST)) == len(SLOWEST_FIRST)
+    nodeids = [
+        "tests/a/test_quick.py::test_1",
+        f"{SLOWEST_FIRST[1]}::test_x",
+        "tests/a/test_quick.py::test_2",
+        f"{SLOWEST_FIRST[0]}::test_y[1]",
+        "tests/b/test_other.py::test_3",
+        f"{SLOWEST_FIRST[0]}::test_y[2]",
+    ]
+    items = [SimpleNamespace(nodeid=n) for n in nodeids]
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == [
+        f"{SLOWEST_FIRST[0]}::test_y[1]",
+        f"{SLOWEST_FIRST[0]}::test_y[2]",
+        f"{SLOWEST_FIRST[1]}::test_x",
+        "tests/a/test_quick.py::test_1",
+        "tests/a/test_quick.py::test_2",
+        "tests/b/test_other.py::test_3",
+    ]
+    pytest_ini = (ROOT / "pyproject.toml").read_text().split("[tool.pytest.ini_options]")[1]
+    assert "--no-loadscope-reorder" in pytest_ini.split("\n[")[0]
+    assert "--dist loadfile" in (ROOT / "scripts" / "dev").read_text()

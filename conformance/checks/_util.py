@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..context import STOP_REASONS, Turn
+from ..context import SESSION_LEVEL_UPDATES, STOP_REASONS, Turn
 from ..harness import AgentProcess, Frame, Reply, _id_key
 from ..model import Failed
 
@@ -46,6 +46,20 @@ def exact_id(frame: Frame, sent_id: Any) -> bool:
 
 
 def late_turn_updates(frames: list[Frame]) -> list[Frame]:
-    from ..context import SESSION_LEVEL_UPDATES
-
     return [f for f in frames if f.update_kind not in SESSION_LEVEL_UPDATES]
+
+
+def turn_update_since(agent: AgentProcess, session_id: str, mark: int) -> bool:
+    """Whether a turn update (not a session-level one) for ``session_id`` arrived after ``mark``.
+
+    The sign that a prompt sent at ``mark`` is under way: a session-level update such as the
+    ``available_commands_update`` an agent sends right after ``session/new`` answered can
+    arrive after the mark and say nothing about the turn (checks that close or cancel a
+    running turn waited for it and sent their request before the turn had started).
+    """
+    return any(
+        f.method == "session/update"
+        and f.session_id == session_id
+        and f.update_kind not in SESSION_LEVEL_UPDATES
+        for f in agent.since(mark)
+    )

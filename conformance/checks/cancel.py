@@ -9,7 +9,7 @@ from ..context import Context, Turn
 from ..harness import Frame
 from ..model import Failed, Level, NotTested, check
 from ..scenarios import echo_prompt, sleep_prompt, slow_prompt
-from ._util import late_turn_updates, require_stop_reason
+from ._util import late_turn_updates, require_stop_reason, turn_update_since
 
 AREA = "cancel"
 
@@ -227,13 +227,7 @@ async def prompt_after_cancel(ctx: Context) -> str:
     agent = await ctx.main()
     sid, _ = await ctx.new_session()
     mark, running = await ctx.start_turn(agent, sid, slow_prompt())
-    await agent.wait_for(
-        lambda: (
-            running.done
-            or any(f.session_id == sid and f.method == "session/update" for f in agent.since(mark))
-        ),
-        timeout=5.0,
-    )
+    await agent.wait_for(lambda: running.done or turn_update_since(agent, sid, mark), timeout=5.0)
     if running.done:
         raise NotTested("the turn ended before a cancel could be sent")
     _, following = await agent.send_together(

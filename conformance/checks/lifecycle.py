@@ -11,7 +11,7 @@ from ..context import Context, Turn
 from ..harness import AgentExited, AgentProcess, Frame, RequestTimeout
 from ..model import Failed, Level, NotTested, check
 from ..scenarios import echo_prompt, slow_prompt
-from ._util import late_turn_updates, require_result, require_stop_reason
+from ._util import late_turn_updates, require_result, require_stop_reason, turn_update_since
 
 AREA = "lifecycle"
 
@@ -221,13 +221,7 @@ async def close_cancels(ctx: Context) -> str:
     agent = await ctx.main()
     sid, _ = await ctx.new_session()
     mark, handle = await ctx.start_turn(agent, sid, slow_prompt())
-    await agent.wait_for(
-        lambda: (
-            handle.done
-            or any(f.session_id == sid and f.method == "session/update" for f in agent.since(mark))
-        ),
-        timeout=3.0,
-    )
+    await agent.wait_for(lambda: handle.done or turn_update_since(agent, sid, mark), timeout=3.0)
     if handle.done:
         raise NotTested("the turn ended before the close could be sent")
     close = await agent.start_request("session/close", {"sessionId": sid})

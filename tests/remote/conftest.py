@@ -33,6 +33,17 @@ def server():
         agent_server.close()
 
 
+@pytest.fixture(autouse=True)
+def _server_running_after(request: pytest.FixtureRequest):
+    """A test that kills the server starts it again before it ends; one that fails before
+    that leaves it down, and every later test of this worker (other files too: the files
+    are not ordered by area) would fail on a refused connection: start it here then."""
+    yield
+    server = request.node.funcargs.get("server")
+    if isinstance(server, AgentServer) and server.process is None:
+        server.start()
+
+
 @pytest.fixture(scope="module")
 def llm():
     with ScriptedLLM() as scripted:

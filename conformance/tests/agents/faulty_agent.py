@@ -111,6 +111,12 @@ FAULT: str | None = None
 
 #: The JSON-RPC id of the request a handler task serves.
 REQUEST_ID: contextvars.ContextVar[Any] = contextvars.ContextVar("request_id", default=None)
+#: The session a prompt was addressed to when it was read: a session/close read right behind
+#: the prompt may run before the prompt's handler task and drop the session, and the prompt
+#: must then end "cancelled", not fail as addressed to an unknown session.
+READ_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
+    "read_session", default=None
+)
 
 _TAG_RE = re.compile(r"\[([A-Za-z_][A-Za-z0-9_.-]*):([^\]\n]*)\]")
 MODES = [
@@ -329,12 +335,14 @@ class Agent:
             )
             return
         if "method" in msg and "id" in msg:
+            session = None
             if msg["method"] == "session/prompt" and isinstance(msg.get("params"), dict):
-                # Registered now, in wire order: a cancel read right behind it finds it.
+                # Registered now, in wire order: a cancel (or close) read right behind it
+                # finds it.
                 session = self.sessions.get(msg["params"].get("sessionId"))
                 if session is not None:
                     session.receive(json.dumps(msg["id"]))
-            self.nursery.start_soon(self.handle_request, msg)
+            self.nursery.start_soon(self.handle_request, msg, session)
         elif "method" in msg:
             if FAULT == "answer-notifications":
                 await self.write(
@@ -350,11 +358,12 @@ class Agent:
             slot.append(msg)
             event.set()
 
-    async def handle_request(self, msg: dict[str, Any]) -> None:
+    async def handle_request(self, msg: dict[str, Any], session: Session | None = None) -> None:
         if self.wedged:
             return
         method, rid, params = msg["method"], msg["id"], msg.get("params")
         REQUEST_ID.set(json.dumps(rid))
+        READ_SESSION.set(session)
         if params is None:
             params = {}
         if method.startswith("_") and FAULT == "ext-not-answered":
@@ -566,7 +575,7 @@ class Agent:
     # --- prompt turns -----------------------------------------------------------------
 
     async def m_session_prompt(self, params: dict[str, Any]):
-        session = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        session = READ_SESSION.get() or self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
         if session is None:
             if FAULT == "unknown-session-ok":
                 return {"stopReason": "end_turn"}
