@@ -264,6 +264,40 @@ async def test_listed_and_reloaded_after_our_side_is_recreated(sdk, target, llm,
         )
 
 
+async def test_the_server_lost_while_starting_the_run_is_the_server_lost(sdk, target, llm, server):
+    """Killed while it answers the request that starts the run (under load, its answer can
+    come after the run's first command): the turn says the server was lost, as the health
+    check does, not the bare transport error (seen in tests/remote/test_e2e_lifecycle.py's
+    killed-server test under load)."""
+    import httpx
+
+    seen = Seen()
+    driver = await open_driver(sdk, target, llm, server, seen)
+    try:
+        await driver.send_message(user(sdk, "hello [scenario:echo]"))
+
+        def run(*args: Any, **kwargs: Any) -> None:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+        real_run = driver.conversation.run
+        driver.conversation.run = run
+        try:
+            with pytest.raises(RemoteError) as raised:
+                await driver.run()
+        finally:
+            driver.conversation.run = real_run
+        message = str(raised.value)
+        assert raised.value.unreachable
+        assert f"lost the agent-server at {server.url} during the turn" in message, message
+        assert "Server disconnected without sending a response" in message
+        assert server.api_key not in message
+        # The next prompt reconnects (the connection is taken as gone) and runs.
+        await driver.send_message(user(sdk, "again [scenario:echo]"))
+        assert await driver.run() == "finished"
+    finally:
+        await driver.close()
+
+
 async def test_the_key_never_appears_in_errors_logs_or_files(sdk, target, llm, server, caplog):
     caplog.set_level(logging.DEBUG)
     wrong = AgentServerTarget(url=server.url, api_key="wrong-" + server.api_key)

@@ -499,7 +499,17 @@ class RemoteConversationDriver:
         inbox.quiet = False
         self._tools_stopped = False
         try:
-            await self._call(lambda: conv.run(blocking=False))
+            try:
+                await self._call(lambda: conv.run(blocking=False))
+            except RemoteError as exc:
+                if not exc.unreachable:
+                    raise
+                # The server went away while starting the run: it may well have started
+                # it (under load its answer comes after the run's first command), so this
+                # is the server lost during the turn, as the health check reports it.
+                self._stale = True
+                detail = str(exc).removeprefix(f"agent-server {self.target.url}: ")
+                raise RemoteError(self._lost(detail), unreachable=True) from None
             async with trio.open_nursery() as nursery:
                 if cancel_event is not None:
                     nursery.start_soon(self._interrupt_when, cancel_event)
@@ -541,6 +551,13 @@ class RemoteConversationDriver:
                 log.warning("interrupting the remote run failed: %s", exc)
         self._inbox.finish("paused")
 
+    def _lost(self, detail: str) -> str:
+        return _scrub(
+            f"lost the agent-server at {self.target.url} during the turn ({detail}); the turn "
+            "was ended. The conversation stays on the server; the next prompt reconnects to it.",
+            self.target.api_key,
+        )
+
     async def _watch(self, conv: Any) -> None:
         """REST fallback and health check while the socket carries the run."""
         import httpx
@@ -560,11 +577,8 @@ class RemoteConversationDriver:
                 now = time.monotonic()
                 down_since = down_since or now
                 if now - down_since >= self.unreachable_grace:
-                    self._unreachable_message = _scrub(
-                        f"lost the agent-server at {self.target.url} during the turn ({_describe(exc)} for "
-                        f"{now - down_since:.0f} s); the turn was ended. The conversation stays on the server; "
-                        "the next prompt reconnects to it.",
-                        self.target.api_key,
+                    self._unreachable_message = self._lost(
+                        f"{_describe(exc)} for {now - down_since:.0f} s"
                     )
                     self._inbox.finish("unreachable")
                     return
