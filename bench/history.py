@@ -389,33 +389,41 @@ class _GcClock:
         gc.callbacks.remove(self)
 
 
+async def timed_load(raw: Any, sid: str, cwd: str) -> tuple[float, float | None, int, int, dict]:
+    """`session/load` of `sid` on `raw`: seconds to the response, to the session's first
+    update, the updates, the bytes received, and the response frame."""
+    start = time.perf_counter()
+    await raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": "load",
+            "method": "session/load",
+            "params": {"sessionId": sid, "cwd": cwd, "mcpServers": []},
+        }
+    )
+    first = None
+    updates = 0
+    received_before = raw.received
+    while True:
+        frame = await raw.receive()
+        if frame.get("method") == "session/update":
+            if frame["params"].get("sessionId") != sid:
+                continue  # a late update of the session opened before
+            updates += 1
+            if first is None:
+                first = time.perf_counter() - start
+        elif frame.get("id") == "load":
+            break
+    return time.perf_counter() - start, first, updates, raw.received - received_before, frame
+
+
 async def measure_load(env: dict[str, str], sid: str, cwd: str) -> dict[str, Any]:
     async with agent(env) as raw:
         rss_before = _maxrss_mb()
         gc_clock = _GcClock()
         gc_clock.start()
         cpu_before = time.process_time()
-        start = time.perf_counter()
-        await raw.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "load",
-                "method": "session/load",
-                "params": {"sessionId": sid, "cwd": cwd, "mcpServers": []},
-            }
-        )
-        first = None
-        updates = 0
-        received_before = raw.received
-        while True:
-            frame = await raw.receive()
-            if frame.get("method") == "session/update":
-                updates += 1
-                if first is None:
-                    first = time.perf_counter() - start
-            elif frame.get("id") == "load":
-                break
-        seconds = time.perf_counter() - start
+        seconds, first, updates, size, frame = await timed_load(raw, sid, cwd)
         cpu = time.process_time() - cpu_before
         gc_clock.stop()
         return {
@@ -425,7 +433,7 @@ async def measure_load(env: dict[str, str], sid: str, cwd: str) -> dict[str, Any
             "gc_full": gc_clock.full,
             "first_update_s": first,
             "updates": updates,
-            "bytes": raw.received - received_before,
+            "bytes": size,
             "rss_growth_mb": _maxrss_mb() - rss_before,
             "error": frame.get("error"),
         }
@@ -486,29 +494,7 @@ async def measure_load_process(
         cpu_before = cpu.user + cpu.system
         rss_before = ps.memory_info().rss
         await profile_phase_start(process.pid if profile else None)
-        start = time.perf_counter()
-        await raw.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "load",
-                "method": "session/load",
-                "params": {"sessionId": sid, "cwd": cwd, "mcpServers": []},
-            }
-        )
-        first = None
-        updates = 0
-        received_before = raw.received
-        while True:
-            frame = await raw.receive()
-            if frame.get("method") == "session/update":
-                if frame["params"].get("sessionId") != sid:
-                    continue
-                updates += 1
-                if first is None:
-                    first = time.perf_counter() - start
-            elif frame.get("id") == "load":
-                break
-        seconds = time.perf_counter() - start
+        seconds, first, updates, size, frame = await timed_load(raw, sid, cwd)
         cpu = ps.cpu_times()
         if profile is not None:
             await profile_phase_stop(process.pid, prefix, 1, profile)
@@ -519,7 +505,7 @@ async def measure_load_process(
             "gc_full": 0,
             "first_update_s": first,
             "updates": updates,
-            "bytes": raw.received - received_before,
+            "bytes": size,
             "rss_growth_mb": (ps.memory_info().rss - rss_before) / 2**20,
             "error": frame.get("error"),
         }
