@@ -56,39 +56,50 @@ def fetches(tmp_path, monkeypatch):
     public_skills._reset()
 
 
-def build_twice(cwd: Path) -> list:
+def setup(cwd: Path, state: Path, public: bool = True) -> SimpleNamespace:
+    """A session's set-up as `agent_context` reads it; `state` is trio-acp's persistence
+    directory, where a failure is remembered."""
+    return SimpleNamespace(
+        cwd=str(cwd), public_skills=public, settings=SimpleNamespace(persistence_dir=state)
+    )
+
+
+def build_twice(cwd: Path, state: Path) -> list:
     """Two sessions' contexts, each validated again as the SDK's `Agent` does."""
     from openhands.sdk.context import AgentContext
 
     contexts = []
     for _ in range(2):
-        context = agent_context(SimpleNamespace(cwd=str(cwd), public_skills=True))
+        context = agent_context(setup(cwd, state))
         contexts.append(AgentContext.model_validate(context.model_dump()))
     return contexts
 
 
 def test_offline_the_fetch_is_tried_once_and_its_failure_logged_once(fetches, tmp_path, caplog):
     caplog.set_level(logging.DEBUG)
-    build_twice(tmp_path)
+    build_twice(tmp_path, tmp_path / "trio")
     assert fetches.count == 1
     problems = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.name for r in problems] == ["trio_acp.openhands.public_skills"]
     assert "Could not resolve host: github.com" in problems[0].getMessage()
     assert "\n" not in problems[0].getMessage()
+    # Remembered in trio-acp's persistence directory, never beside the SDK's clone in HOME.
+    assert (tmp_path / "trio" / public_skills.MARKER).exists()
+    assert not list((tmp_path / "oh").rglob(public_skills.MARKER))
 
     # A new process within the retry window: not tried at all (the failure is on disk).
     public_skills._reset()
     caplog.clear()
-    build_twice(tmp_path)
+    build_twice(tmp_path, tmp_path / "trio")
     assert fetches.count == 1
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
     # Past the window: tried again.
     public_skills._reset()
-    marker = tmp_path / "oh" / "cache" / "skills" / public_skills.MARKER
+    marker = tmp_path / "trio" / public_skills.MARKER
     known = json.loads(marker.read_text())
     marker.write_text(json.dumps({**known, "time": time.time() - public_skills.RETRY_AFTER - 1}))
-    build_twice(tmp_path)
+    build_twice(tmp_path, tmp_path / "trio")
     assert fetches.count == 2
 
 
@@ -102,7 +113,7 @@ def test_fetched_once_and_ranked_below_the_users_and_the_projects(fetches, tmp_p
     # A failure another process remembered, long enough ago to be tried again.
     import openhands.sdk.skills.skill as sdk_skill
 
-    marker = tmp_path / "oh" / "cache" / "skills" / public_skills.MARKER
+    marker = tmp_path / "trio" / public_skills.MARKER
     marker.parent.mkdir(parents=True)
     marker.write_text(
         json.dumps(
@@ -113,7 +124,7 @@ def test_fetched_once_and_ranked_below_the_users_and_the_projects(fetches, tmp_p
         )
     )
 
-    contexts = build_twice(tmp_path / "project")
+    contexts = build_twice(tmp_path / "project", tmp_path / "trio")
     assert fetches.count == 1
     for context in contexts:
         texts = {s.name: s.content.strip() for s in context.skills}
@@ -125,5 +136,5 @@ def test_fetched_once_and_ranked_below_the_users_and_the_projects(fetches, tmp_p
 
 
 def test_turned_off_nothing_is_fetched(fetches, tmp_path):
-    context = agent_context(SimpleNamespace(cwd=str(tmp_path), public_skills=False))
+    context = agent_context(setup(tmp_path, tmp_path / "trio", public=False))
     assert fetches.count == 0 and not context.load_public_skills

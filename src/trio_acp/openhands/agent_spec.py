@@ -159,7 +159,7 @@ def agent_context(setup: SessionSetup) -> Any:
         load_user_skills=True,
         load_public_skills=False,
     )
-    if setup.public_skills and (public := public_skills()):
+    if setup.public_skills and (public := public_skills(setup.settings.persistence_dir)):
         from openhands.sdk.skills import merge_skills_by_name
 
         # Below the project's and the user's, as the SDK ranks them (public < user < project).

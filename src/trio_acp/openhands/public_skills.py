@@ -9,8 +9,9 @@ Here they are fetched once per process and kept for its life; the session's cont
 them as skills of its own, below the user's and the project's (the SDK's order: public <
 user < project), with `load_public_skills=False`, so no validation fetches again. A failure
 is logged once, in one line, and remembered for `RETRY_AFTER` seconds, in this process and
-in a file next to the SDK's clone: the launches that follow (a headless client starts one
-per command) skip the attempt until then. With `EXTENSIONS_PATH` (a local copy, read
+in a file in trio-acp's persistence directory (never HOME: nothing of ours is written
+outside it): the launches that follow (a headless client starts one per command) skip the
+attempt until then. With `EXTENSIONS_PATH` (a local copy, read
 instead of a clone) nothing is fetched and nothing remembered.
 """
 
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 #: Seconds a failed fetch is remembered (by this process and, through a file, by others).
 RETRY_AFTER = 600.0
-#: The file remembering a failure, in the SDK's skills cache directory.
+#: The file remembering a failure, in the persistence directory.
 MARKER = "public-skills.unreachable"
 # The SDK modules whose records about the fetch are folded into our one line.
 _SDK_LOGGERS = (
@@ -44,15 +45,16 @@ _loaded: list[Any] | None = None
 _failed_at: float | None = None  # time.time() of this process's failed attempt
 
 
-def public_skills() -> list[Any]:
-    """The public skills (SDK `Skill`s); blocking, the first call fetches them."""
+def public_skills(state_dir: Path | None = None) -> list[Any]:
+    """The public skills (SDK `Skill`s); blocking, the first call fetches them. A failure
+    is remembered in `state_dir` (the persistence directory) for other processes."""
     global _loaded, _failed_at
     with _lock:  # sessions built at once wait for the one attempt
         if _loaded is not None:
             return list(_loaded)
         if _failed_at is not None and time.time() - _failed_at < RETRY_AFTER:
             return []
-        skills, failed_at = _fetch()
+        skills, failed_at = _fetch(state_dir)
         if failed_at is None:
             _loaded, _failed_at = skills, None
             return list(skills)
@@ -67,14 +69,13 @@ def _reset() -> None:
         _loaded, _failed_at = None, None
 
 
-def _fetch() -> tuple[list[Any], float | None]:
+def _fetch(state_dir: Path | None) -> tuple[list[Any], float | None]:
     """(skills, None), or ([], when it failed) when they could not be had."""
     from openhands.sdk.skills import skill as sdk_skill
-    from openhands.sdk.skills.utils import get_skills_cache_dir
 
     local = bool(os.environ.get(sdk_skill.PUBLIC_SKILLS_PATH_ENV))
     ref = sdk_skill.PUBLIC_SKILLS_REF
-    marker = None if local else get_skills_cache_dir() / MARKER
+    marker = None if local or state_dir is None else Path(state_dir) / MARKER
     if marker is not None and (known := _recent_failure(marker, ref)) is not None:
         when, why = known
         log.info(
@@ -106,6 +107,7 @@ def _fetch() -> tuple[list[Any], float | None]:
     now = time.time()
     if marker is not None:
         try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(json.dumps({"time": now, "ref": ref, "reason": why}))
         except OSError:
             log.debug("could not write %s", marker, exc_info=True)
