@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .warm_start import _Lines, _median
+from .warm_start import _Lines, _median, warm_server
 
 PY = sys.executable
 
@@ -91,23 +91,6 @@ def measure_launches(env: dict[str, str], cwd: str, runs: int) -> list[str]:
     rows("cold", {**base, "TRIO_ACP_WARM": "0"})
     with tempfile.TemporaryDirectory() as tmp:
         warm_env = {**base, "TRIO_ACP_WARM_DIR": str(Path(tmp) / "warm")}
-        server = subprocess.Popen(
-            [PY, "-m", "trio_acp", "warm", "serve"],
-            env=warm_env,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            assert server.stderr is not None
-            for line in server.stderr:
-                if b"ready" in line:
-                    break
-            else:
-                raise RuntimeError("the warm server did not start")
+        with warm_server(warm_env):
             rows("warm", warm_env)
-        finally:
-            server.terminate()
-            server.wait(60)
     return out

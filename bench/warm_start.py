@@ -13,6 +13,7 @@ Benchmarks print; they assert nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import selectors
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 PY = sys.executable
@@ -110,6 +112,30 @@ def _row(label: str, values: list[tuple[float, float]]) -> str:
     )
 
 
+@contextlib.contextmanager
+def warm_server(env: dict[str, str]) -> Iterator[None]:
+    """`trio-acp warm serve` with `env`, from its "ready" line until the block ends."""
+    server = subprocess.Popen(
+        [PY, "-m", "trio_acp", "warm", "serve"],
+        env=env,
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert server.stderr is not None
+        for line in server.stderr:
+            if b"ready" in line:
+                break
+        else:
+            raise RuntimeError("the warm server did not start")
+        yield
+    finally:
+        server.terminate()
+        server.wait(60)
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench warm",
@@ -146,27 +172,10 @@ def main(argv: list[str]) -> None:
         ws = str(Path(tmp).resolve())
         cold = [_one_launch(cold_env, ws, args.timeout) for _ in range(args.runs)]
         t0 = time.perf_counter()
-        server = subprocess.Popen(
-            [PY, "-m", "trio_acp", "warm", "serve"],
-            env=warm_env,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            assert server.stderr is not None
-            for line in server.stderr:
-                if b"ready" in line:
-                    break
-            else:
-                raise RuntimeError("the warm server did not start")
+        with warm_server(warm_env):
             ready = time.perf_counter() - t0
             warm_runs = [_one_launch(warm_env, ws, args.timeout) for _ in range(args.runs)]
             status = warm.request("status", env=warm_env)
-        finally:
-            server.terminate()
-            server.wait(60)
     print(
         f"warm server ready {ready:.1f} s after its spawn (the SDK import, once); "
         f"{status['launches']} launches served"
