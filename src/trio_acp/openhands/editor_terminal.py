@@ -35,6 +35,7 @@ until the session closes (`command_script`; docs/editor-workspace.md).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -349,11 +350,10 @@ def _open_lifeline() -> tuple[str, int] | None:
 
 def _close_lifeline(path: str, fd: int) -> None:
     # Unlinked before it is closed: a watcher opens it while we still hold it, or not at all.
-    for remove in (os.unlink, os.rmdir):
-        try:
-            remove(path if remove is os.unlink else os.path.dirname(path))
-        except OSError:
-            pass
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(path))
     os.close(fd)
 
 
