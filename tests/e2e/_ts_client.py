@@ -1,5 +1,5 @@
 """What the tests under the official TypeScript client share: where it is, and their skip
-marks when node or `@agentclientprotocol/sdk` (tests/js, `npm ci`) is missing."""
+marks when node or `@agentclientprotocol/sdk` (tests/js, installed by scripts/dev) is missing."""
 
 from __future__ import annotations
 
@@ -19,6 +19,6 @@ NEEDS_TS_SDK = [
     ),
     pytest.mark.skipif(
         not (JS_DIR / "node_modules" / "@agentclientprotocol" / "sdk").is_dir(),
-        reason="@agentclientprotocol/sdk is not installed: run `npm ci` in tests/js",
+        reason="@agentclientprotocol/sdk is not installed: run `scripts/dev lint` (it installs tests/js)",
     ),
 ]

@@ -29,14 +29,17 @@ from trio_acp import warm
 from trio_acp.testing import ScriptedLLM, scenario_prompt, scripted_env
 
 ROOT = Path(__file__).resolve().parents[2]
-ACPX = ROOT / "tests" / "js" / "node_modules" / ".bin" / "acpx"
+# Two acpx releases are locked in tests/js: 0.15.1 (the official TS SDK 1.9 era) as "acpx"
+# and 0.19.1 as "acpx-0.19". Both install a bin named "acpx", so each is named by its file.
+ACPX = ROOT / "tests" / "js" / "node_modules" / "acpx" / "dist" / "cli.js"
+ACPX_019 = ROOT / "tests" / "js" / "node_modules" / "acpx-0.19" / "dist" / "cli.js"
 NODE = shutil.which("node")
 PERMISSION_DENIED = 5  # acpx's exit code when it refused a permission during the turn
 SLEEP_SECONDS = 47  # a figure no other test sleeps, so the leftover check is this test's own
 
 pytestmark = [
     pytest.mark.skipif(NODE is None, reason="node is not installed (needed for acpx)"),
-    pytest.mark.skipif(not ACPX.exists(), reason="acpx is not installed: run `npm ci` in tests/js"),
+    pytest.mark.skipif(not ACPX.exists(), reason="acpx is not installed: run `scripts/dev lint` (it installs tests/js)"),
     pytest.mark.skipif(not warm.supported(), reason="warm start needs Linux"),
     pytest.mark.timeout(600),
 ]
