@@ -39,7 +39,10 @@ SLEEP_SECONDS = 47  # a figure no other test sleeps, so the leftover check is th
 
 pytestmark = [
     pytest.mark.skipif(NODE is None, reason="node is not installed (needed for acpx)"),
-    pytest.mark.skipif(not ACPX.exists(), reason="acpx is not installed: run `scripts/dev lint` (it installs tests/js)"),
+    pytest.mark.skipif(
+        not ACPX.exists(),
+        reason="acpx is not installed: run `scripts/dev lint` (it installs tests/js)",
+    ),
     pytest.mark.skipif(not warm.supported(), reason="warm start needs Linux"),
     pytest.mark.timeout(600),
 ]
