@@ -223,3 +223,7 @@ def test_no_model_configured_says_what_to_set():
     assert err.code == -32000
     message = str(err)
     assert "LLM_MODEL" in message and "agent_settings.json" in message
+    # The one step that needs no knowledge of variables comes first; this client offers no
+    # terminal sign-in, so the message does not name one.
+    assert "Run `trio-acp setup` in a terminal" in message
+    assert "Set up a model in a terminal" not in message

@@ -100,6 +100,7 @@ async def _terminal_auth(llm, home, ws):
             await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)
         except AcpRequestError as exc:
             out["before"] = exc.code
+            out["before_message"] = str(exc)
         [method] = [m for m in init.auth_methods if getattr(m, "type", None) == "terminal"]
         # What the editor does: the agent's command plus the method's args and env, in a terminal.
         term_env = {**env, **(method.env or {})}
@@ -131,6 +132,9 @@ async def _terminal_auth(llm, home, ws):
 def test_terminal_auth_sets_up_the_model_and_the_running_agent_uses_it():
     out = _run(_terminal_auth)
     assert out["before"] == -32000
+    # The answer names the way this client offers (its terminal sign-in), and the command.
+    assert '"Set up a model in a terminal"' in out["before_message"]
+    assert "trio-acp setup" in out["before_message"]
     assert out["exit"] == 0, out["screen"]
     assert "sk-typed-secret" not in out["screen"]  # the key is not echoed
     assert out["prompt"].stop_reason == "end_turn"

@@ -257,6 +257,8 @@ def test_settings_file_then_env_override(tmp_path):
     assert s.conversations_dir == home / "conversations"
     empty = load_settings({"OPENHANDS_PERSISTENCE_DIR": str(tmp_path / "none")})
     assert empty.llm is None and "LLM_MODEL" in empty.missing_model_message()
+    assert "trio-acp setup" in empty.missing_model_message()
+    assert '"Set up a model in a terminal"' in empty.missing_model_message(terminal_auth=True)
 
 
 async def test_stop_reasons_follow_the_models_finish_reason(env, tmp_path):

@@ -52,7 +52,7 @@ from .sdk import (
 from .session import Session
 from .session_build import SessionPlan, build_session, open_failure, short
 from .session_roots import RootsError, SessionRoots, parse_roots
-from .settings import Settings, SettingsError, load_settings
+from .settings import TERMINAL_AUTH_METHOD_NAME, Settings, SettingsError, load_settings
 from .store import RULES_FILE, DeleteError, SessionStore, parse_session_id
 from .terminal_setup import SETUP_ARG
 from .user_setup import stored_tools
@@ -102,6 +102,9 @@ class OpenHandsAgent:
         self._received_prompts: dict[Any, Session] = {}
         # Set by `logout`: the settings file's identity at that moment (see _check_logged_in).
         self._logged_out: tuple[Any, ...] | None = None
+        # Whether the client offers the terminal set-up (`initialize`): the -32000 answer
+        # then points at it by its name.
+        self._terminal_auth = False
 
     def on_connect(self, client: Any) -> None:
         self._client = client
@@ -166,6 +169,9 @@ class OpenHandsAgent:
     def _auth_methods(self, caps: schema.ClientCapabilities | None) -> list[Any]:
         """The agent method always (after a `logout` it is the way back in); the terminal
         set-up only for clients that can run it (spec: MUST NOT offer it otherwise)."""
+        self._terminal_auth = (
+            caps is not None and caps.auth is not None and caps.auth.terminal is True
+        )
         try:
             settings = load_settings(self._env)
             configured = settings.llm is not None
@@ -181,15 +187,15 @@ class OpenHandsAgent:
                 description=(
                     f"Use the model configured in {where}."
                     if configured
-                    else load_settings_message(self._env)
+                    else load_settings_message(self._env, terminal_auth=self._terminal_auth)
                 ),
             )
         ]
-        if caps is not None and caps.auth is not None and caps.auth.terminal is True:
+        if self._terminal_auth:
             methods.append(
                 schema.AuthMethodTerminal(
                     id=TERMINAL_AUTH_METHOD_ID,
-                    name="Set up a model in a terminal",
+                    name=TERMINAL_AUTH_METHOD_NAME,
                     description="Asks for the model, base URL and API key and saves them to "
                     "agent_settings.json (as the OpenHands CLI does).",
                     args=[SETUP_ARG],
@@ -207,7 +213,7 @@ class OpenHandsAgent:
             raise RequestError.invalid_params(f"unknown auth method {params.method_id!r}")
         settings = self._settings()
         if settings.llm is None:
-            raise not_configured(settings.missing_model_message())
+            raise not_configured(self._missing_model(settings))
         self._logged_out = None
         return schema.AuthenticateResponse()
 
@@ -228,6 +234,9 @@ class OpenHandsAgent:
             for session in sessions:
                 nursery.start_soon(session.close)
         return schema.LogoutResponse()
+
+    def _missing_model(self, settings: Settings) -> str:
+        return settings.missing_model_message(terminal_auth=self._terminal_auth)
 
     def _check_logged_in(self) -> None:
         if self._logged_out is None:
@@ -269,7 +278,7 @@ class OpenHandsAgent:
         roots = self._roots(cwd, additional)
         settings = self._settings()
         if settings.llm is None:
-            raise not_configured(settings.missing_model_message())
+            raise not_configured(self._missing_model(settings))
         self._check_logged_in()
         try:
             models = model_choices(settings, self._env)
@@ -424,7 +433,7 @@ class OpenHandsAgent:
         roots = self._roots(params.cwd, params.additional_directories)
         settings = self._settings()
         if settings.llm is None:
-            raise not_configured(settings.missing_model_message())
+            raise not_configured(self._missing_model(settings))
         self._check_logged_in()
         store = SessionStore(settings.conversations_dir)
         fork_id = uuid.uuid4()
@@ -649,9 +658,9 @@ class OpenHandsAgent:
                 nursery.start_soon(session.close)
 
 
-def load_settings_message(env) -> str:
+def load_settings_message(env, *, terminal_auth: bool = False) -> str:
     try:
-        return load_settings(env).missing_model_message()
+        return load_settings(env).missing_model_message(terminal_auth=terminal_auth)
     except SettingsError as exc:
         return str(exc)
 

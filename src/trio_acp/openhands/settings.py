@@ -30,9 +30,18 @@ SETTINGS_FILE = "agent_settings.json"
 CONVERSATIONS_DIR = "conversations"
 
 HOW_TO_CONFIGURE = (
-    "No model is configured. Set LLM_MODEL (and LLM_API_KEY, plus LLM_BASE_URL for an "
-    "OpenAI-compatible server) in the agent's environment, or configure a model with the "
-    "OpenHands CLI so that {path} exists."
+    "No model is configured. {setup}, or set LLM_MODEL (and LLM_API_KEY, plus LLM_BASE_URL "
+    "for an OpenAI-compatible server) in the agent's environment, or configure a model with "
+    "the OpenHands CLI so that {path} exists."
+)
+# The set-up command first: it is the one step that needs no knowledge of variables.
+# A client that can run the terminal sign-in (`clientCapabilities.auth.terminal`) offers
+# it under this name (agent.py), so the message names what the user will see there.
+TERMINAL_AUTH_METHOD_NAME = "Set up a model in a terminal"
+SETUP_IN_TERMINAL = "Run `trio-acp setup` in a terminal"
+SETUP_IN_EDITOR = (
+    f'Choose the sign-in method "{TERMINAL_AUTH_METHOD_NAME}" in your editor '
+    "(or run `trio-acp setup` in a terminal)"
 )
 
 
@@ -72,8 +81,11 @@ class Settings:
     def model(self) -> str | None:
         return None if self.llm is None else self.llm.get("model")
 
-    def missing_model_message(self) -> str:
-        return HOW_TO_CONFIGURE.format(path=self.settings_file)
+    def missing_model_message(self, *, terminal_auth: bool = False) -> str:
+        """What to do, in the words of what the client can offer (`terminal_auth`: the
+        client advertised `auth.terminal`, so it lists the terminal set-up method)."""
+        setup = SETUP_IN_EDITOR if terminal_auth else SETUP_IN_TERMINAL
+        return HOW_TO_CONFIGURE.format(setup=setup, path=self.settings_file)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
