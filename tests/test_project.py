@@ -2,7 +2,12 @@
 
 import os
 import re
+import shutil
+import subprocess
+import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,3 +106,45 @@ def test_the_slowest_test_files_are_collected_first():
     pytest_ini = (ROOT / "pyproject.toml").read_text().split("[tool.pytest.ini_options]")[1]
     assert "--no-loadscope-reorder" in pytest_ini.split("\n[")[0]
     assert "--dist loadfile" in (ROOT / "scripts" / "dev").read_text()
+
+
+def _uv() -> list[str] | None:
+    """uv as the tests were started with it (`uv run` sets UV), else on PATH."""
+    found = os.environ.get("UV") or shutil.which("uv")
+    return [found] if found else None
+
+
+def test_constraints_file_is_the_lock():
+    """`uv tool install` and `pip install` ignore uv.lock: the README has them read
+    constraints.txt, which must give exactly the lock's versions (regenerate it with the
+    command in its header after `uv lock`)."""
+    uv = _uv()
+    if uv is None:
+        pytest.skip("uv is not installed")
+    text = (ROOT / "constraints.txt").read_text()
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    command = " ".join(line.lstrip("# ").strip() for line in header[3:5])
+    assert command.startswith("Made by: uv export ")
+    args = command.removeprefix("Made by: uv ").split(" (")[0].split()
+    exported = subprocess.run(
+        [*uv, *args, "--offline", "--quiet"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    pinned = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert pinned == exported.splitlines()
+    readme = (ROOT / "README.md").read_text()
+    assert "--constraints constraints.txt" in readme and "--compile-bytecode" in readme
+
+
+def test_the_sdk_family_and_litellm_are_pinned_to_the_locked_versions():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = dict(dep.split("==") for dep in project["dependencies"] if "==" in dep)
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    locked = {pkg["name"]: pkg["version"] for pkg in lock["package"]}
+    for name in ("openhands-sdk", "openhands-tools", "litellm"):
+        assert pins[name] == locked[name], name
+    agent_server = [
+        dep
+        for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]["dev"]
+        if dep.startswith("openhands-agent-server")
+    ]
+    assert agent_server == [f"openhands-agent-server=={locked['openhands-sdk']}"]
