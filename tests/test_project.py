@@ -148,3 +148,11 @@ def test_the_sdk_family_and_litellm_are_pinned_to_the_locked_versions():
         if dep.startswith("openhands-agent-server")
     ]
     assert agent_server == [f"openhands-agent-server=={locked['openhands-sdk']}"]
+
+
+def test_the_readme_counts_the_conformance_checks():
+    from trio_acp_conformance import checks  # noqa: F401  (registers them)
+    from trio_acp_conformance.model import REGISTRY
+
+    readme = (ROOT / "README.md").read_text()
+    assert f"({len(REGISTRY)} checks," in readme

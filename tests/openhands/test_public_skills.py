@@ -99,8 +99,12 @@ def test_offline_the_fetch_is_tried_once_and_its_failure_logged_once(fetches, tm
     marker = tmp_path / "trio" / public_skills.MARKER
     known = json.loads(marker.read_text())
     marker.write_text(json.dumps({**known, "time": time.time() - public_skills.RETRY_AFTER - 1}))
+    caplog.clear()
     build_twice(tmp_path, tmp_path / "trio")
     assert fetches.count == 2
+    # Still offline: said again, but not as a warning (it was one already).
+    [again] = [r for r in caplog.records if "not loaded" in r.getMessage()]
+    assert again.levelno == logging.INFO
 
 
 def test_fetched_once_and_ranked_below_the_users_and_the_projects(fetches, tmp_path):

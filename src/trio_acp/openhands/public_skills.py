@@ -8,8 +8,9 @@ offline every session tried twice and logged the git error and two warnings each
 Here they are fetched once per process and kept for its life; the session's context gets
 them as skills of its own, below the user's and the project's (the SDK's order: public <
 user < project), with `load_public_skills=False`, so no validation fetches again. A failure
-is logged once, in one line, and remembered for `RETRY_AFTER` seconds, in this process and
-in a file in trio-acp's persistence directory (never HOME: nothing of ours is written
+is logged once, in one line (a warning the first time, INFO while it goes on), and
+remembered for `RETRY_AFTER` seconds, in this process and in a file in trio-acp's
+persistence directory (never HOME: nothing of ours is written
 outside it): the launches that follow (a headless client starts one per command) skip the
 attempt until then. With `EXTENSIONS_PATH` (a local copy, read
 instead of a clone) nothing is fetched and nothing remembered.
@@ -98,7 +99,12 @@ def _fetch(state_dir: Path | None) -> tuple[list[Any], float | None]:
             marker.unlink(missing_ok=True)
         return skills, None
     why = _reason(problems)
-    log.warning(
+    # A warning the first time; while the failure goes on (the marker is kept until a fetch
+    # succeeds), the attempts every RETRY_AFTER say it at INFO: an offline machine is not
+    # news each time a launch tries again.
+    level = logging.INFO if marker is not None and marker.exists() else logging.WARNING
+    log.log(
+        level,
         "public skills not loaded (%s); sessions start without them, and no process tries "
         "again for %d min (TRIO_ACP_PUBLIC_SKILLS=0 turns them off)",
         why,
