@@ -190,12 +190,24 @@ async def test_a_configured_bound_gives_up_on_terminal_create(
         await run_in_client_terminal(client, SESSION, command="true", create_timeout=90)
 
 
+async def test_a_client_that_never_answers_terminal_output_fails_the_command(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """`terminal/output` is the client's own answer, not a person's: it stays bounded, so
+    the tool call fails rather than waiting for a cancel; the terminal is still released."""
+    client = ScriptedTerminal(answer_after=0, output_hangs=True)
+    with trio.fail_after(3600), pytest.raises(ClientCallTimeout, match="terminal/output"):
+        await run_in_client_terminal(client, SESSION, command="true")
+    assert client.methods[-2:] == ["terminal/kill", "terminal/release"]
+
+
 class ScriptedTerminal:
     """A client whose `terminal/create` answers after `answer_after` seconds and whose
     command has already exited."""
 
-    def __init__(self, answer_after: float) -> None:
+    def __init__(self, answer_after: float, *, output_hangs: bool = False) -> None:
         self.answer_after = answer_after
+        self.output_hangs = output_hangs
         self.methods: list[str] = []
 
     async def create_terminal(self, **_: Any) -> schema.CreateTerminalResponse:
@@ -209,6 +221,8 @@ class ScriptedTerminal:
 
     async def terminal_output(self, **_: Any) -> schema.TerminalOutputResponse:
         self.methods.append("terminal/output")
+        if self.output_hangs:
+            await trio.sleep_forever()
         return schema.TerminalOutputResponse(
             output="ok", truncated=False, exit_status=schema.TerminalExitStatus(exit_code=0)
         )

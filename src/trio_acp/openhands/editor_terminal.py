@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds a command may run when the model sets no timeout (then it is killed).
 DEFAULT_COMMAND_TIMEOUT = 600.0
+#: Seconds the client may take to answer `terminal/kill` and `terminal/output` (it answers
+#: them itself; `terminal/create` may wait for a person: no such bound).
+ANSWER_BUDGET = 30.0
 #: The most output the editor keeps per command (its `outputByteLimit`), and the model sees.
 OUTPUT_BYTE_LIMIT = 256 * 1024
 #: Seconds the command's processes get between SIGTERM and SIGKILL once the terminal's
@@ -125,10 +128,15 @@ async def run_in_client_terminal(
         timed_out = False
         with trio.move_on_after(timeout) as waited:
             await client.wait_for_terminal_exit(**ids)
-        if waited.cancelled_caught:
-            timed_out = True
-            await client.kill_terminal(**ids)
-        out = await client.terminal_output(**ids)
+        # The client answers these itself, not a person: a bound, so a client that never
+        # does fails the command rather than hold it until a cancel.
+        with trio.move_on_after(ANSWER_BUDGET) as answering:
+            if waited.cancelled_caught:
+                timed_out = True
+                await client.kill_terminal(**ids)
+            out = await client.terminal_output(**ids)
+        if answering.cancelled_caught:
+            raise ClientCallTimeout("terminal/output", ANSWER_BUDGET)
         status = out.exit_status
         return CommandResult(
             terminal_id=tid,

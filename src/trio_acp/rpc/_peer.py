@@ -265,6 +265,9 @@ class Peer:
                 if on_late is not None and not self._closing:
                     self._pending[request_id] = _Late(on_late)
                     late = True
+            elif on_late is not None and slot.error is None and slot.event.is_set():
+                # Answered, but the cancel reached the caller first: the answer is late.
+                _Late(on_late).complete(slot.result)
             raise
         finally:
             if not late:
