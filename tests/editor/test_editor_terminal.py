@@ -157,7 +157,7 @@ async def test_a_cancel_while_the_client_decides_withdraws_the_terminal(tmp_path
 
 
 async def test_a_terminal_created_after_the_cancel_is_killed_and_released(tmp_path):
-    """A client that ignores `$/cancel_request` (acpx) creates the terminal once its user
+    """A client that ignores `$/cancel_request` (acpx 0.15 does not answer it) creates the terminal once its user
     says yes, after the turn was cancelled: the late answer still gets it killed and
     released, and nothing keeps running."""
     client = EditorClient()

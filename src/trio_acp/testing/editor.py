@@ -52,7 +52,7 @@ class EditorClient:
     kill and release send it to the spawned process alone (as acpx 0.15 does).
     `create_gate`: `terminal/create` waits for it (a person deciding, as acpx asks its
     user); with `ignore_cancel` it creates the terminal even if the agent cancelled the
-    request meanwhile (acpx does not honour `$/cancel_request`)."""
+    request meanwhile (as a client that does not honour `$/cancel_request` may, e.g. acpx 0.15)."""
 
     def __init__(self, buffers: dict[str, str] | None = None, *, terminal: bool = True) -> None:
         self.buffers = dict(buffers or {})
