@@ -139,18 +139,53 @@ async def test_the_sdks_interrupt_of_the_executor_stops_the_command(tmp_path):
     assert "after" in again.text
 
 
-async def test_a_cancel_while_the_terminal_is_being_created_still_releases_it(tmp_path):
-    slow = EditorClient()
-    slow.create_delay = 0.3
+async def test_a_cancel_while_the_client_decides_withdraws_the_terminal(tmp_path):
+    """The client asks its user before it creates a terminal (acpx does) and nobody has
+    answered: the cancel does not wait for that answer. `$/cancel_request` withdraws the
+    request, so nothing is created and nothing is left to release."""
+    deciding = EditorClient()
+    deciding.create_gate = trio.Event()  # never set: the person does not answer
     (obs,), client, _ = await run_commands(
         tmp_path,
         {"command": "sleep 30"},
         cancel_when=lambda c: "terminal/create" in c.methods(),
-        client=slow,
+        client=deciding,
     )
     assert obs.is_error and "cancelled" in obs.text
-    assert client.methods() == ["terminal/create", "terminal/kill", "terminal/release"]
-    assert client.terminals == {}  # nothing left running in the editor
+    assert client.methods() == ["terminal/create"]
+    assert client.terminals == {}
+
+
+async def test_a_terminal_created_after_the_cancel_is_killed_and_released(tmp_path):
+    """A client that ignores `$/cancel_request` (acpx 0.15 does not answer it) creates the terminal once its user
+    says yes, after the turn was cancelled: the late answer still gets it killed and
+    released, and nothing keeps running."""
+    client = EditorClient()
+    client.create_gate = trio.Event()
+    client.ignore_cancel = True
+    calls = ClientCalls()
+    async with editor_pair(client) as proxy, trio.open_nursery() as nursery:
+        await nursery.start(calls.run)
+        executor = make_executor(calls, proxy, SESSION, str(tmp_path))
+
+        async def cancel_once_asked():
+            await client.create_received.wait()
+            await calls.cancel_turn_and_wait()
+
+        nursery.start_soon(cancel_once_asked)
+        with trio.fail_after(30):
+            obs = await trio.to_thread.run_sync(
+                lambda: executor(TerminalAction(command="sleep 30"))
+            )
+        assert obs.is_error and "cancelled" in obs.text
+        assert client.methods() == ["terminal/create"]  # the cancel did not wait for it
+        client.create_gate.set()  # the user says yes, too late
+        with trio.fail_after(30):  # a guard against a hang, not a timing check
+            while client.methods()[-1:] != ["terminal/release"]:
+                await trio.sleep(0.01)
+        assert client.methods() == ["terminal/create", "terminal/kill", "terminal/release"]
+        assert client.terminals == {}
+        calls.close()
 
 
 def gone(pid: int) -> bool:

@@ -6,6 +6,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+import trio
 
 from trio_acp import schema
 from trio_acp.openhands import editor_workspace
@@ -90,14 +91,38 @@ def test_tool_call_ids_are_bounded_and_match_copies():
 async def test_the_permission_preview_reads_the_buffer(tmp_path):
     from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
-    client = EditorClient({"/w/a.py": "unsaved\n"})
+    on_disk = tmp_path / "a.py"
+    on_disk.write_text("saved\n")
+    a = str(on_disk)
+    client = EditorClient({a: "unsaved\n"})
     async with editor_pair(client) as proxy:
         workspace = EditorWorkspace(proxy, SESSION)
-        read = await workspace.preview_reader(
-            ["/w/a.py", "/w/missing.py"], fallback=lambda p: "disk"
-        )
-        assert read("/w/a.py") == "unsaved\n"
-        assert read("/w/missing.py") == "disk"  # the editor has no such buffer
+        read = await workspace.preview_reader([a], fallback=lambda p: "disk")
+        assert read(a) == "unsaved\n"
         no_fs = EditorWorkspace(SimpleNamespace(capabilities=schema.ClientCapabilities()), SESSION)
         fallback = lambda p: "disk"  # noqa: E731
-        assert await no_fs.preview_reader(["/w/a.py"], fallback=fallback) is fallback
+        assert await no_fs.preview_reader([a], fallback=fallback) is fallback
+
+
+async def test_the_preview_of_a_new_file_asks_the_editor_nothing(tmp_path):
+    """A file neither on the disk nor written by the session is new: asking the editor
+    for it only fails (acpx logs each such read as "[error] RUNTIME: Resource not
+    found"). A file the session wrote through the editor may exist only there: asked."""
+    from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
+
+    new = str(tmp_path / "new.py")
+    written = str(tmp_path / "written.py")
+    client = EditorClient()
+    async with editor_pair(client) as proxy, trio.open_nursery() as nursery:
+        workspace = EditorWorkspace(proxy, SESSION)
+        files = workspace.files
+        assert files is not None
+        await nursery.start(workspace.calls.run)
+        read = await workspace.preview_reader([new], fallback=lambda p: None)
+        assert read(new) is None
+        assert client.calls == []  # no fs/read_text_file for the new file
+        await trio.to_thread.run_sync(files.write, written, "in the editor only\n")
+        read = await workspace.preview_reader([written], fallback=lambda p: None)
+        assert read(written) == "in the editor only\n"
+        assert client.methods() == ["fs/write_text_file", "fs/read_text_file"]
+        workspace.calls.close()

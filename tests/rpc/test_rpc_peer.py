@@ -352,6 +352,43 @@ async def test_cancelled_outbound_request_sends_cancel_request(
             assert await peer.request("next") == "fresh"
 
 
+async def test_a_late_answer_to_a_cancelled_request_reaches_on_late(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A request that creates something (a terminal) may be answered after its caller
+    gave up (a client that ignores `$/cancel_request`): `on_late` gets that answer, so
+    the caller can undo it. A late error, a second answer or the end of the connection
+    call nothing."""
+    raw_stream, peer_stream = trio.testing.memory_stream_pair()
+    raw = RawSide(raw_stream)
+    late: list[Any] = []
+    async with open_peer(peer_stream, RecordingHandler()) as peer:
+        with trio.move_on_after(1):
+            await peer.request("create", None, on_late=late.append)
+        with trio.move_on_after(1):
+            await peer.request("create", None, on_late=late.append)
+        with trio.move_on_after(1):
+            await peer.request("create", None, on_late=late.append)
+        assert [(await raw.receive())["method"] for _ in range(6)] == [
+            "create",
+            "$/cancel_request",
+        ] * 3
+        await raw.send(result(1, {"terminalId": "t1"}))
+        await raw.send(error(2, -32800))
+        await raw.send(result(1, {"terminalId": "again"}))  # answered twice: dropped
+
+        async def answer() -> None:
+            msg = await raw.receive()
+            await raw.send(result(msg["id"], "fresh"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(answer)
+            assert await peer.request("next") == "fresh"
+        assert late == [{"terminalId": "t1"}]
+        assert list(peer._pending) == [3]  # still listening for the third
+    assert late == [{"terminalId": "t1"}]  # the connection's end is no answer
+
+
 async def test_cancel_request_never_blocks_the_cancelled_task(
     autojump_clock: trio.abc.Clock,
 ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
@@ -126,11 +126,22 @@ class ClientProxy(Proxy):
         )
 
     async def create_terminal(
-        self, params: schema.CreateTerminalRequest | None = None, /, **kw: Any
+        self,
+        params: schema.CreateTerminalRequest | None = None,
+        /,
+        *,
+        on_late: Callable[[schema.CreateTerminalResponse], None] | None = None,
+        **kw: Any,
     ) -> schema.CreateTerminalResponse:
+        """``on_late``: if this call is cancelled before the answer, the client may still
+        create the terminal (a person approving it late, a client ignoring
+        ``$/cancel_request``); its answer then goes to ``on_late``, so the terminal can
+        be released (`Peer.request`)."""
         self._require_terminal()
         return await self._request(
-            "terminal/create", build_params(schema.CreateTerminalRequest, params, kw)
+            "terminal/create",
+            build_params(schema.CreateTerminalRequest, params, kw),
+            on_late=on_late,
         )
 
     async def terminal_output(

@@ -170,9 +170,23 @@ class Proxy:
             raise RuntimeError("the connection is not open yet")
         return self._peer
 
-    async def _request(self, method: str, params: Any) -> Any:
+    async def _request(
+        self, method: str, params: Any, *, on_late: Callable[[Any], None] | None = None
+    ) -> Any:
         spec = self._table[method]
-        raw = await self._live.request(method, schema.to_wire(params))
+        late_raw: Callable[[Any], None] | None = None
+        if on_late is not None:
+            hook = on_late
+
+            def late_raw(raw: Any) -> None:
+                try:
+                    decoded = schema.from_wire(spec.result, raw)
+                except Exception:
+                    log.warning("dropping a malformed late answer to %s", method, exc_info=True)
+                    return
+                hook(decoded)
+
+        raw = await self._live.request(method, schema.to_wire(params), on_late=late_raw)
         return schema.from_wire(spec.result, raw)
 
     async def _notify(self, method: str, params: Any) -> None:

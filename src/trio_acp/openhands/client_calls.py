@@ -17,11 +17,17 @@ so it is built to be released whatever happens:
       the task's own shielded cleanup (e.g. ``terminal/kill`` + ``terminal/release``) runs
       with a deadline, and `cancel_turn_and_wait` lets the turn wait for it before it
       answers;
-  (c) a timeout (`DEFAULT_TIMEOUT`, or the caller's): `ClientCallTimeout`, and the Trio
-      task is cancelled as in (b);
+  (c) a timeout (`DEFAULT_TIMEOUT`, or the caller's; `math.inf` for none):
+      `ClientCallTimeout`, and the Trio task is cancelled as in (b);
   (d) the session closing (`close`): `ClientCallClosed`, and every task is cancelled.
 * Trio never waits on the SDK: nothing here takes the SDK's state lock, and Trio never
   waits for the thread (it completes the future and moves on).
+
+A call a person may answer (the client asks its user before it creates a terminal or
+writes a file, as acpx does) has no fixed short timeout: it waits at most
+`ClientCalls.answer_timeout` (``TRIO_ACP_ANSWER_TIMEOUT`` seconds, unbounded unless set:
+`configured_answer_timeout`), and the turn's cancel, the session's end and the client's
+exit release it (docs/editor-workspace.md, "The wait").
 
 After `cancel_turn` new calls fail with `ClientCallCancelled` until `begin_turn`: a tool
 thread that outlives the interrupt must not start new client requests after the turn's
@@ -34,8 +40,9 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import math
+import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import trio
@@ -43,6 +50,7 @@ import trio
 from ..rpc import PeerClosed, RequestError
 
 __all__ = [
+    "ANSWER_TIMEOUT_VAR",
     "DEFAULT_TIMEOUT",
     "CLEANUP_BUDGET",
     "ClientCallCancelled",
@@ -51,6 +59,7 @@ __all__ = [
     "ClientCallFailed",
     "ClientCallTimeout",
     "ClientCalls",
+    "configured_answer_timeout",
 ]
 
 log = logging.getLogger(__name__)
@@ -62,6 +71,28 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT = 300.0
 #: Seconds a cancelled call's shielded cleanup (kill + release of a terminal) may take.
 CLEANUP_BUDGET = 2.0
+#: The variable bounding the wait for an answer a person may give (`answer_timeout`).
+ANSWER_TIMEOUT_VAR = "TRIO_ACP_ANSWER_TIMEOUT"
+
+
+def configured_answer_timeout(env: Mapping[str, str] | None = None) -> float:
+    """Seconds to wait for an answer a person may give — `terminal/create` and
+    `fs/write_text_file` (a client may ask its user first: acpx does) and
+    `session/request_permission` — from ``TRIO_ACP_ANSWER_TIMEOUT``; `math.inf` (no bound)
+    when it is unset, empty, ``0``/``none``, or not a positive number (logged). A person
+    may take minutes to answer; whoever waits is released by the turn's cancel, the
+    session's end or the client's exit, never by a short fixed timeout."""
+    raw = (os.environ if env is None else env).get(ANSWER_TIMEOUT_VAR, "").strip()
+    if raw.lower() in {"", "0", "none", "inf", "infinity"}:
+        return math.inf
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not value > 0:  # NaN too
+        log.warning("%s=%r is not a number of seconds: no bound", ANSWER_TIMEOUT_VAR, raw)
+        return math.inf
+    return value
 
 
 class ClientCallError(Exception):
@@ -130,8 +161,15 @@ class ClientCalls:
     `cancel_turn_and_wait`) from the turn, and `close` when the session ends.
     """
 
-    def __init__(self, *, default_timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self, *, default_timeout: float = DEFAULT_TIMEOUT, answer_timeout: float | None = None
+    ) -> None:
         self.default_timeout = default_timeout
+        #: The bound of a call a person may answer (module doc); from the environment
+        #: unless given.
+        self.answer_timeout = (
+            configured_answer_timeout() if answer_timeout is None else answer_timeout
+        )
         self._lock = threading.Lock()
         self._pending: set[_Call] = set()
         self._accepting_turn = True
@@ -279,7 +317,8 @@ class ClientCalls:
     ) -> T:
         """Run ``await fn()`` on the Trio side and wait for its result, from a thread that
         is not Trio's. Raises a `ClientCallError` (see the module doc); never hangs past
-        the timeout. ``what`` names the request in error messages ("reading /a/b.py")."""
+        the timeout (`math.inf`: none; the cancel, close and the client's exit still
+        release it). ``what`` names the request in error messages ("reading /a/b.py")."""
         if self._in_trio_thread():
             raise RuntimeError("ClientCalls.call() waits: it must not run on the Trio thread")
         timeout = self.default_timeout if timeout is None else timeout
@@ -296,7 +335,9 @@ class ClientCalls:
             except trio.RunFinishedError:
                 call.settle(error=ClientCallClosed(what))
             try:
-                return call.future.result(timeout)
+                # Waiting without a bound is safe: every way out settles the future
+                # (answer, cancel, close, the client's exit, the task's own end).
+                return call.future.result(None if math.isinf(timeout) else timeout)
             except concurrent.futures.TimeoutError:
                 # The Trio side should have timed out first; whatever held it, the thread
                 # goes now, and the request is cancelled behind it.

@@ -18,6 +18,7 @@ import trio
 
 from .. import schema
 from ..rpc import ErrorCode, PeerClosed, RequestError
+from .client_calls import ANSWER_TIMEOUT_VAR, configured_answer_timeout
 from .permissions import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
@@ -134,23 +135,17 @@ async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Even
         session_id=str(session.id), tool_call=tool_call, options=permission_options(scope.label())
     )
     result: dict[str, Any] = {}
-    async with trio.open_nursery() as nursery:
-
-        async def watch_cancel() -> None:
-            await cancel_event.wait()
-            nursery.cancel_scope.cancel()  # sends $/cancel_request for our request
-
-        async def request_it() -> None:
-            try:
-                result["response"] = await session.client.request_permission(request)
-            except (RequestError, PeerClosed) as exc:
-                result["error"] = exc
-            except Exception as exc:  # e.g. a malformed answer (SchemaError): fail closed
-                result["error"] = exc
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(watch_cancel)
-        nursery.start_soon(request_it)
+    # A person answers this: no short timeout; the turn's cancel (`cancel_event`), the
+    # session's end (our cancellation) and the client's exit (PeerClosed) end the wait,
+    # and an operator's TRIO_ACP_ANSWER_TIMEOUT bounds it (client_calls.py).
+    bound = configured_answer_timeout()
+    with trio.move_on_after(bound) as waiting:
+        await _request_or_cancel(session, request, cancel_event, result)
+    if waiting.cancelled_caught:
+        raise PermissionFailed(
+            f"the client did not answer the permission request within {bound:g} s "
+            f"({ANSWER_TIMEOUT_VAR})"
+        )
     if cancel_event.is_set():
         return CANCELLED
     error = result.get("error")
@@ -171,6 +166,32 @@ async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Even
     raise PermissionFailed(
         f"the client answered with an option we did not offer: {schema.to_wire(outcome)!r}"
     )
+
+
+async def _request_or_cancel(
+    session: Asker,
+    request: schema.RequestPermissionRequest,
+    cancel_event: trio.Event,
+    result: dict[str, Any],
+) -> None:
+    """The permission request, raced with the turn's cancel; fills `result`."""
+    async with trio.open_nursery() as nursery:
+
+        async def watch_cancel() -> None:
+            await cancel_event.wait()
+            nursery.cancel_scope.cancel()  # sends $/cancel_request for our request
+
+        async def request_it() -> None:
+            try:
+                result["response"] = await session.client.request_permission(request)
+            except (RequestError, PeerClosed) as exc:
+                result["error"] = exc
+            except Exception as exc:  # e.g. a malformed answer (SchemaError): fail closed
+                result["error"] = exc
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch_cancel)
+        nursery.start_soon(request_it)
 
 
 def _outside(scope: Scope, roots: Any) -> bool:

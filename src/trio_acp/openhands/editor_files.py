@@ -39,10 +39,9 @@ from .client_calls import ClientCallError, ClientCalls
 
 log = logging.getLogger(__name__)
 
-#: Seconds a read of the editor's buffer may take.
+#: Seconds a read of the editor's buffer may take: the editor answers it, not a person
+#: (no client asks its user before a read; acpx refuses reads only under --deny-all).
 READ_TIMEOUT = 30.0
-#: Seconds a write may take: an editor may hold the answer until the user reviewed it.
-WRITE_TIMEOUT = 600.0
 
 
 class EditorFiles:
@@ -57,8 +56,11 @@ class EditorFiles:
         read: bool,
         write: bool,
         read_timeout: float = READ_TIMEOUT,
-        write_timeout: float = WRITE_TIMEOUT,
+        write_timeout: float | None = None,
     ) -> None:
+        """``write_timeout``: None waits as long as a person may take to answer
+        (`ClientCalls.answer_timeout`): an editor may hold a write until its user reviewed
+        it (Zed), or ask before it writes (acpx)."""
         self._calls = calls
         self._client = client
         self._session_id = session_id
@@ -66,7 +68,7 @@ class EditorFiles:
         self.reads_from_editor = read and write
         self.writes_to_editor = write
         self._read_timeout = read_timeout
-        self._write_timeout = write_timeout
+        self._write_timeout = calls.answer_timeout if write_timeout is None else write_timeout
         self._written: set[str] = set()
         self._lock = threading.Lock()
 

@@ -14,7 +14,10 @@ terminal, so the user watches it live in the editor:
 On the turn's cancel the Trio task running this is cancelled: the pending request gets
 ``$/cancel_request`` (rpc layer), then ``terminal/kill`` and ``terminal/release`` are sent,
 shielded, within `CLEANUP_BUDGET` (`client_calls.ClientCalls.cancel_turn_and_wait` lets
-the turn wait for them before it answers `cancelled`).
+the turn wait for them before it answers `cancelled`). `terminal/create` itself may wait
+for a person (the client may ask its user first), so it has no short timeout and a cancel
+does not wait for it: the request is cancelled, and a terminal the client still creates
+afterwards is killed and released as soon as its answer arrives (``on_late``).
 
 A client terminal runs one command, where the SDK's terminal is a shell session that
 lives across commands. The working directory is carried over: the command runs in a
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import shlex
 import tempfile
@@ -55,8 +59,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds a command may run when the model sets no timeout (then it is killed).
 DEFAULT_COMMAND_TIMEOUT = 600.0
-#: Seconds the editor may take to start a terminal.
-CREATE_TIMEOUT = 10.0
+#: Seconds the client may take to answer `terminal/kill` and `terminal/output` (it answers
+#: them itself; `terminal/create` may wait for a person: no such bound).
+ANSWER_BUDGET = 30.0
 #: The most output the editor keeps per command (its `outputByteLimit`), and the model sees.
 OUTPUT_BYTE_LIMIT = 256 * 1024
 #: Seconds the command's processes get between SIGTERM and SIGKILL once the terminal's
@@ -86,13 +91,23 @@ async def run_in_client_terminal(
     timeout: float = DEFAULT_COMMAND_TIMEOUT,
     on_created: Callable[[str], Any] | None = None,
     cleanup_budget: float = CLEANUP_BUDGET,
+    create_timeout: float = math.inf,
 ) -> CommandResult:
-    """Run one command in a client terminal (see the module doc). Trio side."""
-    # Shielded (with its own deadline): a create cancelled in flight would leave the
-    # editor a running terminal whose id never reaches us, so nobody could release it.
-    # A cancel that lands meanwhile is delivered right after, and kills and releases it.
-    with trio.CancelScope(shield=True) as creating:
-        creating.deadline = trio.current_time() + CREATE_TIMEOUT
+    """Run one command in a client terminal (see the module doc). Trio side.
+
+    ``create_timeout``: how long `terminal/create` may wait. The client may ask its user
+    first (acpx does), so the default is no bound (`ClientCalls.answer_timeout`); the
+    turn's cancel, the session's end or the client's exit end the wait."""
+
+    def created_late(late: schema.CreateTerminalResponse) -> None:
+        # The create was given up (cancel, timeout) after it was sent, and the client
+        # created the terminal anyway (a person said yes late, or the client ignores
+        # `$/cancel_request`): nobody will use it, so it must not run.
+        ids = {"session_id": session_id, "terminal_id": late.terminal_id}
+        log.info("terminal %s was created after its command was given up", late.terminal_id)
+        trio.lowlevel.spawn_system_task(_discard_terminal, client, ids, cleanup_budget)
+
+    with trio.move_on_after(create_timeout) as creating:
         created = await client.create_terminal(
             session_id=session_id,
             command=command,
@@ -100,9 +115,10 @@ async def run_in_client_terminal(
             cwd=cwd,
             env=[schema.EnvVariable(name=k, value=v) for k, v in (env or {}).items()] or None,
             output_byte_limit=output_byte_limit,
+            on_late=created_late,
         )
     if creating.cancelled_caught:
-        raise ClientCallTimeout("terminal/create", CREATE_TIMEOUT)
+        raise ClientCallTimeout("terminal/create", create_timeout)
     tid = created.terminal_id
     ids = {"session_id": session_id, "terminal_id": tid}
     try:
@@ -112,10 +128,15 @@ async def run_in_client_terminal(
         timed_out = False
         with trio.move_on_after(timeout) as waited:
             await client.wait_for_terminal_exit(**ids)
-        if waited.cancelled_caught:
-            timed_out = True
-            await client.kill_terminal(**ids)
-        out = await client.terminal_output(**ids)
+        # The client answers these itself, not a person: a bound, so a client that never
+        # does fails the command rather than hold it until a cancel.
+        with trio.move_on_after(ANSWER_BUDGET) as answering:
+            if waited.cancelled_caught:
+                timed_out = True
+                await client.kill_terminal(**ids)
+            out = await client.terminal_output(**ids)
+        if answering.cancelled_caught:
+            raise ClientCallTimeout("terminal/output", ANSWER_BUDGET)
         status = out.exit_status
         return CommandResult(
             terminal_id=tid,
@@ -133,6 +154,16 @@ async def run_in_client_terminal(
     finally:
         with trio.move_on_after(cleanup_budget, shield=True):
             await _quietly(client.release_terminal(**ids))
+
+
+async def _discard_terminal(client: Any, ids: dict[str, str], budget: float) -> None:
+    """Kill and release a terminal nobody uses (a system task: it must never raise)."""
+    try:
+        with trio.move_on_after(budget):
+            await _quietly(client.kill_terminal(**ids))
+            await _quietly(client.release_terminal(**ids))
+    except Exception:  # an exception out of a system task would crash the whole run
+        log.debug("could not discard terminal %s", ids.get("terminal_id"), exc_info=True)
 
 
 async def _quietly(request: Any) -> None:
@@ -254,9 +285,12 @@ def make_executor(
                         env=env,
                         timeout=timeout,
                         on_created=on_created,
+                        create_timeout=calls.answer_timeout,
                     ),
                     what=f"running `{_short(command)}` in the editor's terminal",
-                    timeout=timeout + 4 * CLEANUP_BUDGET + 30,
+                    # The create waits for whoever the client asks (no bound unless
+                    # configured), then the command its own timeout.
+                    timeout=calls.answer_timeout + timeout + 4 * CLEANUP_BUDGET + 30,
                 )
             except ClientCallError as exc:
                 return self._observation(str(exc), command, error=True)

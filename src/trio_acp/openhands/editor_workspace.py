@@ -135,13 +135,21 @@ class EditorWorkspace:
         """A reader for a permission preview (Trio side, before the request): the edit's
         before-image from the editor's buffers when files go through the editor — so the
         diff the user approves is against what they see — else `fallback` (the disk).
-        A buffer the editor cannot give in `timeout` seconds falls back too."""
+        A buffer the editor cannot give in `timeout` seconds falls back too.
+
+        Only a file the edit itself would read from the editor is asked for: one on the
+        disk, or one this session wrote through the editor. A file that is neither is
+        new (the SDK's `create` refuses one on the disk), and asking the editor for it
+        fails: acpx logs every such read as "[error] RUNTIME: Resource not found"."""
         if self.files is None or not self.files.reads_from_editor:
             return fallback
         import trio
 
+        files = self.files
         buffers: dict[str, str] = {}
         for path in paths:
+            if not files.wrote(path) and not await trio.Path(path).exists():
+                continue  # a new file: `fallback` finds nothing either
             with trio.move_on_after(timeout):
                 try:
                     response = await self.client.read_text_file(

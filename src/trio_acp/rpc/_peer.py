@@ -161,6 +161,25 @@ class _Pending:
             self.event.set()
 
 
+class _Late:
+    """The slot of a request whose waiting task was cancelled but whose caller still
+    wants the answer if it comes (`Peer.request`'s ``on_late``): a result is handed to
+    ``on_late`` (from the reader task), an error or the connection's end drops it."""
+
+    __slots__ = ("on_late",)
+
+    def __init__(self, on_late: Callable[[Any], None]) -> None:
+        self.on_late = on_late
+
+    def complete(self, result: Any = None, error: BaseException | None = None) -> None:
+        if error is not None:
+            return
+        try:
+            self.on_late(result)
+        except Exception:
+            logger.exception("the late-answer hook of a cancelled request failed")
+
+
 class Peer:
     """One side of a JSON-RPC connection.  Create it with `open_peer`."""
 
@@ -184,7 +203,7 @@ class Peer:
         self._shutdown_grace = shutdown_grace
         self._receive_size = receive_size
         self._next_id = 0
-        self._pending: dict[int, _Pending] = {}
+        self._pending: dict[int, _Pending | _Late] = {}
         self._inbound: dict[RequestId, trio.CancelScope] = {}
         self._reader_scope = trio.CancelScope()
         self._closing = False
@@ -206,14 +225,20 @@ class Peer:
         flushed (e.g. updates a cancelled handler sends before its answer)."""
         return self._closing
 
-    async def request(self, method: str, params: Any = None) -> Any:
+    async def request(
+        self, method: str, params: Any = None, *, on_late: Callable[[Any], None] | None = None
+    ) -> Any:
         """Send a request and wait for its response.
 
         Returns the result (``None`` for ``"result": null``); raises `RequestError` if the
         other side answered an error, `PeerClosed` if the connection closed first, and
         TypeError if ``params`` is not JSON-serializable.  If the waiting task is
         cancelled, ``$/cancel_request`` is sent to the other side (best effort, without
-        waiting) and a late response is dropped.
+        waiting) and a late response is dropped, unless ``on_late`` is given: then a
+        result the other side still sends (it may ignore ``$/cancel_request``) is passed
+        to ``on_late(result)``, called in the reader task (it must not block; start a
+        task for anything slow).  A request that creates something the caller must undo
+        (a terminal) needs it: the other side may have created it anyway.
         """
         if self._closing:
             raise self._peer_closed()
@@ -223,6 +248,7 @@ class Peer:
         slot = _Pending()
         self._pending[request_id] = slot
         sent = False
+        late = False
         try:
             # A cancelled caller sends nothing (the queued path below would raise here).
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -236,9 +262,16 @@ class Peer:
         except BaseException:
             if sent and not slot.event.is_set():
                 self._send_cancel_request(request_id)
+                if on_late is not None and not self._closing:
+                    self._pending[request_id] = _Late(on_late)
+                    late = True
+            elif on_late is not None and slot.error is None and slot.event.is_set():
+                # Answered, but the cancel reached the caller first: the answer is late.
+                _Late(on_late).complete(slot.result)
             raise
         finally:
-            del self._pending[request_id]
+            if not late:
+                del self._pending[request_id]
         if slot.error is not None:
             raise slot.error
         return slot.result
@@ -550,7 +583,10 @@ class Peer:
         self, request_id: RequestId | None, *, result: Any = None, error: RequestError | None = None
     ) -> None:
         slot = self._pending.get(request_id) if type(request_id) is int else None
-        if slot is None:
+        if isinstance(slot, _Late):
+            assert type(request_id) is int  # found under it
+            del self._pending[request_id]
+        elif slot is None:
             if request_id is None and error is not None:
                 logger.warning("the other side reported an error: %s", error)
             else:

@@ -49,7 +49,10 @@ class EditorClient:
     """Buffers in `buffers` (path → text); `refuse` (path → reason) refuses writes;
     `hang` makes every fs call wait forever (until cancelled, which it records).
     Terminals are killed as a process group; with `kill_spawned_only` set to a signal,
-    kill and release send it to the spawned process alone (as acpx 0.15 does)."""
+    kill and release send it to the spawned process alone (as acpx 0.15 does).
+    `create_gate`: `terminal/create` waits for it (a person deciding, as acpx asks its
+    user); with `ignore_cancel` it creates the terminal even if the agent cancelled the
+    request meanwhile (as a client that does not honour `$/cancel_request` may, e.g. acpx 0.15)."""
 
     def __init__(self, buffers: dict[str, str] | None = None, *, terminal: bool = True) -> None:
         self.buffers = dict(buffers or {})
@@ -63,6 +66,9 @@ class EditorClient:
         self._nursery: trio.Nursery | None = None
         self.updates: list[Any] = []
         self.create_delay = 0.0
+        self.create_gate: trio.Event | None = None
+        self.create_received = trio.Event()
+        self.ignore_cancel = False
         self.kill_spawned_only: signal.Signals | None = None
         self._next = 0
 
@@ -112,7 +118,14 @@ class EditorClient:
 
     async def create_terminal(self, params):
         self.calls.append(("terminal/create", params))
-        await trio.sleep(self.create_delay)
+        self.create_received.set()
+        with trio.CancelScope(shield=self.ignore_cancel):
+            await trio.sleep(self.create_delay)
+            if self.create_gate is not None:
+                await self.create_gate.wait()
+            return await self._create(params)
+
+    async def _create(self, params):
         self._next += 1
         tid = f"term-{self._next}"
         env = {v.name: v.value for v in params.env or []}
