@@ -38,6 +38,7 @@ from typing import Any
 import attrs
 
 from .settings import SettingsError
+from .small_files import loads_json
 
 CLI_CONFIG_FILE = "cli_config.json"
 MCP_CONFIG_FILE = "mcp.json"
@@ -218,8 +219,8 @@ def hooks_file(persistence_dir: Path, cwd: str | Path) -> Path | None:
 def stored_tools(conversation_dir: Path) -> list[dict[str, Any]] | None:
     """The tool specs a stored conversation was created with, or None if unknown."""
     try:
-        data = json.loads((conversation_dir / BASE_STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = loads_json((conversation_dir / BASE_STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # nested too deeply included (small_files.py)
         return None
     agent = data.get("agent") if isinstance(data, dict) else None
     tools = agent.get("tools") if isinstance(agent, dict) else None
