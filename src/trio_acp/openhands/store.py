@@ -16,7 +16,13 @@ a "[damaged]" title (when our index knows its cwd) so the user can see it and de
 
 `session/list` keeps what it parsed in `.trio_acp_list.json` in the conversations directory
 (`LIST_CACHE_FILE`), so a new process's first list does not read every session's files
-again; each entry is checked against its files before it is used (`SessionStore.list`).
+again; each entry is checked against its files' stamps before it is used (`SessionStore.list`),
+and never outranks them: what a page shows is read from them (`SessionStore._vouch`). A
+cache file that cannot be read, or that disagrees with a session's files, is set aside
+(`SET_ASIDE_CACHE_FILE`) and rebuilt. Any file here may hold anything (a crash, a hand
+edit, a hostile tool): JSON nested deeper than the parser goes is invalid JSON like any
+other (small_files.py), titles are cleaned before they are shown (translate/text.py,
+`clean_title`), and a value no frame can carry (a lone surrogate) is not listed.
 """
 
 from __future__ import annotations
