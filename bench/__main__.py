@@ -25,7 +25,8 @@ first turn cancelled early, local vs through an agent-server (bench/remote_first
 cold vs through the warm server (bench/warm_start.py).
 `python -m bench concurrency`: 50 sessions prompting at once in one agent process
 (bench/concurrency.py). `python -m bench hostile`: a seeded corpus of hostile frames
-against one agent process (bench/hostile.py).
+against one agent process (bench/hostile.py). `python -m bench flood`: a client that
+pipelines 200,000 requests and reads no answer (bench/flood.py).
 `python -m bench history [...]`: `session/load` of a 10,000-event conversation and
 `session/list` over 1,000 sessions (bench/history.py).
 """
@@ -215,6 +216,11 @@ def main() -> None:
         from .hostile import main as hostile_main
 
         hostile_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["flood"]:
+        from .flood import main as flood_main
+
+        flood_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["history"]:
         from .history import main as history_main

@@ -509,6 +509,26 @@ def test_hostile_session_ids(world):
     world.healthy()
 
 
+def test_other_spellings_of_a_live_session_id_are_not_it(world):
+    # uuid.UUID reads each of these as the live session's id: they opened, prompted and
+    # closed it, and session/delete deleted it. Only the id session/new answered is one.
+    agent, sid = world.agent, world.sid
+    ws = str(world.ws)
+    spellings = ["{" + sid + "}", "urn:uuid:" + sid, sid.upper(), sid.replace("-", "")]
+    for other in spellings:
+        for method, params in [
+            ("session/load", {"cwd": ws, "mcpServers": []}),
+            ("session/prompt", {"prompt": [{"type": "text", "text": "hi"}]}),
+            ("session/close", {}),
+        ]:
+            reply = agent.request(method, {**params, "sessionId": other})
+            assert error_code(reply) == UNKNOWN_SESSION, (method, other, reply)
+        assert "result" in agent.request("session/delete", {"sessionId": other})
+    listed = agent.result("session/list", {})["sessions"]
+    assert sid in [s["sessionId"] for s in listed]
+    world.healthy()
+
+
 def test_nothing_touched_outside_the_persistence_directory_and_a_clean_exit(world):
     agent = world.agent
     assert agent.close() == 0

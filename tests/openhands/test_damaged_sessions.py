@@ -178,7 +178,18 @@ DAMAGE = {
     ),
     "base wrong field type": (lambda s: _edit(s.base, agent=5), "base", "agent: "),
     "base unreadable": (lambda s: _make_unreadable(s.base), "base", "cannot be read"),
+    # Deeper than json recurses: a RecursionError, once, failed the whole session/list.
+    "base nested too deeply": (
+        lambda s: s.base.write_text("[" * 100_000),
+        "base",
+        "is not valid JSON (nested too deeply)",
+    ),
     "event truncated": (lambda s: _truncate(s.events[1]), "event", "is not valid JSON"),
+    "event nested too deeply": (
+        lambda s: s.events[1].write_text("[" * 100_000),
+        "event",
+        "is not valid JSON (nested too deeply)",
+    ),
     "event empty": (lambda s: s.events[1].write_text(""), "event", "is empty"),
     "event not an object": (
         lambda s: s.events[1].write_text("42"),
@@ -277,11 +288,13 @@ async def test_without_a_base_state_the_session_opens_from_its_history(case, sto
         assert response["result"]["stopReason"] == "end_turn"
 
 
-@pytest.mark.parametrize("case", ["invalid JSON", "a directory"])
+@pytest.mark.parametrize("case", ["invalid JSON", "nested too deeply", "a directory"])
 async def test_a_damaged_rules_file_is_set_aside_and_reported(case, stored, llm):
     rules = stored.dir / "trio_acp_rules.json"
     if case == "invalid JSON":
         rules.write_text('{"rules": [')
+    elif case == "nested too deeply":
+        rules.write_text("[" * 100_000)
     else:
         rules.mkdir()
     async with raw_agent(agent_env(llm, stored.home)) as raw:
@@ -424,3 +437,24 @@ async def test_a_session_that_cannot_start_raises_the_failure_itself_not_a_group
         with pytest.raises(OSError) as info:
             await nursery.start(session.serve)
     assert info.value.filename == "/x/base_state.json"
+
+
+async def test_only_the_canonical_session_id_names_a_session(stored, llm):
+    # uuid.UUID reads {…}, urn:uuid:…, upper-case and dash-less forms too: each opened the
+    # session under an id the client never got. Only the id session/new gave is one.
+    others = ["{" + stored.sid + "}", "urn:uuid:" + stored.sid, stored.sid.upper()]
+    others.append(uuid.UUID(stored.sid).hex)
+    async with raw_agent(agent_env(llm, stored.home)) as raw:
+        for i, other in enumerate(others):
+            response, frames = await call(
+                raw, f"load{i}", "session/load", {**stored.params(), "sessionId": other}
+            )
+            assert response["error"]["code"] == -32002, (other, response)
+            assert not [f for f in frames if f.get("method") == "session/update"]
+        response, _ = await call(raw, "load", "session/load", stored.params())
+        assert "result" in response, response
+        for i, other in enumerate(others):
+            response, _ = await say(raw, f"say{i}", other, "hello")
+            assert response["error"]["code"] == -32002, (other, response)
+        response, _ = await say(raw, "say", stored.sid, "hello")
+        assert response["result"]["stopReason"] == "end_turn"

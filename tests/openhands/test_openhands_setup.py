@@ -465,3 +465,33 @@ async def test_a_conversation_made_by_the_cli_lists_loads_and_continues_with_its
     assert {"terminal", "file_editor", "task_tracker", "task"} <= set(tools), tools
     history = json.dumps(llm.requests[first].messages)
     assert "make a hello file" in history and "and now?" in history
+
+
+def test_setup_files_nested_too_deeply_are_invalid_json(tmp_path):
+    # json raises RecursionError for 100,000 `[`: each file here said something generic
+    # (-32603) or nothing; now it is invalid JSON like any other, named as such.
+    from trio_acp.openhands.agent_server_config import (
+        SETTINGS_FILE as AGENT_SERVER_FILE,
+    )
+    from trio_acp.openhands.agent_server_config import (
+        AgentServerConfigError,
+        load_agent_server,
+    )
+    from trio_acp.openhands.settings import SETTINGS_FILE
+
+    nested = "[" * 100_000
+    (tmp_path / SETTINGS_FILE).write_text(nested)
+    with pytest.raises(SettingsError, match="is not valid JSON \\(nested too deeply\\)"):
+        load_settings({"OPENHANDS_PERSISTENCE_DIR": str(tmp_path)})
+    (tmp_path / "mcp.json").write_text(nested)
+    with pytest.raises(SettingsError, match="mcp.json is not valid JSON \\(nested too deeply\\)"):
+        load_mcp_file(tmp_path)
+    (tmp_path / "cli_config.json").write_text(nested)
+    assert "not usable" in load_cli_config(tmp_path, env={}).warning
+    (tmp_path / AGENT_SERVER_FILE).write_text(nested)
+    with pytest.raises(AgentServerConfigError, match="nested too deeply"):
+        load_agent_server({}, persistence_dir=tmp_path)
+    conversation = tmp_path / "conversation"
+    conversation.mkdir()
+    (conversation / "base_state.json").write_text(nested)
+    assert stored_tools(conversation) is None

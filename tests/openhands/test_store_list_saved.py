@@ -47,7 +47,8 @@ def reads(monkeypatch) -> list[str]:
     return read
 
 
-def test_a_new_process_lists_from_the_saved_cache(root, tmp_path, reads):
+def test_a_new_process_lists_from_the_saved_cache(root, tmp_path, reads, monkeypatch):
+    monkeypatch.setattr(store_mod, "PAGE_SIZE", 2)
     sids = [
         make(root, str(tmp_path), title=f"t{i}", updated=f"2026-01-0{i + 1}T00:00:00Z")
         for i in range(3)
@@ -58,8 +59,12 @@ def test_a_new_process_lists_from_the_saved_cache(root, tmp_path, reads):
     assert stat.S_IMODE(cache.stat().st_mode) == 0o600  # titles are the user's words
     new_process(root)
     reads.clear()
-    assert listed(root) == first == [(str(s), f"t{i}") for i, s in reversed(list(enumerate(sids)))]
-    assert reads == []
+    assert listed(root) == first == [(str(sids[2]), "t2"), (str(sids[1]), "t1")]
+    # The cache file orders the list; what the page shows is read from its sessions' own
+    # files (once per process: store.SessionStore._vouch), the rest is not read.
+    assert sorted(os.path.basename(d) for d in reads) == sorted(s.hex for s in sids[1:])
+    reads.clear()
+    assert listed(root) == first and reads == []
     # The cache file is no session, and nothing else is left beside it.
     assert sorted(p.name for p in root.iterdir()) == sorted(
         [LIST_CACHE_FILE, *(s.hex for s in sids)]
@@ -88,9 +93,14 @@ def test_the_saved_cache_is_checked_against_the_files(root, tmp_path, reads):
         (str(damaged), f"{DAMAGED} damaged"),
         (str(keep), "keep"),
     ]
+    # Read: the changed ones, and the unchanged one the page shows (_vouch).
     assert sorted(os.path.basename(d) for d in reads) == sorted(
-        s.hex for s in (changed, damaged, new)
+        s.hex for s in (changed, damaged, new, keep)
     )
+    reads.clear()
+    listed(root)
+    # Once: only the sessions changed in the last 2 s (_RACY_NS) are read again.
+    assert sorted(os.path.basename(d) for d in reads) == sorted(s.hex for s in (changed, damaged))
 
 
 def test_a_damaged_or_foreign_cache_file_is_not_used(root, tmp_path, reads):
@@ -118,9 +128,13 @@ def test_a_damaged_or_foreign_cache_file_is_not_used(root, tmp_path, reads):
         reads.clear()
         assert listed(root) == [(str(sid), "t")], bad
         assert len(reads) == 1, bad
-    # The well-formed one is used as it is: it stands for the files it was read from.
+    # The well-formed one is used: it stands for the files it was read from (the page's
+    # sessions are read once all the same, _vouch, and agree with it: it stays).
     cache.write_text(json.dumps(good))
     new_process(root)
+    reads.clear()
+    assert listed(root) == [(str(sid), "t")] and len(reads) == 1
+    assert json.loads(cache.read_text()) == good
     reads.clear()
     assert listed(root) == [(str(sid), "t")] and reads == []
 
@@ -143,6 +157,8 @@ def test_an_entry_read_just_after_its_files_changed_is_read_again(root, tmp_path
     age(root, sid)
     listed(root)
     new_process(root)
+    reads.clear()
+    assert listed(root) == [(str(sid), "after!")] and len(reads) == 1  # _vouch
     reads.clear()
     assert listed(root) == [(str(sid), "after!")] and reads == []
 

@@ -17,7 +17,6 @@ Reads files and the environment only; no SDK import.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Mapping
@@ -25,6 +24,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import attrs
+
+from .small_files import loads_json
 
 ENV_URL = "TRIO_ACP_AGENT_SERVER_URL"
 ENV_API_KEY = "TRIO_ACP_AGENT_SERVER_API_KEY"
@@ -66,7 +67,7 @@ def _read_file(path: Path) -> dict[str, object] | None:
     except OSError as exc:
         raise AgentServerConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text)
+        data = loads_json(text)  # nested too deeply: a ValueError too (small_files.py)
     except ValueError as exc:
         raise AgentServerConfigError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):

@@ -23,6 +23,8 @@ from typing import Any
 
 import attrs
 
+from .small_files import loads_json
+
 BASE_STATE = "base_state.json"
 EVENTS_DIR = "events"
 # The SDK's event file names (openhands/sdk/conversation/persistence_const.py).
@@ -100,7 +102,7 @@ def _check_file(path: Path, check: Callable[[Any], object], *, empty_ok: bool) -
     if not text.strip():
         return None if empty_ok else "is empty"
     try:
-        data = json.loads(text)
+        data = loads_json(text)  # nested too deeply: a ValueError too
     except ValueError as exc:
         if isinstance(exc, json.JSONDecodeError):
             return f"is not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}; the file may be truncated)"

@@ -23,7 +23,6 @@ Pure: reads files and the environment, never imports the SDK or Trio.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -34,6 +33,7 @@ from typing import Any
 import attrs
 
 from .settings import Settings, SettingsError
+from .small_files import loads_json
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def _profiles(directory: Path) -> list[ModelChoice]:
         if not _PROFILE_NAME.match(name):
             continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             log.warning("skipping the unreadable LLM profile %s", path)
             continue
@@ -181,7 +181,7 @@ def _listed(raw: str, default: dict[str, Any]) -> list[ModelChoice]:
         return []
     if raw.startswith("["):
         try:
-            items = json.loads(raw)
+            items = loads_json(raw)
         except ValueError as exc:
             raise SettingsError(f"{MODELS_VARIABLE} is not valid JSON: {exc}") from None
     else:

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from .. import schema
+from .small_files import loads_json
 from .translate.tools import rule_scope
 
 ALWAYS_ASK = "always-ask"
@@ -124,7 +125,7 @@ class RuleBook:
         self.problem: str | None = None
         if path is not None and os.path.lexists(path):
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = loads_json(path.read_text(encoding="utf-8"))  # small_files.py
                 self.rules = [
                     Rule(r["tool"], r.get("target"), bool(r["allow"])) for r in data["rules"]
                 ]

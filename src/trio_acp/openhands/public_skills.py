@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .small_files import loads_json
+
 log = logging.getLogger(__name__)
 
 #: Seconds a failed fetch is remembered (by this process and, through a file, by others).
@@ -123,7 +125,7 @@ def _fetch(state_dir: Path | None) -> tuple[list[Any], float | None]:
 def _recent_failure(marker: Path, ref: str) -> tuple[float, str] | None:
     """(time, reason) of an earlier attempt's failure within `RETRY_AFTER`, or None."""
     try:
-        known = json.loads(marker.read_text())
+        known = loads_json(marker.read_text())
         when = float(known["time"])
         if known.get("ref") == ref and 0 <= time.time() - when < RETRY_AFTER:
             return when, str(known.get("reason") or "unknown")

@@ -16,7 +16,6 @@ nothing at start-up and its errors reach the user before any heavy work.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 import attrs
 
 from .permissions import MODE_IDS
+from .small_files import loads_json
 
 SETTINGS_FILE = "agent_settings.json"
 CONVERSATIONS_DIR = "conversations"
@@ -104,8 +104,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(f"cannot read {path}: {exc}") from exc
     if text is not None:
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            data = loads_json(text)  # nested too deeply: a ValueError too (small_files.py)
+        except ValueError as exc:
             raise SettingsError(f"{path} is not valid JSON ({exc}); fix or remove it") from exc
         file_llm = data.get("llm") if isinstance(data, dict) else None
         if not isinstance(file_llm, dict):

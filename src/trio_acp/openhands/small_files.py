@@ -1,5 +1,10 @@
 """Reading small files whole, fast: a conversation's event files and the session list's JSON.
 
+And reading them safely: files in the persistence directory can be anything (a crash, a
+hand edit, a hostile tool), so a JSON file nested deeper than the parser recurses
+(100,000 `[`) is an invalid file like any other, never a RecursionError that escapes
+(`loads_json`).
+
 Opening a long conversation reads 10,000 event files, and a new process's first
 `session/list` 2,000 small JSON files. Python's file objects cost more than the read
 itself: a text-mode `open` (buffered reader, decoder, newline set-up per file) took 0.2 s of
@@ -9,9 +14,20 @@ CPU for 10,000 files here, a binary unbuffered one 0.11 s, `os.open` + `os.read`
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
-__all__ = ["read_bytes"]
+__all__ = ["loads_json", "read_bytes"]
+
+
+def loads_json(data: bytes | str) -> Any:
+    """`json.loads(data)`; ValueError for anything that is not JSON, nesting deeper than
+    the parser can recurse included (json raises RecursionError for it)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def read_bytes(path: str | os.PathLike[str]) -> bytes:

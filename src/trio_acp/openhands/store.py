@@ -16,7 +16,13 @@ a "[damaged]" title (when our index knows its cwd) so the user can see it and de
 
 `session/list` keeps what it parsed in `.trio_acp_list.json` in the conversations directory
 (`LIST_CACHE_FILE`), so a new process's first list does not read every session's files
-again; each entry is checked against its files before it is used (`SessionStore.list`).
+again; each entry is checked against its files' stamps before it is used (`SessionStore.list`),
+and never outranks them: what a page shows is read from them (`SessionStore._vouch`). A
+cache file that cannot be read, or that disagrees with a session's files, is set aside
+(`SET_ASIDE_CACHE_FILE`) and rebuilt. Any file here may hold anything (a crash, a hand
+edit, a hostile tool): JSON nested deeper than the parser goes is invalid JSON like any
+other (small_files.py), titles are cleaned before they are shown (translate/text.py,
+`clean_title`), and a value no frame can carry (a lone surrogate) is not listed.
 """
 
 from __future__ import annotations
@@ -34,14 +40,15 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
 from .. import __version__
 from .damage import BASE_STATE, EVENTS_DIR, event_files
 from .session_roots import SessionRoots, roots_from_index, with_roots
-from .small_files import read_bytes
+from .small_files import loads_json, read_bytes
+from .translate.text import clean_title
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +59,9 @@ RULES_FILE = "trio_acp_rules.json"
 # The session list's cache: a file (a dot file, so that no one takes it for a conversation)
 # that only saves reading; deleting it loses nothing.
 LIST_CACHE_FILE = ".trio_acp_list.json"
+# Where a cache file that cannot be read, or that was caught lying, is set aside (the last
+# one only), for whoever wants to see what it was; the list is rebuilt from the sessions.
+SET_ASIDE_CACHE_FILE = LIST_CACHE_FILE + ".damaged"
 PAGE_SIZE = 50
 DAMAGED = "[damaged]"
 
@@ -61,12 +71,17 @@ class DeleteError(Exception):
 
 
 def parse_session_id(session_id: Any) -> uuid.UUID | None:
-    if not isinstance(session_id, str) or len(session_id) > 64:
+    """The UUID of a session id in its one canonical form (what `session/new` answered:
+    lower-case, dashed), else None. `uuid.UUID` also reads `{...}`, `urn:uuid:...`,
+    upper-case and dash-less forms: each would open the same session under an id the
+    client never got, so that two ids would name one session."""
+    if not isinstance(session_id, str) or len(session_id) != 36:
         return None
     try:
-        return uuid.UUID(session_id)
+        sid = uuid.UUID(session_id)
     except ValueError:
         return None
+    return sid if str(sid) == session_id else None
 
 
 def now_iso() -> str:
@@ -117,6 +132,10 @@ class _Listing:
     entries: dict[str, tuple[_Stamps, StoredSession | None]] = attrs.Factory(dict)
     loaded: bool = False  # the cache file has been read
     dirty: bool = False  # entries differ from what the cache file holds
+    # Entries taken from the cache file and not yet read from their sessions' files by
+    # this process: they order and filter a list, but a page shows none of them unread
+    # (`SessionStore._vouch`).
+    borrowed: set[str] = attrs.Factory(set)
     # Lists run in worker threads, two at once if a client asks so.
     lock: threading.Lock = attrs.Factory(threading.Lock)
 
@@ -249,6 +268,7 @@ class SessionStore:
         if cached is not None and cached[0] == stamps:
             return cached[1]
         stored = self.read(path)
+        listing.borrowed.discard(name)
         if any(s is not None and s[1] > now_ns - _RACY_NS for s in stamps):
             # Changed just now: read again next time (_RACY_NS).
             if listing.entries.pop(name, None) is not None:
@@ -276,7 +296,7 @@ class SessionStore:
         if not _is_abs_path(cwd):
             return None
         updated = index.get("updatedAt")
-        if not isinstance(updated, str):
+        if not _is_timestamp(updated):
             stamps = [p.stat().st_mtime for p in events_dir.glob("*.json")]
             stamp = (
                 max(stamps)
@@ -288,20 +308,23 @@ class SessionStore:
                 .isoformat(timespec="seconds")
                 .replace("+00:00", "Z")
             )
-        title = index.get("title") if isinstance(index.get("title"), str) else None
+        raw_title = index.get("title")
+        title = clean_title(raw_title) if isinstance(raw_title, str) else None
         if title is None and not index:
             # A conversation another OpenHands client made (the CLI): titled, as the CLI
             # titles it, by its first user message.
-            title = _first_user_text(events_dir)
+            first = _first_user_text(events_dir)
+            title = clean_title(first) if first is not None else None
         if damaged:
             title = f"{DAMAGED} {title or 'untitled session'}"
         assert isinstance(cwd, str)  # _is_abs_path above
-        return StoredSession(str(sid), cwd, title, updated, roots_from_index(index))
+        roots = [d for d in roots_from_index(index) if _is_wire_text(d)]
+        return StoredSession(str(sid), cwd, title, updated, roots)
 
     def _walk_page(
         self, walk: _Walk, walk_id: str, offset: int, cwd: str | None
     ) -> tuple[list[StoredSession], str | None]:
-        page: list[StoredSession] = []
+        page: list[tuple[StoredSession, str]] = []
         now_ns = time.time_ns()
         with self._listing.lock:
             for name in walk.names[offset : offset + PAGE_SIZE]:
@@ -313,9 +336,45 @@ class SessionStore:
                 if stored is not None and (
                     cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)
                 ):
-                    page.append(stored)
+                    page.append((stored, name))
+        if not self._vouch(page):
+            return self._walk_page(walk, walk_id, offset, cwd)  # now read from the files
         more = offset + PAGE_SIZE < len(walk.names)
-        return page, (_encode_cursor(offset + PAGE_SIZE, walk_id) if more else None)
+        return [stored for stored, _ in page], (
+            _encode_cursor(offset + PAGE_SIZE, walk_id) if more else None
+        )
+
+    def _vouch(self, shown: list[tuple[StoredSession, str]]) -> bool:
+        """Whether the entries a page shows agree with their sessions' files.
+
+        The cache file only saves reading: what a list shows must be what the session's
+        own files say, so each entry taken from it is read from its files (once per
+        process) before a page shows it. A page is at most PAGE_SIZE sessions, a few
+        milliseconds. An entry that does not agree means the cache file is not what this
+        process's lists wrote (hand-made, another program's, a stamp that lied): every
+        entry it gave is dropped, the file set aside, and False tells the caller to list
+        again from the files.
+        """
+        listing = self._listing
+        with listing.lock:
+            for stored, name in shown:
+                if name not in listing.borrowed:
+                    continue
+                fresh = self.read(os.path.join(self.root, name))
+                if fresh != stored:
+                    self._distrust(f"its entry for {name} does not match that session's files")
+                    return False
+                listing.borrowed.discard(name)
+        return True
+
+    def _distrust(self, why: str) -> None:
+        """Drop what the cache file gave and set the file aside (the caller holds the lock)."""
+        listing = self._listing
+        for name in listing.borrowed:
+            listing.entries.pop(name, None)
+        listing.borrowed.clear()
+        listing.dirty = True
+        _set_aside_cache(str(self.root), why)
 
     def list(self, cwd: str | None, cursor: str | None) -> tuple[list[StoredSession], str | None]:
         """One page of sessions, newest first; raises ValueError for a cursor we did not make.
@@ -353,7 +412,12 @@ class SessionStore:
             if not listing.loaded:
                 listing.loaded = True
                 if entries:
-                    listing.entries.update(_load_cache(root))
+                    cached = _load_cache(root)
+                    if cached is None:
+                        _set_aside_cache(root, "it cannot be read")
+                    else:
+                        listing.entries.update(cached)
+                        listing.borrowed.update(cached)
             now_ns = time.time_ns()
             for entry in entries:
                 if entry.is_dir():
@@ -364,12 +428,15 @@ class SessionStore:
                         found.append((stored, entry.name))
             for name in listing.entries.keys() - seen:
                 listing.entries.pop(name, None)  # deleted since the last list
+                listing.borrowed.discard(name)
                 listing.dirty = True
             saving = dict(listing.entries) if listing.dirty and entries else None
             listing.dirty = False
         if saving is not None:
             _save_cache(root, saving)
         found.sort(key=lambda f: (f[0].updated_at, f[0].session_id), reverse=True)
+        if not self._vouch(found[offset : offset + PAGE_SIZE]):
+            return self.list(cwd, cursor)  # now read from the files
         page = [stored for stored, _ in found[offset : offset + PAGE_SIZE]]
         if offset + PAGE_SIZE >= len(found):
             return page, None
@@ -398,27 +465,57 @@ class SessionStore:
             )
 
 
-def _load_cache(root: str) -> dict[str, tuple[_Stamps, StoredSession | None]]:
-    """The entries the cache file of `root` holds that are well formed ({} if none)."""
-    data = _read_json(os.path.join(root, LIST_CACHE_FILE))
-    if data is None or data.get("format") != _CACHE_FORMAT:
+def _load_cache(root: str) -> dict[str, tuple[_Stamps, StoredSession]] | None:
+    """The entries the cache file of `root` holds that are well formed ({} if there is no
+    file, or one of another version); None if the file cannot be read as a cache."""
+    path = os.path.join(root, LIST_CACHE_FILE)
+    try:
+        data = loads_json(read_bytes(path).decode("utf-8"))
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError):  # nested too deeply included (loads_json)
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("format") != _CACHE_FORMAT:
+        return {}  # another version's: replaced by the next save
     raw = data.get("entries")
     if not isinstance(raw, dict):
-        return {}
-    entries: dict[str, tuple[_Stamps, StoredSession | None]] = {}
+        return None
+    entries: dict[str, tuple[_Stamps, StoredSession]] = {}
     for name, item in raw.items():
         # Checked as strictly as the files they stand for: a damaged or hand-edited cache
         # costs reading the sessions it gets wrong, never a wrong entry. (Checked by hand,
         # not with uuid.UUID and generators: those were most of a cold list's time.)
+        # An entry for no session (a directory that is no conversation) is not taken: it
+        # would hide one, and such a directory costs little to read again.
         try:
             (base, index, events), stored_raw = item
             stamps = (_stamp_of(base), _stamp_of(index), _stamp_of(events))
-            stored = None if stored_raw is None else _session_of(_sid_of(name), stored_raw)
+            stored = _session_of(_sid_of(name), stored_raw)
         except (ValueError, TypeError):
             continue
         entries[name] = (stamps, stored)
     return entries
+
+
+def _set_aside_cache(root: str, why: str) -> None:
+    """Move the cache file out of the way (SET_ASIDE_CACHE_FILE); the next list saves a
+    new one from the sessions' files."""
+    try:
+        os.replace(os.path.join(root, LIST_CACHE_FILE), os.path.join(root, SET_ASIDE_CACHE_FILE))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        log.warning("could not set the session list's cache in %s aside (%s): %s", root, why, exc)
+        return
+    log.warning(
+        "the session list's cache %s was set aside as %s (%s); the list is rebuilt from "
+        "the sessions' files",
+        os.path.join(root, LIST_CACHE_FILE),
+        SET_ASIDE_CACHE_FILE,
+        why,
+    )
 
 
 _HEX32 = re.compile(r"[0-9a-fA-F]{32}")
@@ -446,13 +543,13 @@ def _session_of(sid: str, raw: Any) -> StoredSession:
     if (
         session_id != sid
         or not _is_abs_path(cwd)
-        or not (title is None or type(title) is str)
-        or type(updated) is not str
+        or not (title is None or (type(title) is str and _is_clean_title(title)))
+        or not _is_timestamp(updated)
         or type(dirs) is not list
     ):
         raise ValueError(raw)
     for d in dirs:
-        if type(d) is not str:
+        if type(d) is not str or not _is_wire_text(d):
             raise ValueError(raw)
     return StoredSession(session_id, cwd, title, updated, dirs)
 
@@ -513,8 +610,8 @@ def _first_user_text(events_dir: Path, *, look_at: int = 50) -> str | None:
 def _read_json(path: Path | str) -> dict[str, Any] | None:
     try:
         # Without a text-mode file object, a third of reading 1,000 small files (small_files.py).
-        data = json.loads(read_bytes(path).decode("utf-8"))
-    except (OSError, ValueError):
+        data = loads_json(read_bytes(path).decode("utf-8"))
+    except (OSError, ValueError):  # nested too deeply included (loads_json)
         return None
     return data if isinstance(data, dict) else None
 
@@ -526,8 +623,29 @@ def _is_empty_file(path: str) -> bool:
         return False
 
 
+def _is_clean_title(title: str) -> bool:
+    # As `_read` makes them: cleaned, or cleaned behind the "[damaged]" mark.
+    if title.startswith(f"{DAMAGED} "):
+        title = title[len(DAMAGED) + 1 :]
+    return clean_title(title) == title
+
+
+def _is_timestamp(value: Any) -> TypeGuard[str]:
+    # An ISO 8601 date-time as we write it (now_iso), loosely: short, plain ASCII.
+    return isinstance(value, str) and len(value) <= 40 and value.isascii() and value.isprintable()
+
+
 def _is_abs_path(value: Any) -> bool:
-    return isinstance(value, str) and os.path.isabs(value)
+    return isinstance(value, str) and os.path.isabs(value) and _is_wire_text(value)
+
+
+# Lone surrogates (JSON's "\ud800" escapes): no UTF-8 encodes them, so one in a listed
+# value would fail the whole session/list answer.
+_WIRE_UNSAFE = re.compile("[\ud800-\udfff]")
+
+
+def _is_wire_text(value: str) -> bool:
+    return value.isascii() or _WIRE_UNSAFE.search(value) is None
 
 
 def _encode_cursor(offset: int, walk_id: str) -> str:
@@ -537,14 +655,14 @@ def _encode_cursor(offset: int, walk_id: str) -> str:
 def _decode_cursor(cursor: str) -> tuple[int, str | None]:
     """The offset and the walk a cursor names (None: a cursor of an older version)."""
     try:
-        data = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        data = loads_json(base64.urlsafe_b64decode(cursor.encode()))
         offset, walk_id = data["o"], data.get("w")
     except (ValueError, KeyError, TypeError, AttributeError):
-        raise ValueError(f"invalid cursor {cursor!r}") from None
+        raise ValueError(f"invalid cursor {cursor[:80]!r}") from None
     if (
         not isinstance(offset, int)
         or offset < 0
         or not (walk_id is None or isinstance(walk_id, str))
     ):
-        raise ValueError(f"invalid cursor {cursor!r}")
+        raise ValueError(f"invalid cursor {cursor[:80]!r}")
     return offset, walk_id

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .settings import SETTINGS_FILE, SettingsError, load_settings
+from .small_files import loads_json
 
 SETUP_ARG = "--setup"
 
@@ -130,7 +131,7 @@ def _read_existing(path: Path, out: TextIO) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     try:
-        data = json.loads(text)
+        data = loads_json(text)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
     except ValueError as exc:

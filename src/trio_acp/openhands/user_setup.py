@@ -28,7 +28,6 @@ a broken file is reported before any heavy work, and reading costs nothing at st
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -38,6 +37,7 @@ from typing import Any
 import attrs
 
 from .settings import SettingsError
+from .small_files import loads_json
 
 CLI_CONFIG_FILE = "cli_config.json"
 MCP_CONFIG_FILE = "mcp.json"
@@ -96,7 +96,7 @@ def load_cli_config(persistence_dir: Path, env: Mapping[str, str] | None = None)
             path=path, warning=f"cannot read {path}: {exc}; using the default critic settings"
         )
     try:
-        data = json.loads(text)
+        data = loads_json(text)
         if not isinstance(data, dict):
             raise ValueError("it is not a JSON object")
         critic = _critic_settings(data)
@@ -186,8 +186,8 @@ def load_mcp_file(persistence_dir: Path) -> dict[str, dict[str, Any]]:
     except OSError as exc:
         raise SettingsError(f"cannot read {path}: {exc}") from exc
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = loads_json(text)
+    except ValueError as exc:
         raise SettingsError(f"{path} is not valid JSON ({exc}); fix it or remove it") from exc
     servers = data.get("mcpServers", {}) if isinstance(data, dict) else None
     if not isinstance(servers, dict):
@@ -218,8 +218,8 @@ def hooks_file(persistence_dir: Path, cwd: str | Path) -> Path | None:
 def stored_tools(conversation_dir: Path) -> list[dict[str, Any]] | None:
     """The tool specs a stored conversation was created with, or None if unknown."""
     try:
-        data = json.loads((conversation_dir / BASE_STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = loads_json((conversation_dir / BASE_STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # nested too deeply included (small_files.py)
         return None
     agent = data.get("agent") if isinstance(data, dict) else None
     tools = agent.get("tools") if isinstance(agent, dict) else None
@@ -259,7 +259,7 @@ def load_critic_template(path: str) -> str:
     except OSError as exc:
         raise SettingsError(f"TRIO_ACP_CRITIC_CHAT_TEMPLATE: cannot read {path}: {exc}") from exc
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except ValueError:
         return text  # not JSON: the template itself
     template = data.get("chat_template") if isinstance(data, dict) else None

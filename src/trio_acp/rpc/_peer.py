@@ -19,7 +19,15 @@ Task layout of one connection (all inside `open_peer`'s nursery)::
   last it has for now; the session's update pump does).
 * Reading.  The reader parses each line and
     - starts a task per inbound **request** (so a handler awaiting a request to the other
-      side never blocks the reader);
+      side never blocks the reader), at most ``max_running_requests`` at once: the next
+      ones wait their turn, in order, as their lines (``max_waiting_requests``,
+      ``max_waiting_bytes``), and when those are full too the reader stops reading, so a
+      client that pipelines requests and reads no answers meets back-pressure (its writes
+      block) instead of a process that grows without bound.  Except while this side waits
+      on an answer from the other (an outbound request is pending): that answer, or a
+      notification such as ``session/cancel``, may be behind the requests, so the reader
+      reads on and refuses what it cannot keep (``-32603``, "too many requests in
+      flight").  See `trio_acp.rpc._admission`;
     - runs **notification** handlers inline, one at a time, in wire order.  So every
       notification that precedes a response on the wire has been handled before the task
       awaiting that response wakes up (ACP: all ``session/update``\\s of a turn before the
@@ -50,8 +58,9 @@ from typing import Any, Protocol
 import trio
 
 from ..exception_groups import leaves, reraise
+from ._admission import Admission
 from ._direct import direct_sender
-from ._errors import PeerClosed, RequestError
+from ._errors import ErrorCode, PeerClosed, RequestError
 from ._framing import DEFAULT_MAX_FRAME_SIZE, FrameTooLarge, LineBuffer
 from ._messages import (
     ErrorResponse,
@@ -82,6 +91,15 @@ logger = logging.getLogger("trio_acp.rpc")
 
 #: The protocol-level notification that cancels a request (ACP ``$/cancel_request``).
 CANCEL_REQUEST_METHOD = "$/cancel_request"
+
+#: Inbound requests served at once per connection, and how many more wait (their lines,
+#: at most so many bytes) before the reader stops reading (`trio_acp.rpc._admission`).
+#: Far above what an editor keeps in flight (a prompt per session, a few lists and
+#: loads), far below what costs memory: a running request is a task and, until the
+#: client reads it, its answer.
+DEFAULT_MAX_RUNNING_REQUESTS = 256
+DEFAULT_MAX_WAITING_REQUESTS = 1024
+DEFAULT_MAX_WAITING_BYTES = 16 * 1024 * 1024
 
 #: Inside a task handling an inbound request: that request's id (``None`` elsewhere).
 _after_response: ContextVar[list[Callable[[], Awaitable[None]]] | None] = ContextVar(
@@ -192,6 +210,9 @@ class Peer:
         max_queued_frames: int = 64,
         shutdown_grace: float = 1.5,
         receive_size: int = 256 * 1024,
+        max_running_requests: int = DEFAULT_MAX_RUNNING_REQUESTS,
+        max_waiting_requests: int = DEFAULT_MAX_WAITING_REQUESTS,
+        max_waiting_bytes: int = DEFAULT_MAX_WAITING_BYTES,
     ) -> None:
         self._stream = stream
         self._handler = handler
@@ -205,6 +226,13 @@ class Peer:
         self._next_id = 0
         self._pending: dict[int, _Pending | _Late] = {}
         self._inbound: dict[RequestId, trio.CancelScope] = {}
+        self._admission = Admission(
+            max_running=max_running_requests,
+            max_waiting=max_waiting_requests,
+            max_waiting_bytes=max_waiting_bytes,
+        )
+        # Where the reader waits while no request can be run or kept (`_receive_request`).
+        self._room = trio.lowlevel.ParkingLot()
         self._reader_scope = trio.CancelScope()
         self._closing = False
         self._closing_event = trio.Event()
@@ -247,6 +275,8 @@ class Peer:
         frame = encode_request(request_id, method, params)
         slot = _Pending()
         self._pending[request_id] = slot
+        # The answer may come behind requests the reader is holding back: it reads on.
+        self._room.unpark_all()
         sent = False
         late = False
         try:
@@ -353,6 +383,11 @@ class Peer:
             slot.complete(error=self._peer_closed())
         for scope in self._inbound.values():
             scope.cancel()
+        # Requests still waiting for their turn are answered too (-32800: their scopes
+        # are cancelled), at once.
+        for line in self._admission.take_all():
+            self._run_waiting(line)
+        self._room.unpark_all()
         self._closing_event.set()
 
     def _peer_closed(self) -> PeerClosed:
@@ -454,7 +489,7 @@ class Peer:
             else:
                 await self._handle_notification(msg)
         elif isinstance(msg, Request):
-            await self._start_request(msg)
+            await self._receive_request(msg, item)
         elif isinstance(msg, Result):
             self._complete(msg.id, result=msg.result)
         elif isinstance(msg, ErrorResponse):
@@ -464,13 +499,33 @@ class Peer:
             logger.info("answering an invalid message: %s", msg.error.message)
             await self._send_quietly(encode_error(msg.id, msg.error))
 
-    async def _start_request(self, request: Request) -> None:
-        assert self._handler_nursery is not None
+    async def _receive_request(self, request: Request, line: bytes) -> None:
+        """Run, keep or refuse a request just read (`trio_acp.rpc._admission`)."""
+        admission = self._admission
+        while not admission.has_room(len(line)) and not self._pending and not self._closing:
+            # As many requests run and wait as allowed: stop reading (the other side's
+            # writes block) until one finishes. Not while we wait on the other side
+            # (`self._pending`, e.g. a session/request_permission): its answer, or a
+            # session/cancel, may be behind this request, and a turn waiting for it
+            # would wait forever.
+            await self._room.park()
         if request.id in self._inbound:
             error = RequestError.invalid_request(
                 message="Invalid request: id of a request still in progress"
             )
             await self._send_quietly(encode_error(request.id, error))
+            return
+        decision = admission.offer(line)
+        if decision == "full":
+            # Reading on for an answer we wait for: a request beyond every bound is
+            # refused, never kept (memory) and never ignored (it must be answered).
+            logger.warning(
+                "refusing %r: %d requests running, %d waiting",
+                request.method,
+                admission.running,
+                admission.waiting,
+            )
+            await self._send_quietly(encode_error(request.id, _too_many_requests()))
             return
         # Registered before the task starts, so a $/cancel_request right behind the
         # request on the wire finds it (a scope cancelled before entry starts cancelled).
@@ -484,9 +539,36 @@ class Peer:
                 logger.exception("request_received(%r) failed", request.method)
             finally:
                 current_request_id.reset(token)
-        self._handler_nursery.start_soon(self._serve_request, request, scope)
+        if decision == "run":
+            assert self._handler_nursery is not None
+            self._handler_nursery.start_soon(self._serve_request, request, scope)
+
+    def _run_waiting(self, line: bytes) -> None:
+        """Start the task of a request that waited its turn (its line, as read)."""
+        request = parse_message(line)
+        assert isinstance(request, Request)  # it was one when it was read
+        scope = self._inbound[request.id]
+        if self._handler_nursery is None:
+            return  # torn down: nothing answers any more
+        try:
+            self._handler_nursery.start_soon(self._serve_request, request, scope)
+        except RuntimeError:  # the nursery is closing
+            pass
+
+    def _request_done(self) -> None:
+        line = self._admission.finished()
+        if line is not None:
+            self._run_waiting(line)
+        # Room for one more: the reader reads on if it stopped.
+        self._room.unpark_all()
 
     async def _serve_request(self, request: Request, scope: trio.CancelScope) -> None:
+        try:
+            await self._serve(request, scope)
+        finally:
+            self._request_done()
+
+    async def _serve(self, request: Request, scope: trio.CancelScope) -> None:
         current_request_id.set(request.id)
         callbacks: list[Callable[[], Awaitable[None]]] = []
         _after_response.set(callbacks)
@@ -613,6 +695,13 @@ class Peer:
             pass
 
 
+def _too_many_requests() -> RequestError:
+    return RequestError(
+        ErrorCode.INTERNAL_ERROR,
+        "Too many requests in flight: read the answers, then send this request again",
+    )
+
+
 @asynccontextmanager
 async def open_peer(
     stream: trio.abc.Stream,
@@ -622,6 +711,9 @@ async def open_peer(
     max_queued_frames: int = 64,
     shutdown_grace: float = 1.5,
     receive_size: int = 256 * 1024,
+    max_running_requests: int = DEFAULT_MAX_RUNNING_REQUESTS,
+    max_waiting_requests: int = DEFAULT_MAX_WAITING_REQUESTS,
+    max_waiting_bytes: int = DEFAULT_MAX_WAITING_BYTES,
 ) -> AsyncIterator[Peer]:
     """Run a JSON-RPC connection over ``stream`` for the duration of the block.
 
@@ -629,6 +721,9 @@ async def open_peer(
     answered ``-32600`` with ``id: null`` and skipped).  ``max_queued_frames``: the bound
     of the outgoing queue (back-pressure on senders).  ``shutdown_grace``: seconds the
     shutdown gives cancelled handlers to answer, and again to flush queued frames.
+    ``max_running_requests``, ``max_waiting_requests``, ``max_waiting_bytes``: how many
+    inbound requests run at once and how many (and how many bytes of them) wait before
+    the reader stops reading (see the module's docstring, "Reading").
 
     Leaving the block normally closes the peer gracefully (see `Peer.aclose`).  If the
     body raises, the connection is torn down at once (no grace) and the body's exception
@@ -642,6 +737,9 @@ async def open_peer(
         max_queued_frames=max_queued_frames,
         shutdown_grace=shutdown_grace,
         receive_size=receive_size,
+        max_running_requests=max_running_requests,
+        max_waiting_requests=max_waiting_requests,
+        max_waiting_bytes=max_waiting_bytes,
     )
     body_error: BaseException | None = None
     try:

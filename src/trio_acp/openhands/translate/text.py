@@ -15,6 +15,7 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "cap_json",
     "cap_text",
+    "clean_title",
     "fence",
     "one_line",
     "strip_ansi",
@@ -44,6 +45,31 @@ def strip_ansi(text: str) -> str:
     if "\x1b" in text:
         text = _ANSI_RE.sub("", text)
     return text.replace("\r\n", "\n")
+
+
+#: The longest session title shown, in characters: one line of a session list.
+MAX_TITLE_CHARS = 200
+
+# What a title never shows: control characters (C0, DEL, C1), the bidirectional controls
+# that reorder what follows them on screen, and lone surrogates (which are not UTF-8: a
+# frame carrying one cannot be encoded at all).
+_UNSHOWN = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def clean_title(text: str, limit: int = MAX_TITLE_CHARS) -> str | None:
+    """`text` fit to be one line of a session list: terminal escapes and control
+    characters gone, whitespace folded, at most `limit` characters (cut with "…");
+    None if nothing is left. Titles come from files anyone may have written
+    (store.py): a hand-edited index, another client's conversation."""
+    # What could be shown is in the head: a 5 MB title of escape codes costs no more.
+    text = text[: limit * 16]
+    text = _UNSHOWN.sub(" ", strip_ansi(text)) if not text.isprintable() else text
+    folded = " ".join(text.split())
+    if len(folded) > limit:
+        folded = folded[: limit - 1].rstrip() + "…"
+    return folded or None
 
 
 def utf8_len(text: str) -> int:
