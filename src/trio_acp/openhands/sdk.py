@@ -8,6 +8,7 @@ at import time, so they are set here before anything imports them.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -18,6 +19,7 @@ import time
 import types
 import typing
 import warnings
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -47,9 +49,41 @@ def _prepare_environment() -> None:
     warnings.filterwarnings("ignore", message="Cost calculation failed")
 
 
+#: python-dotenv's own switch, read each time `load_dotenv()` is called.
+DOTENV_SWITCH = "PYTHON_DOTENV_DISABLED"
+
+
+@contextlib.contextmanager
+def no_dotenv() -> Iterator[None]:
+    """No `.env` file is loaded while this lasts: litellm's `__init__` calls python-dotenv's
+    `load_dotenv()`, which searches a `.env` upwards from litellm's own directory — the
+    installation's parent, a uv tool's `~/.local/share`, the home directory — and puts
+    every variable in it (an `LLM_API_KEY` too) into this process's environment, and so
+    into every tool's shell. Our settings come from the environment the editor gives us
+    and the OpenHands files (docs/ARCHITECTURE.md#d7-sessions-are-openhands-conversations).
+
+    Only for the import: the variable would otherwise reach the tools' processes and turn
+    dotenv off in the user's own programs. A user who sets it (`PYTHON_DOTENV_DISABLED=0`
+    asks for litellm's loading) is left alone.
+    """
+    if DOTENV_SWITCH in os.environ:
+        yield
+        return
+    os.environ[DOTENV_SWITCH] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(DOTENV_SWITCH, None)
+
+
 def import_sdk() -> SimpleNamespace:
     """Import everything the agent uses from the SDK (slow; call from a thread)."""
     _prepare_environment()
+    with no_dotenv():
+        return _import_sdk()
+
+
+def _import_sdk() -> SimpleNamespace:
     from openhands.sdk import (
         LLM,
         Agent,
