@@ -21,10 +21,15 @@ import secrets
 import sys
 from pathlib import Path
 
+import pytest
+
 from trio_acp.testing import Reply, Scenario, ScriptedLLM, ToolCall, scenario_prompt, scripted_env
 from trio_acp.testing.raw_agent import RawAgent
 
 CANARY = "TRIO_ACP_DOTENV_CANARY"
+
+# The session/new imports the SDK: slow on a loaded machine.
+pytestmark = pytest.mark.timeout(400)
 
 
 def _installation_with_dotenv(root: Path, text: str) -> Path:
@@ -86,8 +91,8 @@ def test_a_dotenv_beside_the_installation_reaches_neither_the_agent_nor_its_tool
         )
         with RawAgent.spawn(env, argv=[sys.executable, "-m", "trio_acp"], cwd=str(work)) as agent:
             agent.initialize()
-            sid = agent.new_session(str(work))
-            reply = agent.prompt(sid, scenario_prompt("env-probe"), timeout=180)
+            sid = agent.new_session(str(work), timeout=300)
+            reply = agent.prompt(sid, scenario_prompt("env-probe"), timeout=300)
             assert reply["result"]["stopReason"] == "end_turn", reply
             shown = _streamed_and_tool_text(agent)
         keys = {r.headers.get("authorization") for r in llm.requests}

@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+from .credential_files import CredentialFiles
 from .model_failures import CONTEXT_OVERFLOWS, LLM_FAILURE_DEFAULTS, RetryPolicy
 from .small_files import read_bytes
 from .tool_processes import terminal_params
@@ -107,6 +108,8 @@ def _import_sdk() -> SimpleNamespace:
     from openhands.tools.task_tracker import TaskTrackerTool
     from openhands.tools.terminal import TerminalTool
 
+    from .credential_guard import CredentialGuard
+
     return SimpleNamespace(
         LLM=LLM,
         SessionLLM=_session_llm_class(LLM),
@@ -128,6 +131,7 @@ def _import_sdk() -> SimpleNamespace:
         NeverConfirm=NeverConfirm,
         ConfirmRisky=ConfirmRisky,
         LLMSecurityAnalyzer=LLMSecurityAnalyzer,
+        CredentialGuard=CredentialGuard,
         SecurityRisk=SecurityRisk,
         get_features=get_features,
         TerminalTool=TerminalTool,
@@ -600,13 +604,37 @@ FIRST_CALL_IMPORTS = (
 )
 
 
-def confirmation_setup(sdk: SimpleNamespace, mode: str) -> tuple[Any, Any]:
-    """(confirmation policy, security analyzer) for one of the three modes."""
+def confirmation_setup(
+    sdk: SimpleNamespace, mode: str, credentials: CredentialFiles | None = None, cwd: str = ""
+) -> tuple[Any, Any]:
+    """(confirmation policy, security analyzer) for one of the three modes.
+
+    With `credentials` (a local conversation), an action that reads one of trio-acp's
+    credential files stops the SDK for confirmation in every mode: the modes that ask
+    less get `CredentialGuard`, which rates such an action HIGH whatever the model said,
+    and a policy that stops for HIGH (credential_files.py; confirm.py then asks). A
+    conversation on an agent-server gets the SDK's own classes only: the server could
+    not read ours.
+    """
+    if credentials is None:
+        if mode == "always-approve":
+            return sdk.NeverConfirm(), None
+        if mode == "llm-approve":
+            return sdk.ConfirmRisky(threshold=sdk.SecurityRisk.HIGH), sdk.LLMSecurityAnalyzer()
+        return sdk.AlwaysConfirm(), None
+    if mode not in ("always-approve", "llm-approve"):
+        return sdk.AlwaysConfirm(), None
+    guard = sdk.CredentialGuard(
+        directory=credentials.directory,
+        files=[list(file) for file in credentials.files],
+        home=credentials.home,
+        cwd=cwd,
+        model_rates=mode == "llm-approve",
+    )
     if mode == "always-approve":
-        return sdk.NeverConfirm(), None
-    if mode == "llm-approve":
-        return sdk.ConfirmRisky(threshold=sdk.SecurityRisk.HIGH), sdk.LLMSecurityAnalyzer()
-    return sdk.AlwaysConfirm(), None
+        # Everything else is rated LOW by the guard: nothing else stops.
+        return sdk.ConfirmRisky(threshold=sdk.SecurityRisk.HIGH, confirm_unknown=False), guard
+    return sdk.ConfirmRisky(threshold=sdk.SecurityRisk.HIGH), guard
 
 
 REASONING_EFFORTS = ["low", "medium", "high"]
