@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -57,12 +58,34 @@ def test_prepare_writes_private_keys_and_refuses_keys_in_the_environment(tmp_pat
         prepare(tmp_path / "srv", {})
 
 
-def _probe(server_pid: int) -> Scenario:
+def _server_user() -> str | None:
+    """As root: an unprivileged user who can run this interpreter (`--user`: the tools
+    then cannot read the keys file), else root itself (the same code path, no other
+    user); None when not root."""
+    if os.geteuid() != 0:
+        return None
+    check = [sys.executable, "-c", "import trio_acp, openhands.agent_server"]
+    runuser = shutil.which("runuser")
+    if runuser is not None:
+        try:
+            done = subprocess.run(
+                [runuser, "-u", "nobody", "--", *check], capture_output=True, timeout=120
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            done = None
+        if done is not None and done.returncode == 0:
+            return "nobody"
+    return "root"
+
+
+def _probe(server_pid: int, keys_file: Path | None) -> Scenario:
     command = (
         f"tr '\\0' '\\n' < /proc/{server_pid}/environ | sed 's/^/server:/'; "
         "tr '\\0' '\\n' < /proc/$PPID/environ | sed 's/^/parent:/'; "
         "env | sed 's/^/shell:/'"
     )
+    if keys_file is not None:
+        command += f"; echo keys:; cat {keys_file} 2>&1"
     return Scenario(
         "environ-probe",
         [
@@ -110,10 +133,12 @@ def test_a_session_runs_through_the_command_and_its_shell_finds_no_key():
         LOG_LEVEL="WARNING",
     )
     server_env.pop("LITELLM_LOCAL_MODEL_COST_MAP", None)  # the command sets it
+    user = _server_user()
     with open(log, "wb") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "trio_acp", "agent-server", "--port", str(port)]
-            + ["--dir", str(srv), "--configure"],
+            + ["--dir", str(srv), "--configure"]
+            + (["--user", user] if user else []),
             env=server_env,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -135,7 +160,12 @@ def test_a_session_runs_through_the_command_and_its_shell_finds_no_key():
 
         project = srv / "workspace" / "project"
         project.mkdir(parents=True, exist_ok=True)
-        with ScriptedLLM(scenarios=[_probe(server.pid)]) as llm:
+        other_user = user not in (None, "root")
+        if other_user:
+            entry = pwd.getpwnam(user)
+            os.chown(project, entry.pw_uid, entry.pw_gid)
+        keys_file = srv / KEYS_FILE if other_user else None
+        with ScriptedLLM(scenarios=[_probe(server.pid, keys_file)]) as llm:
             env = dict(base, **scripted_env(llm.base_url))
             # The server is found through agent_server.json, as --configure wrote it.
             env.update(
@@ -158,6 +188,8 @@ def test_a_session_runs_through_the_command_and_its_shell_finds_no_key():
         # shell's parent's and the shell's own.
         assert "server:OH_ENABLE_VSCODE=false" in seen
         assert "parent:" in seen and "shell:" in seen
+        if other_user:  # the tools run as that user: the keys file is not theirs to read
+            assert "keys:" in seen and "Permission denied" in seen
         assert [value for value in secret_values if value in seen] == []
         assert [value for value in secret_values if value in frames] == []
     finally:

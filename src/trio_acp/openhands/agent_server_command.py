@@ -167,6 +167,7 @@ def _load_server(keys: ServerKeys) -> None:
     try:
         with no_dotenv():
             from openhands.agent_server import api, config
+            from openhands.agent_server.config import Config
 
             # Read once and kept (`get_default_config` caches it): the app below and
             # every later caller use this one.
@@ -178,11 +179,15 @@ def _load_server(keys: ServerKeys) -> None:
             import openhands.agent_server.__main__  # noqa: F401
     finally:
         config_path.unlink(missing_ok=True)
+
     # The server exports its key into its own environment at start, for in-process
     # callers trio-acp does not use (the child-conversation tool, a managed LLM key):
     # the terminal's tmux server would inherit it, and the shell it starts could read it
     # there (`/proc/$PPID/environ`).
-    api.export_session_api_key = lambda _config: None  # type: ignore[attr-defined]
+    def keep_it_out(config: Config) -> None:
+        return None
+
+    api.export_session_api_key = keep_it_out
 
 
 def _become(user: str, home: Path) -> None:
