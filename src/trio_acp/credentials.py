@@ -187,6 +187,12 @@ class _Compiled:
     byte_forms: tuple[bytes, ...] = ()
     pattern: re.Pattern[str] | None = None  # for positions (ChunkMask)
     values: tuple[str, ...] = ()
+    # What a stream may hold back as a possible start (ChunkMask): the values and their
+    # reversed forms. The other encoded forms reach the model only masked (the SDK's
+    # registry gets every form), so its text can hardly stream one; holding on all of
+    # them cost ~6x per chunk (bench/credentials_masking.py). A whole form in one frame
+    # is masked all the same.
+    held: tuple[str, ...] = ()
     max_length: int = 0
 
 
@@ -247,6 +253,9 @@ class SecretValues:
                 byte_forms=tuple(f.encode() for f in forms),
                 pattern=re.compile("|".join(map(re.escape, forms))),
                 values=tuple(sorted(known | new, key=len, reverse=True)),
+                held=tuple(
+                    sorted({f for v in known | new for f in (v, v[::-1])}, key=len, reverse=True)
+                ),
                 max_length=max(len(f) for f in forms),
             )
 
@@ -311,7 +320,7 @@ class ChunkMask:
             out += [buf[pos:start], MASK]
             pos = match.end() - len(tail)
         # A secret may be starting at the end, possibly in what was already released.
-        hold = min(_held_suffix(window[scanned:], compiled.forms, self.HOLD), len(buf) - pos)
+        hold = min(_held_suffix(window[scanned:], compiled.held, self.HOLD), len(buf) - pos)
         release_upto = len(buf) - hold
         out.append(buf[pos:release_upto])
         if hold:
