@@ -235,3 +235,46 @@ def test_the_keys_of_other_models_are_withheld_too():
     plain = {"TRIO_ACP_MODELS": "openai/gpt-5,openai/gpt-5-mini", "OPENAI_API_KEY": "x"}
     withhold_agent_variables(plain)
     assert plain == {"OPENAI_API_KEY": "x"}  # not named by the agent's settings: the user's
+
+
+def test_encoded_forms_of_a_key_are_masked_wherever_they_sit():
+    """What `rev`, `base64`, `xxd -p` or a spacing `sed` print of a key (23.4b): masked in
+    text, in JSON frames, and at any byte offset of a base64 stream (a whole file encoded)."""
+    import base64
+
+    secrets = SecretValues([KEY])
+    raw = KEY.encode()
+    printed = {
+        "reversed": KEY[::-1],
+        "hex": raw.hex(),
+        "HEX": raw.hex().upper(),
+        "spaced": " ".join(KEY),
+        "one per line": "\n".join(KEY),
+    }
+    for prefix in (b"", b"{", b'{"', b'{"api_key": "'):
+        encoded = base64.b64encode(prefix + raw + b'"}')
+        printed[f"base64 after {prefix!r}"] = encoded.decode()
+        printed[f"urlsafe base64 after {prefix!r}"] = base64.urlsafe_b64encode(
+            prefix + raw
+        ).decode()
+    for name, text in printed.items():
+        masked = secrets.mask(f"out: {text} :end")
+        assert MASK in masked, name
+        assert text not in masked, name
+        frame = json.dumps({"text": text}).encode()
+        assert MASK.encode() in secrets.mask_bytes(frame), name
+    # Ordinary text is left alone.
+    assert secrets.mask("results: 0 failed") == "results: 0 failed"
+
+
+def test_an_encoded_key_split_across_chunks_is_masked():
+    reversed_key = KEY[::-1]
+    text = f"It is {reversed_key} backwards."
+    for cut in range(len(text) + 1):
+        mask = ChunkMask(SecretValues([KEY]))
+        out = mask.feed("m", text[:cut]) + mask.feed("m", text[cut:])
+        out += "".join(t for _, t in mask.release())
+        # At most the first HOLD - 1 characters go out before the rest is known (_stream).
+        for length in range(ChunkMask.HOLD - 1, 0, -1):
+            out = out.replace(reversed_key[:length] + MASK, MASK)
+        assert out == f"It is {MASK} backwards.", cut

@@ -30,6 +30,7 @@ PURE = [
     "trio_acp.openhands.translate.*",
     "trio_acp.openhands.prompt",
     "trio_acp.openhands.permissions",
+    "trio_acp.openhands.credential_files",
     "trio_acp.openhands.notices",
     "trio_acp.openhands.critic_review",
     "trio_acp.openhands.session_roots",

@@ -115,6 +115,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit after this many seconds without a launch (default: "
         "$TRIO_ACP_WARM_IDLE, else 1800)",
     )
+    agent_server = sub.add_parser(
+        "agent-server",
+        help="run an OpenHands agent-server for trio-acp's sessions, its keys generated into "
+        "a 0600 file and kept out of its environment (docs/agent-server.md)",
+    )
+    agent_server.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
+    agent_server.add_argument("--port", type=int, default=8000, help="default: 8000")
+    agent_server.add_argument(
+        "--dir",
+        default=None,
+        help="its keys and storage (default: $OPENHANDS_PERSISTENCE_DIR/agent-server)",
+    )
+    agent_server.add_argument(
+        "--user",
+        default=None,
+        help="started as root: run the server and its tools as this user, who cannot read the keys",
+    )
+    agent_server.add_argument(
+        "--configure",
+        action="store_true",
+        help="also write agent_server.json, so trio-acp's new sessions run on this server",
+    )
     sub.add_parser(
         "conformance",
         help="run the ACP conformance suite against an agent command: "
@@ -183,6 +205,16 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
         sys.stderr = MaskingTextStream(sys.stderr, secrets)
         trio.run(serve_main, env, secrets, args.agent_server)
         _exit_now(0)
+    if args.command == "agent-server":
+        from .openhands.agent_server_command import serve as serve_agent_server
+
+        return serve_agent_server(
+            host=args.host,
+            port=args.port,
+            directory=args.dir,
+            user=args.user,
+            configure=args.configure,
+        )
     if args.command == "demo":
         from .demo import demo_main
 

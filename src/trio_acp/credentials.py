@@ -22,6 +22,7 @@ This module imports neither trio nor the SDK.
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import json
 import logging
@@ -186,12 +187,45 @@ class _Compiled:
     byte_forms: tuple[bytes, ...] = ()
     pattern: re.Pattern[str] | None = None  # for positions (ChunkMask)
     values: tuple[str, ...] = ()
+    # What a stream may hold back as a possible start (ChunkMask): the values and their
+    # reversed forms. The other encoded forms reach the model only masked (the SDK's
+    # registry gets every form), so its text can hardly stream one; holding on all of
+    # them cost ~6x per chunk (bench/credentials_masking.py). A whole form in one frame
+    # is masked all the same.
+    held: tuple[str, ...] = ()
     max_length: int = 0
 
 
+def encoded_forms(value: str) -> set[str]:
+    """The value as a command can print it without printing it: reversed (`rev`), base64
+    (`base64`, standard and URL-safe, at each of the three byte offsets it may start at in
+    what was encoded: a key inside a whole file's encoding), hex (`xxd -p`, `od`-less
+    `hexdump`), and one character at a time (spaced out, or one per line).
+
+    Only what is fully determined by the value is kept of each encoding, so a form matches
+    whatever surrounds the value. Not covered: an encoding wrapped across lines (`base64`
+    wraps at 76 characters), and any other transformation (rot13, compression, a key
+    cut in pieces): those are the reason reading the files that hold a key is always
+    asked (`openhands/credential_files.py`).
+    """
+    raw = value.encode()
+    forms = {value[::-1], raw.hex(), raw.hex().upper(), " ".join(value), "\n".join(value)}
+    for offset in range(3):
+        padded = b"\0" * offset + raw + b"\0\0"
+        # Base64 character i carries bits [6i, 6i + 6): keep those inside the value's bits.
+        start, end = -(-8 * offset // 6), 8 * (offset + len(raw)) // 6
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            forms.add(encode(padded).decode("ascii")[start:end])
+    return {f for f in forms if len(f) >= MIN_SECRET_LENGTH}
+
+
 def _forms(value: str) -> set[str]:
-    # The value, and as it reads inside JSON text (frames, conversation files, logged JSON).
-    return {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    # The value and its encoded forms, each also as it reads inside JSON text (frames,
+    # conversation files, logged JSON).
+    out: set[str] = set()
+    for form in {value} | encoded_forms(value):
+        out |= {form, json.dumps(form)[1:-1], json.dumps(form, ensure_ascii=False)[1:-1]}
+    return out
 
 
 class SecretValues:
@@ -219,12 +253,20 @@ class SecretValues:
                 byte_forms=tuple(f.encode() for f in forms),
                 pattern=re.compile("|".join(map(re.escape, forms))),
                 values=tuple(sorted(known | new, key=len, reverse=True)),
+                held=tuple(
+                    sorted({f for v in known | new for f in (v, v[::-1])}, key=len, reverse=True)
+                ),
                 max_length=max(len(f) for f in forms),
             )
 
     @property
     def values(self) -> tuple[str, ...]:
         return self._compiled.values
+
+    @property
+    def forms(self) -> tuple[str, ...]:
+        """Every form masked: the values, encoded (`encoded_forms`), and inside JSON text."""
+        return self._compiled.forms
 
     # One str.replace per form: a fast substring search each, where a regex alternation
     # tries every form at every position (bench/credentials_masking.py).
@@ -278,7 +320,7 @@ class ChunkMask:
             out += [buf[pos:start], MASK]
             pos = match.end() - len(tail)
         # A secret may be starting at the end, possibly in what was already released.
-        hold = min(_held_suffix(window[scanned:], compiled.values, self.HOLD), len(buf) - pos)
+        hold = min(_held_suffix(window[scanned:], compiled.held, self.HOLD), len(buf) - pos)
         release_upto = len(buf) - hold
         out.append(buf[pos:release_upto])
         if hold:

@@ -8,6 +8,7 @@ kills and restarts it, so it runs last.
 from __future__ import annotations
 
 import logging
+import stat
 import uuid
 from pathlib import Path
 from typing import Any
@@ -316,8 +317,11 @@ async def test_the_key_never_appears_in_errors_logs_or_files(sdk, target, llm, s
         await driver.close()
     assert server.api_key not in caplog.text
     assert server.api_key not in server.log_text()
+    # The server's own keys file holds it, by design: its owner's alone (docs/agent-server.md).
+    keys = server.root / "keys.json"
+    assert stat.S_IMODE(keys.stat().st_mode) == 0o600
     for path in server.root.rglob("*"):
-        if path.is_file():
+        if path.is_file() and path != keys:
             assert server.api_key.encode() not in path.read_bytes(), f"the key is in {path}"
 
 

@@ -4,7 +4,8 @@ When the SDK stops with WAITING_FOR_CONFIRMATION, each pending action is checked
 the session's "always" rules and, if none applies, put to the user with a preview (the
 command, or the diff of an edit) and the security analyzer's risk. It fails closed:
 anything but an explicit allow — a reject, a cancelled outcome, an error, a malformed or
-unknown answer, a cancelled turn — means nothing runs.
+unknown answer, a cancelled turn — means nothing runs. An action that reads trio-acp's own
+credential files is asked every time, in every mode, whatever the rules (credential_files.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ import trio
 from .. import schema
 from ..rpc import ErrorCode, PeerClosed, RequestError
 from .client_calls import ANSWER_TIMEOUT_VAR, configured_answer_timeout
+from .credential_files import CredentialFiles, CredentialRead
 from .permissions import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
+    ALWAYS_APPROVE,
     REJECT_ALWAYS,
     REJECT_ONCE,
     Rule,
@@ -101,8 +104,17 @@ def preview(
     return content
 
 
-async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Event) -> str:
-    """Put one action to the user; returns an option kind, or CANCELLED. Raises PermissionFailed."""
+async def ask(
+    session: Asker,
+    action: Any,
+    scope: Scope,
+    cancel_event: trio.Event,
+    credential: CredentialRead | None = None,
+) -> str:
+    """Put one action to the user; returns an option kind, or CANCELLED. Raises PermissionFailed.
+
+    An action that reads a credential file (`credential`) is asked with a question that
+    says so, and without "Always allow": it is asked every time."""
     args = action_arguments(action)
     risk = getattr(getattr(action, "security_risk", None), "value", None)
     # The request must stand on its own: a client may render it (or decide on it, e.g.
@@ -120,19 +132,26 @@ async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Even
     if workspace is not None and locations and kind == "edit":
         # The diff the user approves is against what they see: the editor's buffer.
         read = await workspace.preview_reader([p for p, _ in locations], fallback=_read)
+    content = preview(action.tool_name, args, session.cwd, risk, read)
+    options = permission_options(scope.label())
+    if credential is not None:
+        title = f"Read {credential.path} ({credential.holds})? {title}"
+        warning = schema.TextContent(text=credential.warning())
+        content.insert(0, schema.ContentToolCallContent(content=warning))
+        options = [o for o in options if o.kind != ALLOW_ALWAYS]
     tool_call = schema.ToolCallUpdate(
         tool_call_id=action.tool_call_id,
         title=title,
         kind=kind,
         name=action.tool_name or None,
         status="pending",
-        content=preview(action.tool_name, args, session.cwd, risk, read) or None,
+        content=content or None,
         locations=tool_locations(locations),
         raw_input=args or None,
         meta=nesting.meta if nesting is not None else None,
     )
     request = schema.RequestPermissionRequest(
-        session_id=str(session.id), tool_call=tool_call, options=permission_options(scope.label())
+        session_id=str(session.id), tool_call=tool_call, options=options
     )
     result: dict[str, Any] = {}
     # A person answers this: no short timeout; the turn's cancel (`cancel_event`), the
@@ -156,12 +175,9 @@ async def ask(session: Asker, action: Any, scope: Scope, cancel_event: trio.Even
     outcome = result["response"].outcome
     if isinstance(outcome, schema.CancelledPermissionOutcome):
         return CANCELLED
-    if isinstance(outcome, schema.SelectedPermissionOutcome) and outcome.option_id in (
-        ALLOW_ONCE,
-        ALLOW_ALWAYS,
-        REJECT_ONCE,
-        REJECT_ALWAYS,
-    ):
+    if isinstance(outcome, schema.SelectedPermissionOutcome) and outcome.option_id in {
+        o.option_id for o in options
+    }:
         return outcome.option_id
     raise PermissionFailed(
         f"the client answered with an option we did not offer: {schema.to_wire(outcome)!r}"
@@ -213,8 +229,13 @@ async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio
     await session.flush_turn_updates()
     refused: list[str] = []
     allowed: list[str] = []
+    credentials: CredentialFiles | None = getattr(session, "credential_files", None)
     for action in pending:
-        scope = action_scope(action.tool_name, action_arguments(action), session.cwd)
+        args = action_arguments(action)
+        scope = action_scope(action.tool_name, args, session.cwd)
+        credential = (
+            credentials.read_by(action.tool_name, args, session.cwd) if credentials else None
+        )
         rule = session.rules.match(scope)
         roots = getattr(session, "roots", None)
         if rule is not None and rule.allow and roots is not None and _outside(scope, roots):
@@ -223,11 +244,19 @@ async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio
             # a rule names that very path. Reject rules hold everywhere (fail closed).
             exact = [r for r in session.rules.rules if r.target is not None and r.matches(scope)]
             rule = exact[0] if exact else None
+        if credential is not None and rule is not None and rule.allow:
+            # Reading trio-acp's own credentials is asked every time (credential_files.py);
+            # a reject rule still rejects it unasked (fail closed).
+            rule = None
         if rule is not None:
             decision = ALLOW_ONCE if rule.allow else REJECT_ONCE
             log.info("rule %r decided %s for %s", rule.describe(), decision, scope)
+        elif credential is None and getattr(session, "mode", None) == ALWAYS_APPROVE:
+            # The SDK stopped for another action of this batch, one that reads a
+            # credential file (sdk.py, `confirmation_setup`): this one runs unasked.
+            decision = ALLOW_ONCE
         else:
-            decision = await ask(session, action, scope, cancel_event)
+            decision = await ask(session, action, scope, cancel_event, credential)
         if decision == CANCELLED:
             return CANCELLED
         if decision in (ALLOW_ALWAYS, REJECT_ALWAYS):

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from .credential_files import CredentialFiles
 from .critic import CriticFailures, prime_template
 from .critic_review import CriticOutcome, is_answer, outcome_of
 from .errors import SEE_LOG, describe
@@ -204,6 +205,9 @@ class LocalConversation:
         self._sdk = sdk
         self._conv = conv
         self._make_llm = make_llm
+        # The files whose reading the SDK must stop for in every mode (`set_mode`).
+        self._credentials: CredentialFiles | None = None
+        self._cwd = ""
         self.limiter = trio.CapacityLimiter(2)
         self._interrupt_limiter = trio.CapacityLimiter(1)
         self._loop: LoopThread | None = LoopThread(name)
@@ -223,12 +227,16 @@ class LocalConversation:
         on_token: Callable[[Any], None],
         name: str,
         make_llm: Any = None,
+        credential_files: CredentialFiles | None = None,
+        cwd: str = "",
     ) -> LocalConversation:
         """Build the SDK conversation (blocking: on a worker thread)."""
         conv = await trio.to_thread.run_sync(
             lambda: factory(callbacks=[on_event], token_callbacks=[on_token])
         )
-        return cls(sdk, conv, name, make_llm)
+        made = cls(sdk, conv, name, make_llm)
+        made._credentials, made._cwd = credential_files, cwd
+        return made
 
     @property
     def sdk_conversation(self) -> Any:
@@ -305,7 +313,7 @@ class LocalConversation:
         return LlmOptions(reasoning_effort=effort, stream=bool(getattr(llm, "stream", True)))
 
     async def set_mode(self, mode: str) -> None:
-        policy, analyzer = confirmation_setup(self._sdk, mode)
+        policy, analyzer = confirmation_setup(self._sdk, mode, self._credentials, self._cwd)
         conv = self._conv
 
         def apply() -> None:

@@ -8,6 +8,7 @@ at import time, so they are set here before anything imports them.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -18,11 +19,13 @@ import time
 import types
 import typing
 import warnings
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import trio
 
+from .credential_files import CredentialFiles
 from .model_failures import CONTEXT_OVERFLOWS, LLM_FAILURE_DEFAULTS, RetryPolicy
 from .small_files import read_bytes
 from .tool_processes import terminal_params
@@ -47,9 +50,41 @@ def _prepare_environment() -> None:
     warnings.filterwarnings("ignore", message="Cost calculation failed")
 
 
+#: python-dotenv's own switch, read each time `load_dotenv()` is called.
+DOTENV_SWITCH = "PYTHON_DOTENV_DISABLED"
+
+
+@contextlib.contextmanager
+def no_dotenv() -> Iterator[None]:
+    """No `.env` file is loaded while this lasts: litellm's `__init__` calls python-dotenv's
+    `load_dotenv()`, which searches a `.env` upwards from litellm's own directory — the
+    installation's parent, a uv tool's `~/.local/share`, the home directory — and puts
+    every variable in it (an `LLM_API_KEY` too) into this process's environment, and so
+    into every tool's shell. Our settings come from the environment the editor gives us
+    and the OpenHands files (docs/ARCHITECTURE.md#d7-sessions-are-openhands-conversations).
+
+    Only for the import: the variable would otherwise reach the tools' processes and turn
+    dotenv off in the user's own programs. A user who sets it (`PYTHON_DOTENV_DISABLED=0`
+    asks for litellm's loading) is left alone.
+    """
+    if DOTENV_SWITCH in os.environ:
+        yield
+        return
+    os.environ[DOTENV_SWITCH] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(DOTENV_SWITCH, None)
+
+
 def import_sdk() -> SimpleNamespace:
     """Import everything the agent uses from the SDK (slow; call from a thread)."""
     _prepare_environment()
+    with no_dotenv():
+        return _import_sdk()
+
+
+def _import_sdk() -> SimpleNamespace:
     from openhands.sdk import (
         LLM,
         Agent,
@@ -73,6 +108,8 @@ def import_sdk() -> SimpleNamespace:
     from openhands.tools.task_tracker import TaskTrackerTool
     from openhands.tools.terminal import TerminalTool
 
+    from .credential_guard import CredentialGuard
+
     return SimpleNamespace(
         LLM=LLM,
         SessionLLM=_session_llm_class(LLM),
@@ -94,6 +131,7 @@ def import_sdk() -> SimpleNamespace:
         NeverConfirm=NeverConfirm,
         ConfirmRisky=ConfirmRisky,
         LLMSecurityAnalyzer=LLMSecurityAnalyzer,
+        CredentialGuard=CredentialGuard,
         SecurityRisk=SecurityRisk,
         get_features=get_features,
         TerminalTool=TerminalTool,
@@ -566,13 +604,37 @@ FIRST_CALL_IMPORTS = (
 )
 
 
-def confirmation_setup(sdk: SimpleNamespace, mode: str) -> tuple[Any, Any]:
-    """(confirmation policy, security analyzer) for one of the three modes."""
+def confirmation_setup(
+    sdk: SimpleNamespace, mode: str, credentials: CredentialFiles | None = None, cwd: str = ""
+) -> tuple[Any, Any]:
+    """(confirmation policy, security analyzer) for one of the three modes.
+
+    With `credentials` (a local conversation), an action that reads one of trio-acp's
+    credential files stops the SDK for confirmation in every mode: the modes that ask
+    less get `CredentialGuard`, which rates such an action HIGH whatever the model said,
+    and a policy that stops for HIGH (credential_files.py; confirm.py then asks). A
+    conversation on an agent-server gets the SDK's own classes only: the server could
+    not read ours.
+    """
+    if credentials is None:
+        if mode == "always-approve":
+            return sdk.NeverConfirm(), None
+        if mode == "llm-approve":
+            return sdk.ConfirmRisky(threshold=sdk.SecurityRisk.HIGH), sdk.LLMSecurityAnalyzer()
+        return sdk.AlwaysConfirm(), None
+    if mode not in ("always-approve", "llm-approve"):
+        return sdk.AlwaysConfirm(), None
+    guard = sdk.CredentialGuard(
+        directory=credentials.directory,
+        files=[list(file) for file in credentials.files],
+        home=credentials.home,
+        cwd=cwd,
+        model_rates=mode == "llm-approve",
+    )
     if mode == "always-approve":
-        return sdk.NeverConfirm(), None
-    if mode == "llm-approve":
-        return sdk.ConfirmRisky(threshold=sdk.SecurityRisk.HIGH), sdk.LLMSecurityAnalyzer()
-    return sdk.AlwaysConfirm(), None
+        # Everything else is rated LOW by the guard: nothing else stops.
+        return sdk.ConfirmRisky(threshold=sdk.SecurityRisk.HIGH, confirm_unknown=False), guard
+    return sdk.ConfirmRisky(threshold=sdk.SecurityRisk.HIGH), guard
 
 
 REASONING_EFFORTS = ["low", "medium", "high"]

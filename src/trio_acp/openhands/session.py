@@ -28,6 +28,7 @@ from . import commands, editor_workspace, turn
 from .config_options import client_takes_booleans, model_option, stream_option
 from .confirm import confirm_pending
 from .conversation import Conversation, LocalConversation
+from .credential_files import CredentialFiles
 from .editor_workspace import EditorWorkspace
 from .errors import SEE_LOG, closed_session, describe, internal, leaves, sole_error
 from .notices import mcp_failure_notices, retry_note, supports_compaction
@@ -65,6 +66,7 @@ class Session:
         critic: Any = None,
         roots: SessionRoots | None = None,
         open_conversation: Any = None,
+        credential_files: CredentialFiles | None = None,
     ) -> None:
         # Parsed once, where the request came in (agent.py); str() only on the wire.
         self.id = session_id
@@ -86,6 +88,8 @@ class Session:
         self.critic = critic
         secrets = secrets if secrets is not None else SecretValues()
         self.rules = RuleBook(rules_path, mask=secrets.mask)
+        # trio-acp's own credential files: reading one is always asked (confirm.py).
+        self.credential_files = credential_files
         self._store = store
         self._titled = False
         # The model's reasoning effort, when it has one to choose (else no option).
@@ -155,6 +159,8 @@ class Session:
                     self.sdk,
                     self._conversation_factory,
                     make_llm=self._make_llm,
+                    credential_files=self.credential_files,
+                    cwd=self.cwd,
                 )
                 self.conversation = await opener(
                     on_event=self._on_sdk_event,

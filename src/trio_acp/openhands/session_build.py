@@ -22,6 +22,7 @@ from ..credentials import SecretValues
 from ..rpc import RequestError
 from .agent_server_config import AgentServerTarget
 from .agent_spec import build_session_agent, for_agent_server, hook_config
+from .credential_files import CredentialFiles
 from .damage import find_damage
 from .errors import SEE_LOG, describe, internal, not_configured
 from .models import PROFILES_DIR
@@ -32,7 +33,7 @@ from .session_roots import SessionRoots
 from .settings import Settings, SettingsError
 from .store import RULES_FILE, SessionStore
 from .subagents import subagent_view
-from .user_setup import SessionSetup, read_session_setup
+from .user_setup import SessionSetup, cli_config_path, read_session_setup
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ async def build_session(
             max_iteration_per_run=settings.max_iterations,
             hook_config=hooks,
         )
-        mask_in_conversation(conversation, secrets.values)
+        mask_in_conversation(conversation, secrets.forms)
         return conversation
 
     session = Session(
@@ -164,6 +165,10 @@ async def build_session(
         critic=setup.cli.critic if agent.critic is not None else None,
         roots=roots,
         open_conversation=open_conversation,
+        credential_files=CredentialFiles.under(
+            settings.persistence_dir,
+            [(str(cli_config_path(settings.persistence_dir, env)), "the critic's settings")],
+        ),
     )
     retries.session = session
     return session, setup

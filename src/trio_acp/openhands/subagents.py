@@ -401,7 +401,7 @@ def sdk_classes() -> SimpleNamespace:
             if d is not None:
                 d.conversation = conversation
             if isinstance(hub, Hub) and hub.secrets is not None:
-                mask_in_conversation(conversation, hub.secrets.values)
+                mask_in_conversation(conversation, hub.secrets.forms)
             waiting = ConversationExecutionStatus.WAITING_FOR_CONFIRMATION
             while True:
                 if d is not None and d.stopped.is_set():

@@ -1,10 +1,11 @@
 """A real OpenHands agent-server on 127.0.0.1, for tests and benchmarks of remote conversations.
 
-`openhands-agent-server` (a dev dependency, pinned to the SDK's version) runs as a subprocess:
-a free port, a random session API key, its own temporary directory for conversations,
-workspace and logs, stdout/stderr into a log file. The server resolves its storage paths
-relative to its working directory (`workspace/...`), so it runs *in* that directory and
-nothing lands anywhere else.
+`openhands-agent-server` (a dev dependency, pinned to the SDK's version) runs as a subprocess,
+started as users start it, `trio-acp agent-server` (docs/agent-server.md): a free port, a
+random session API key and secret key in its keys file, its own temporary directory for
+conversations, workspace and logs, stdout/stderr into a log file. The server resolves its
+storage paths relative to its working directory (`workspace/...`), which the command makes
+that directory, so nothing lands anywhere else.
 
 The LLM is not configured here: the client sends the whole agent spec, LLM included, in the
 create-conversation request (`RemoteConversation.__init__` posts `agent.model_dump(...)`), so
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import secrets
 import shutil
@@ -67,6 +69,7 @@ class AgentServer:
         self.root = Path(root or tempfile.mkdtemp(prefix="trio-acp-agent-server-")).resolve()
         self.port = free_port()
         self.api_key = secrets.token_urlsafe(24)
+        self.secret_key = secrets.token_urlsafe(24)
         self.url = f"http://127.0.0.1:{self.port}"
         self.workspace = self.root / "workspace" / "project"
         self.conversations = self.root / "workspace" / "conversations"
@@ -95,8 +98,6 @@ class AgentServer:
             ):
                 del env[name]
         env.update(
-            OH_SESSION_API_KEYS_0=self.api_key,
-            OPENHANDS_AGENT_SERVER_CONFIG_PATH=str(self.root / "agent-server-config.json"),
             OH_CONVERSATIONS_PATH=str(self.conversations),
             OH_WORKSPACE_PATH=str(self.workspace),
             OH_BASH_EVENTS_DIR=str(self.root / "workspace" / "bash_events"),
@@ -121,16 +122,28 @@ class AgentServer:
             )
         self.workspace.mkdir(parents=True, exist_ok=True)
         (self.root / "tmux").mkdir(exist_ok=True)
+        keys = self.root / "keys.json"
+        if not keys.exists():
+            # The command's keys file, written first so the key is known (and kept across
+            # restarts, as the command keeps it).
+            fd = os.open(keys, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump({"session_api_key": self.api_key, "secret_key": self.secret_key}, f)
         self._log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
+            # As users are told to start it (docs/agent-server.md): its keys from its
+            # keys file, never in its environment.
             [
                 sys.executable,
                 "-m",
-                "openhands.agent_server",
+                "trio_acp",
+                "agent-server",
                 "--host",
                 "127.0.0.1",
                 "--port",
                 str(self.port),
+                "--dir",
+                str(self.root),
             ],
             cwd=self.root,
             env=self.environment(),
