@@ -31,11 +31,18 @@ _PLAN_STATUS = {
 def terminal_payload(observation: Any) -> tuple[list[Any] | None, Any]:
     text = strip_ansi(text_of(observation))
     metadata = getattr(observation, "metadata", None)
+    failed = getattr(observation, "is_error", False) is True
     exit_code = getattr(observation, "exit_code", None)
-    if exit_code is None:
+    if exit_code is None and not failed:
         exit_code = getattr(metadata, "exit_code", None)
     timed_out = bool(getattr(observation, "timeout", False))
-    if exit_code == -1 or timed_out:
+    if failed:
+        # A command that failed to run (refused, cancelled, killed at its timeout) is not
+        # "still running": the SDK's -1 only means that for a soft timeout, never an error.
+        note = f"[exit code {exit_code}]" if isinstance(exit_code, int) and exit_code > 0 else ""
+        if exit_code == -1:
+            exit_code = None
+    elif exit_code == -1 or timed_out:
         note = "[the command is still running; no exit code yet]"
     elif isinstance(exit_code, int) and exit_code != 0:
         note = f"[exit code {exit_code}]"
