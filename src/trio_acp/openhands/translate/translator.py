@@ -122,7 +122,9 @@ def _announced_fields(pending: _PendingCall) -> dict[str, Any]:
     ones, plus the start of its `announce_with` argument if that is still arriving."""
     fields = pending.scanner.fields
     arg = lookup(pending.name or "").announce_with
-    so_far = pending.scanner.value_so_far(arg) if arg is not None and arg not in fields else None
+    if arg is None or arg in fields:
+        return fields
+    so_far = pending.scanner.value_so_far(arg)
     if not so_far:
         return fields
     line = so_far.split("\n", 1)[0][:ANNOUNCE_PREFIX].rstrip()
