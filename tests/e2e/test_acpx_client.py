@@ -236,15 +236,15 @@ def test_a_terminal_acpx_refuses_fails_with_its_reason(acpx: Acpx, cli: Path) ->
         "exec",
         scenario_prompt("terminal", "", command="echo never runs"),
         policy="--deny-all",
+        exit_code=PERMISSION_DENIED,
         cli=cli,
         env={"TRIO_ACP_DEFAULT_MODE": "always-approve"},
     )
     assert prompt_result(fs)["stopReason"] == "end_turn"
     assert requests(fs, "terminal/create") and not requests(fs, "terminal/wait_for_exit")
     (failed,) = [u for u in updates(fs, "tool_call_update") if u.get("status") == "failed"]
-    shown = json.dumps(failed["content"])
-    assert "Permission denied for terminal/create" in shown, failed
-    assert "still running" not in shown and "Internal error" not in shown
+    (shown,) = [c["content"]["text"] for c in failed["content"]]
+    assert shown == "The editor did not run the command: Permission denied for terminal/create"
     assert failed["rawOutput"]["exit_code"] is None
 
 

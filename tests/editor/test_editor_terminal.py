@@ -416,16 +416,29 @@ time.sleep(600)
 """
 
 
+def ours(*figures: str) -> list[int]:
+    """The pids of running `sleep <figure>` processes."""
+    return [
+        proc.pid
+        for proc in psutil.process_iter(["cmdline", "status"])
+        if proc.info["cmdline"] in [["sleep", f] for f in figures]
+        and proc.info["status"] != psutil.STATUS_ZOMBIE
+    ]
+
+
 @pytest.mark.parametrize("when", ["before-the-terminal-starts", "while-it-runs", "after-it-ended"])
 def test_the_agents_death_stops_the_command_and_its_background(tmp_path, when):
     """kill -9 of the agent, with a client that keeps its terminals: the command and
     what it started in the background end (their watcher reads the lifeline's end)."""
-    pids = tmp_path / "pids"
+    # `sleep` figures no other test uses, so that what is found running is this test's.
+    figures = {"before-the-terminal-starts": "31.1", "while-it-runs": "31.2"}
+    background = figures.get(when, "31.3")
+    foreground = "32." + background[-1]
     if when == "after-it-ended":
-        command = f"sleep 30 >/dev/null 2>&1 & echo $! > {pids}"
+        command = f"sleep {background} >/dev/null 2>&1 &"
     else:
         # A background job, and the command's shell waiting on a foreground `sleep`.
-        command = f"sleep 30 >/dev/null 2>&1 & echo $! $$ > {pids}; sleep 31"
+        command = f"sleep {background} >/dev/null 2>&1 & sleep {foreground}"
     agent = subprocess.Popen(
         [sys.executable, "-c", AGENT, command], stdout=subprocess.PIPE, text=True
     )
@@ -444,19 +457,24 @@ def test_the_agents_death_stops_the_command_and_its_background(tmp_path, when):
             stdout=subprocess.DEVNULL,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 15
-        while not started_pids(pids):
-            assert time.monotonic() < deadline, "the command never started"
-            time.sleep(0.02)
-        if when == "after-it-ended":
-            assert terminal.wait(timeout=15) == 0
-        started = started_pids(pids)
-        if when != "before-the-terminal-starts":
-            assert not any(gone(pid) for pid in started)
+        if when == "before-the-terminal-starts":
+            # Stopped as soon as its watcher finds the lifeline ended, maybe before its
+            # `sleep`s were started: the terminal ends, and nothing of it is left.
+            terminal.wait(timeout=15)
+        else:
+            expected = 1 if when == "after-it-ended" else 2
+            deadline = time.monotonic() + 15
+            while len(ours(background, foreground)) < expected:
+                assert time.monotonic() < deadline, "the command never started"
+                time.sleep(0.02)
+            if when == "after-it-ended":
+                assert terminal.wait(timeout=15) == 0
             agent.kill()
             agent.wait()
-        assert wait_gone(started) == []
+        assert wait_gone(ours(background, foreground)) == []
         terminal.wait(timeout=15)  # the client sees its terminal end
     finally:
         agent.kill()
         agent.wait()
+        for pid in ours(background, foreground):
+            os.kill(pid, signal.SIGKILL)

@@ -386,7 +386,7 @@ class Launch:
 
 
 def _untouched(cwd_file: str) -> bool:
-    # The set-up's first act removes the file we made empty (module doc).
+    # The set-up's first act writes a line into the file we made empty (module doc).
     try:
         return os.stat(cwd_file).st_size == 0
     except OSError:
@@ -458,7 +458,8 @@ def setup_script(
     """The script bash sources (``BASH_ENV``) before a client terminal's command (module doc).
 
     It is sourced twice. First by the bash the client spawned, ``bash -c <the command>``:
-    there it removes ``cwd_file`` (the sign that the set-up ran) and runs the command
+    there it writes an empty line to ``cwd_file`` (the sign that the set-up ran: a builtin,
+    where ``rm`` would cost a process on the command's path) and runs the command
     (``$BASH_EXECUTION_STRING``) in a new bash, in a session of its own, then exits with
     that bash's status before its own ``-c`` runs. Then by that new bash, which runs the
     command exactly as ``bash -c`` would, after the set-up's second part: tell the watcher
@@ -515,7 +516,7 @@ def setup_script(
     return (
         "# trio-acp: the set-up of an editor terminal's command (trio_acp.openhands.editor_terminal)\n"
         'if [ "${TRIO_ACP_TERMINAL-}" != command ]; then\n'
-        f"rm -f {cwd}\n"
+        f"echo > {cwd}\n"
         "export TRIO_ACP_TERMINAL=command\n"
         "if command -v setsid >/dev/null 2>&1; then\n"
         f"exec 9> >(exec setsid sh -c {shlex.quote(watch)} >/dev/null 2>&1); __trio_acp_s=setsid\n"

@@ -53,7 +53,10 @@ def terminal_payload(observation: Any) -> tuple[list[Any] | None, Any]:
     if text.strip():
         where = save_dir if isinstance(save_dir, str) else None
         text = cap_text(text, MAX_TEXT_BYTES - 64, where=where)
-        content = [text_item(fence(text, "console") + (f"\n\n{note}" if note else ""))]
+        # A command that never gave an exit code and failed (refused by the client,
+        # cancelled, a tool's own error) has a reason to show, not output: plain text.
+        said = text if failed and exit_code is None and not timed_out else fence(text, "console")
+        content = [text_item(said + (f"\n\n{note}" if note else ""))]
     elif note:
         content = [text_item(note)]
     raw_output: dict[str, Any] = {"exit_code": exit_code}
