@@ -11,6 +11,11 @@ terminal, so the user watches it live in the editor:
       → terminal/output: the model's result (output, truncation, exit status)
       → terminal/release, always.
 
+A client that answers ``terminal/create`` with an error (acpx: its user or its policy
+refused the command) fails the tool call with its own reason (`client_reason`: acpx's
+``data.details``, not its generic ``"Internal error"``); the command never ran, so it has
+no exit code (`CommandNotStarted`).
+
 On the turn's cancel the Trio task running this is cancelled: the pending request gets
 ``$/cancel_request`` (rpc layer), then ``terminal/kill`` and ``terminal/release`` are sent,
 shielded, within `CLEANUP_BUDGET` (`client_calls.ClientCalls.cancel_turn_and_wait` lets
@@ -228,10 +233,6 @@ def make_executor(
                 if self._private is None and not self._closed:
                     self._private = _Private.open()
                 return self._private
-
-        def lifeline(self) -> str | None:
-            private = self.private()
-            return private.lifeline if private is not None else None
 
         def close(self) -> None:
             # The SDK calls this when the conversation closes: what the session's commands
