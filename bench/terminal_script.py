@@ -1,14 +1,15 @@
 """`python -m bench.terminal_script [--runs 200]`: what the editor terminal's script costs.
 
-Each command the model runs in an editor terminal is `bash -c SCRIPT`
-(`editor_terminal.command_script`): the command in a session of its own, a watcher that
-stops it if the spawned `bash` dies first (docs/editor-workspace.md). Two figures:
+Each command the model runs in an editor terminal is `bash -c <the command>` with a
+set-up script in `BASH_ENV` (`editor_terminal.setup_script`): the command in a session of
+its own, a watcher that stops it if the spawned `bash` dies first or the session's lifeline
+ends (docs/editor-workspace.md). Two figures:
 
-* per command: `true` through the script, spawn to exit (as an editor waits for it),
-  against the plain script it replaced (the command, then `pwd -P` into the directory
-  file); runs interleaved, p50/p90 in ms;
-* stopping: `sleep 60` through the script, SIGTERM to the spawned `bash` alone (as acpx 0.15
-  kills a terminal), then the time until the `sleep` is gone (ms).
+* per command: `true` through the set-up (with a lifeline, as in a session), spawn to exit
+  (as an editor waits for it), against the plain script of before the watcher (the
+  command, then `pwd -P` into the directory file); runs interleaved, p50/p90 in ms;
+* stopping: `sleep 60` through the set-up, SIGTERM to the spawned `bash` alone (as acpx
+  0.15 kills a terminal), then the time until the `sleep` is gone (ms).
 
 Prints; asserts nothing.
 """
@@ -26,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trio_acp.openhands.editor_terminal import command_script
+from trio_acp.openhands.editor_terminal import _Private, setup_script
 
 
 def plain_script(command: str, cwd_file: str) -> str:
@@ -37,10 +38,17 @@ def plain_script(command: str, cwd_file: str) -> str:
     )
 
 
-def _run(script: str) -> float:
+def _run(command: str, setup: str | None = None) -> float:
+    env = {**os.environ, "BASH_ENV": setup} if setup else None
     start = time.perf_counter()
-    subprocess.run(["bash", "-c", script], stdin=subprocess.DEVNULL, check=True)
+    subprocess.run(["bash", "-c", command], env=env, stdin=subprocess.DEVNULL, check=True)
     return time.perf_counter() - start
+
+
+def _setup(tmp: Path, lifeline: str | None) -> str:
+    path = tmp / "setup.sh"
+    path.write_text(setup_script(str(tmp / "cwd"), lifeline=lifeline))
+    return str(path)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -56,11 +64,14 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _stop_time(tmp: Path) -> float:
+def _stop_time(tmp: Path, setup: str) -> float:
     pids = tmp / "pid"
     pids.unlink(missing_ok=True)
-    script = command_script(f"sleep 60 & echo $! > {pids}; wait", str(tmp / "cwd"))
-    proc = subprocess.Popen(["bash", "-c", script], stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["bash", "-c", f"sleep 60 & echo $! > {pids}; wait"],
+        env={**os.environ, "BASH_ENV": setup},
+        stdin=subprocess.DEVNULL,
+    )
     while not (pids.exists() and pids.read_text().endswith("\n")):
         time.sleep(0.005)
     pid = int(pids.read_text())
@@ -77,17 +88,21 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
+    private = _Private.open()  # the session's lifeline, held by this process
+    assert private is not None
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cwd_file = str(tmp / "cwd")
+        setup = _setup(tmp, private.lifeline)
         plain, watched = [], []
         for _ in range(5):  # warm the page cache
             _run(plain_script("true", cwd_file))
-            _run(command_script("true", cwd_file))
+            _run("true", setup)
         for _ in range(args.runs):
             plain.append(_run(plain_script("true", cwd_file)))
-            watched.append(_run(command_script("true", cwd_file)))
-        stops = [_stop_time(tmp) for _ in range(max(5, args.runs // 20))]
+            watched.append(_run("true", setup))
+        stops = [_stop_time(tmp, setup) for _ in range(max(5, args.runs // 20))]
+    private.close()
     ms = 1000.0
     figures = {
         "runs": args.runs,

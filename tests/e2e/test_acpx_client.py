@@ -67,28 +67,42 @@ class Acpx:
         # acpx splits --agent like a shell would; the interpreter path has no spaces here.
         self.agent = f"{sys.executable} -m trio_acp"
 
-    def argv(self, *args: str, policy: str = "--approve-all") -> list[str]:
+    def argv(
+        self, *args: str, policy: str = "--approve-all", cli: Path = ACPX, fmt: str = "json"
+    ) -> list[str]:
         return [
-            str(ACPX),
+            str(cli),
             "--agent",
             self.agent,
             "--cwd",
             str(self.ws),
             policy,
             "--format",
-            "json",
+            fmt,
             "--timeout",
             "180",
             *args,
         ]
 
     def run(
-        self, *args: str, policy: str = "--approve-all", exit_code: int = 0
+        self, *args: str, policy: str = "--approve-all", exit_code: int = 0, **how: Any
     ) -> list[dict[str, Any]]:
+        return frames(self.output(*args, policy=policy, exit_code=exit_code, **how))
+
+    def output(
+        self,
+        *args: str,
+        policy: str = "--approve-all",
+        exit_code: int = 0,
+        cli: Path = ACPX,
+        fmt: str = "json",
+        env: dict[str, str] | None = None,
+    ) -> str:
+        """acpx's stdout: what its user reads (``fmt="text"``) or its frames (json)."""
         proc = subprocess.run(
-            self.argv(*args, policy=policy),
+            self.argv(*args, policy=policy, cli=cli, fmt=fmt),
             cwd=self.ws,
-            env=self.env,
+            env={**self.env, **(env or {})},
             capture_output=True,
             text=True,
             timeout=240,
@@ -96,7 +110,7 @@ class Acpx:
         assert proc.returncode == exit_code, (
             f"acpx {args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         )
-        return frames(proc.stdout)
+        return proc.stdout
 
     def warm(self, command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -177,6 +191,61 @@ def test_one_shot_command_runs_in_the_clients_terminal(acpx: Acpx) -> None:
     done = [u for u in updates(fs, "tool_call_update") if u.get("status") == "completed"]
     assert done and "hi from acpx" in json.dumps(done)
     assert requests(fs, "session/request_permission")  # asked, and acpx approved
+
+
+#: Both locked acpx releases, for what each shows its user.
+RELEASES = [
+    pytest.param(ACPX, id="acpx-0.15.1"),
+    pytest.param(
+        ACPX_019,
+        id="acpx-0.19.1",
+        marks=pytest.mark.skipif(not ACPX_019.exists(), reason="acpx 0.19.1 is not installed"),
+    ),
+]
+
+
+@pytest.mark.parametrize("cli", RELEASES)
+def test_the_terminal_acpx_runs_and_shows_is_the_command_the_model_wrote(
+    acpx: Acpx, cli: Path
+) -> None:
+    """acpx asks its user to approve `command` + `args` of `terminal/create`, and prints a
+    tool call's first title: both are the model's command, not trio-acp's set-up."""
+    command = "echo the user sees this"
+    fs = acpx.run("exec", scenario_prompt("terminal", "", command=command), cli=cli)
+    assert prompt_result(fs) == {"stopReason": "end_turn"}
+    (create,) = requests(fs, "terminal/create")
+    assert (create["command"], create["args"]) == ("bash", ["-c", command])
+    (start,) = updates(fs, "tool_call")
+    assert start["title"] == command
+    done = [u for u in updates(fs, "tool_call_update") if u.get("status") == "completed"]
+    assert done and "the user sees this" in json.dumps(done)
+    # What a user of acpx reads: the tool, titled with its command, from the start.
+    shown = acpx.output(
+        "exec", scenario_prompt("terminal", "", command=command), cli=cli, fmt="text"
+    )
+    assert f"[tool] {command} (pending)" in shown, shown
+    assert f"[tool] {command} (completed)" in shown, shown
+    assert "Run a terminal command" not in shown and "setsid" not in shown
+
+
+@pytest.mark.parametrize("cli", RELEASES)
+def test_a_terminal_acpx_refuses_fails_with_its_reason(acpx: Acpx, cli: Path) -> None:
+    """`--deny-all` with the agent in always-approve: acpx refuses `terminal/create`
+    itself, answering -32603 "Internal error" with the reason in `data.details`."""
+    fs = acpx.run(
+        "exec",
+        scenario_prompt("terminal", "", command="echo never runs"),
+        policy="--deny-all",
+        exit_code=PERMISSION_DENIED,
+        cli=cli,
+        env={"TRIO_ACP_DEFAULT_MODE": "always-approve"},
+    )
+    assert prompt_result(fs)["stopReason"] == "end_turn"
+    assert requests(fs, "terminal/create") and not requests(fs, "terminal/wait_for_exit")
+    (failed,) = [u for u in updates(fs, "tool_call_update") if u.get("status") == "failed"]
+    (shown,) = [c["content"]["text"] for c in failed["content"]]
+    assert shown == "The editor did not run the command: Permission denied for terminal/create"
+    assert failed["rawOutput"]["exit_code"] is None
 
 
 def test_refused_edit_leaves_the_disk_alone(acpx: Acpx) -> None:

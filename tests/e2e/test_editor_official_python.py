@@ -5,11 +5,13 @@ acting as an editor — it implements `fs/*` over buffers that differ from the d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 from typing import Any
 
+import psutil
 import pytest
 
 acp = pytest.importorskip("acp")
@@ -210,3 +212,82 @@ def test_the_official_python_client_as_an_editor():
     assert out["sleep_calls"][0] == "terminal/create"
     assert "terminal/kill" in out["sleep_calls"] and out["sleep_calls"][-1] == "terminal/release"
     assert out["live_terminals"] == []
+
+
+FOREGROUND, BACKGROUND = "304", "303"  # `sleep` figures no other test uses
+
+
+def sleeps() -> list[psutil.Process]:
+    """Our two `sleep`s, while they run."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["cmdline"] in (["sleep", FOREGROUND], ["sleep", BACKGROUND]) and (
+            proc.info["status"] != psutil.STATUS_ZOMBIE
+        ):
+            found.append(proc)
+    return found
+
+
+async def _killed_agent(llm, home: str, ws: str) -> dict[str, Any]:
+    editor = Editor({})
+    env = agent_env(llm, home)
+    env["TRIO_ACP_WARM"] = "0"  # the process we kill is the agent itself, not a launcher
+    out: dict[str, Any] = {}
+    try:
+        # The client's own close fails on the dead agent's pipe: expected.
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            async with acp.spawn_agent_process(
+                editor, sys.executable, "-m", "trio_acp", env=env, transport_kwargs={"stderr": None}
+            ) as (conn, process):
+                await asyncio.wait_for(
+                    conn.initialize(
+                        protocol_version=acp.PROTOCOL_VERSION,
+                        client_capabilities=ClientCapabilities(terminal=True),
+                        client_info=Implementation(name="official-python-editor", version="0.0.1"),
+                    ),
+                    TIMEOUT,
+                )
+                sid = (
+                    await asyncio.wait_for(conn.new_session(cwd=ws, mcp_servers=[]), TIMEOUT)
+                ).session_id
+                command = f"sleep {BACKGROUND} & sleep {FOREGROUND}"
+                prompting = asyncio.ensure_future(
+                    conn.prompt(
+                        session_id=sid,
+                        prompt=[
+                            TextContentBlock(
+                                type="text", text=scenario_prompt("terminal", command=command)
+                            )
+                        ],
+                    )
+                )
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + TIMEOUT
+                while len(sleeps()) < 2:  # the command runs in the editor's terminal
+                    assert loop.time() < deadline, "the command never started"
+                    assert not prompting.done(), prompting
+                    await asyncio.sleep(0.05)
+                process.kill()  # SIGKILL: no clean-up of the agent's own can run
+                await process.wait()
+                # The editor keeps its terminals (nothing here kills them): the command's
+                # processes must end by themselves, within a bound (not a figure).
+                deadline = loop.time() + 15
+                while (left := sleeps()) and loop.time() < deadline:
+                    await asyncio.sleep(0.1)
+                out["left"] = [p.info["cmdline"] for p in left]
+                out["terminals"] = len(editor.terminals)
+                prompting.cancel()
+    finally:
+        for term in editor.terminals.values():
+            editor._kill(term)
+        for proc in sleeps():  # never left behind, whatever the assertion says
+            proc.kill()
+    return out
+
+
+def test_editor_terminals_end_with_a_killed_agent():
+    """kill -9 of the agent while its command runs in a client that keeps its terminals:
+    the foreground `sleep` and the one sent to the background end all the same."""
+    out = _run(_killed_agent)
+    assert out["terminals"] == 1  # the editor did not release it: the agent was gone
+    assert out["left"] == []

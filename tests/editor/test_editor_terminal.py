@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+import attrs
 import psutil
 import pytest
 import trio
 
 from trio_acp.openhands.client_calls import ClientCalls
-from trio_acp.openhands.editor_terminal import command_script, make_executor
+from trio_acp.openhands.editor_terminal import client_reason, make_executor, setup_script
+from trio_acp.rpc import RequestError
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 pytest.importorskip("openhands.tools.terminal")
@@ -240,19 +244,27 @@ async def test_a_cancelled_command_leaves_no_process_whatever_the_editor_signals
     assert await trio.to_thread.run_sync(wait_gone, started) == []
 
 
+def script_launch(command: str, tmp_path: Path, **kw) -> tuple[list[str], dict[str, str], Path]:
+    """`bash -c <command>` with the set-up through BASH_ENV, as a client would get it:
+    (argv, environment, the directory file)."""
+    cwd_file = tmp_path / "cwd"
+    cwd_file.write_text("")
+    setup = tmp_path / "setup.sh"
+    setup.write_text(setup_script(str(cwd_file), **kw))
+    return ["bash", "-c", command], {**os.environ, "BASH_ENV": str(setup)}, cwd_file
+
+
 def run_script(
     command: str, tmp_path: Path, **kw
 ) -> tuple[subprocess.CompletedProcess[bytes], str]:
-    cwd_file = tmp_path / "cwd"
-    cwd_file.write_text("")
+    argv, env, cwd_file = script_launch(command, tmp_path, **kw)
     proc = subprocess.run(
-        ["bash", "-c", command_script(command, str(cwd_file), **kw)],
-        cwd=tmp_path,
-        input=b"from stdin\n",
-        capture_output=True,
-        timeout=30,
+        argv, cwd=tmp_path, env=env, input=b"from stdin\n", capture_output=True, timeout=30
     )
-    return proc, cwd_file.read_text().strip()
+    try:
+        return proc, cwd_file.read_text().strip()
+    except FileNotFoundError:
+        return proc, ""
 
 
 def test_the_script_keeps_the_commands_status_streams_and_directory(tmp_path):
@@ -260,27 +272,41 @@ def test_the_script_keeps_the_commands_status_streams_and_directory(tmp_path):
     done, cwd = run_script("cat; echo to-stderr >&2; cd sub; (exit 7)", tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (7, b"from stdin\n", b"to-stderr\n")
     assert cwd == str((tmp_path / "sub").resolve())
+    # `exit` keeps the directory too (the set-up writes it on the shell's exit).
+    done, cwd = run_script("cd sub && exit 4", tmp_path)
+    assert done.returncode == 4 and cwd == str((tmp_path / "sub").resolve())
     # A syntax error stops the command's text where bash stops it, as a plain `bash -c`.
     broken, cwd = run_script("echo before\nif then", tmp_path)
     plain = subprocess.run(["bash", "-c", "echo before\nif then"], capture_output=True)
     assert (
-        (broken.returncode, broken.stdout) == (plain.returncode, plain.stdout) == (2, b"before\n")
+        (broken.returncode, broken.stdout, broken.stderr)
+        == (plain.returncode, plain.stdout, plain.stderr)
+        and broken.returncode == 2
+        and broken.stdout == b"before\n"
     )
-    assert cwd == ""
-    # Nothing of the script's own is visible to the command: no extra descriptor.
-    fds, _ = run_script("ls /proc/self/fd", tmp_path)
-    assert (
-        fds.stdout.split()
-        == subprocess.run(["bash", "-c", "ls /proc/self/fd"], capture_output=True).stdout.split()
+    # Nothing of the script's own is visible to the command: no extra descriptor, none of
+    # our variables, and the command is what `bash -c` was given.
+    seen, _ = run_script(
+        'ls /proc/self/fd; env | grep -c "BASH_ENV\\|TRIO_ACP"; echo "$BASH_EXECUTION_STRING"',
+        tmp_path,
     )
+    plain = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'ls /proc/self/fd; env | grep -c "BASH_ENV\\|TRIO_ACP"; echo "$BASH_EXECUTION_STRING"',
+        ],
+        capture_output=True,
+    )
+    assert seen.stdout.split() == plain.stdout.split()
 
 
 def test_a_command_deaf_to_sigterm_is_killed_after_the_grace(tmp_path):
     pids = tmp_path / "pids"
-    script = command_script(
-        f"trap '' TERM; sleep 30 & echo $$ $! > {pids}; wait", str(tmp_path / "cwd"), kill_grace=0.3
+    argv, env, _ = script_launch(
+        f"trap '' TERM; sleep 30 & echo $$ $! > {pids}; wait", tmp_path, kill_grace=0.3
     )
-    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 15
     while not started_pids(pids):
         assert time.monotonic() < deadline, "the command never started"
@@ -326,3 +352,164 @@ def test_without_a_lifeline_what_a_finished_command_leaves_keeps_running(tmp_pat
         assert not gone(pid)
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+# ----------------------------------------------- what the client is asked, and its refusal
+
+
+async def test_the_client_is_asked_for_the_command_the_model_wrote(tmp_path):
+    """`terminal/create` is `bash -c <the command>`, exactly what the model asked for (what
+    acpx asks the user to approve, what Zed and Toad head the terminal with); the set-up is
+    in `env` (BASH_ENV, a private file, gone once the command is over)."""
+    (tmp_path / "sub").mkdir()
+    (first, after), client, _ = await run_commands(
+        tmp_path, {"command": "cd sub && echo in sub"}, {"command": "pwd"}
+    )
+    assert "in sub" in first.text and after.text.strip() == str((tmp_path / "sub").resolve())
+    creates = [params for method, params in client.calls if method == "terminal/create"]
+    assert [(c.command, c.args) for c in creates] == [
+        ("bash", ["-c", "cd sub && echo in sub"]),
+        ("bash", ["-c", "pwd"]),
+    ]
+    env = {v.name: v.value for v in creates[0].env}
+    setup = Path(env["BASH_ENV"])
+    assert setup.parent.stat().st_mode & 0o077 == 0  # private to us
+    assert not setup.exists()  # removed once its command was over
+
+
+class EnvDroppingClient(EditorClient):
+    """A client that spawns the command without the `env` it was given."""
+
+    async def create_terminal(self, params):
+        return await super().create_terminal(attrs.evolve(params, env=None))
+
+
+async def test_a_client_that_drops_env_gets_the_set_up_on_the_command_line(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (first, second, third), client, _ = await run_commands(
+        tmp_path,
+        {"command": "cd sub"},
+        {"command": "cd sub"},
+        {"command": "pwd"},
+        client=EnvDroppingClient(),
+    )
+    creates = [params for method, params in client.calls if method == "terminal/create"]
+    assert creates[0].args == ["-c", "cd sub"]  # ran bare: the `cd` was lost
+    # Seen: from then on BASH_ENV goes on the command line, and `cd` holds again.
+    assert creates[1].args[1].startswith("BASH_ENV=") and creates[1].args[1].endswith(
+        "exec bash -c 'cd sub'"
+    )
+    assert third.text.strip() == str((tmp_path / "sub").resolve())
+
+
+class RefusingClient(EditorClient):
+    """acpx's answer when its user (or `--deny-all`) refuses a terminal."""
+
+    async def create_terminal(self, params):
+        self.calls.append(("terminal/create", params))
+        raise RequestError(
+            -32603, "Internal error", {"details": "Permission denied for terminal/create"}
+        )
+
+
+async def test_a_refused_terminal_reaches_the_model_with_the_clients_reason(tmp_path):
+    (obs,), client, announced = await run_commands(
+        tmp_path, {"command": "echo never"}, client=RefusingClient()
+    )
+    assert obs.is_error
+    assert obs.text == "The editor did not run the command: Permission denied for terminal/create"
+    assert obs.exit_code is None  # it never started: no exit code, not "still running"
+    assert client.methods() == ["terminal/create"] and announced == []
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (
+            {"details": "Permission denied for terminal/create"},
+            "Permission denied for terminal/create",
+        ),
+        ("no shell here", "no shell here"),
+        ({"message": "quota\n exceeded"}, "quota exceeded"),
+        (None, "Internal error"),
+        ({"details": "  "}, "Internal error"),
+    ],
+)
+def test_the_clients_reason_is_its_details_else_its_message(data, reason):
+    assert client_reason(RequestError(-32603, "Internal error", data)) == reason
+
+
+# ------------------------------------------------------------------ the agent's death
+
+AGENT = """
+import json, sys, time
+from trio_acp.openhands.editor_terminal import _Private
+private = _Private.open()
+launch = private.launch(sys.argv[1], 1, None)
+print(json.dumps([launch.command, *launch.args, launch.env["BASH_ENV"]]), flush=True)
+time.sleep(600)
+"""
+
+
+def ours(*figures: str) -> list[int]:
+    """The pids of running `sleep <figure>` processes."""
+    return [
+        proc.pid
+        for proc in psutil.process_iter(["cmdline", "status"])
+        if proc.info["cmdline"] in [["sleep", f] for f in figures]
+        and proc.info["status"] != psutil.STATUS_ZOMBIE
+    ]
+
+
+@pytest.mark.parametrize("when", ["before-the-terminal-starts", "while-it-runs", "after-it-ended"])
+def test_the_agents_death_stops_the_command_and_its_background(tmp_path, when):
+    """kill -9 of the agent, with a client that keeps its terminals: the command and
+    what it started in the background end (their watcher reads the lifeline's end)."""
+    # `sleep` figures no other test uses, so that what is found running is this test's.
+    figures = {"before-the-terminal-starts": "31.1", "while-it-runs": "31.2"}
+    background = figures.get(when, "31.3")
+    foreground = "32." + background[-1]
+    if when == "after-it-ended":
+        command = f"sleep {background} >/dev/null 2>&1 &"
+    else:
+        # A background job, and the command's shell waiting on a foreground `sleep`.
+        command = f"sleep {background} >/dev/null 2>&1 & sleep {foreground}"
+    agent = subprocess.Popen(
+        [sys.executable, "-c", AGENT, command], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert agent.stdout is not None
+        *argv, bash_env = json.loads(agent.stdout.readline())
+        if when == "before-the-terminal-starts":
+            agent.kill()
+            agent.wait()
+        # The client: a process of its own, which outlives the agent.
+        terminal = subprocess.Popen(
+            argv,
+            cwd=tmp_path,
+            env={**os.environ, "BASH_ENV": bash_env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        if when == "before-the-terminal-starts":
+            # Stopped as soon as its watcher finds the lifeline ended, maybe before its
+            # `sleep`s were started: the terminal ends, and nothing of it is left.
+            terminal.wait(timeout=15)
+        else:
+            expected = 1 if when == "after-it-ended" else 2
+            deadline = time.monotonic() + 15
+            while len(ours(background, foreground)) < expected:
+                assert time.monotonic() < deadline, "the command never started"
+                time.sleep(0.02)
+            if when == "after-it-ended":
+                assert terminal.wait(timeout=15) == 0
+            agent.kill()
+            agent.wait()
+        assert wait_gone(ours(background, foreground)) == []
+        terminal.wait(timeout=15)  # the client sees its terminal end
+    finally:
+        agent.kill()
+        agent.wait()
+        for pid in ours(background, foreground):
+            os.kill(pid, signal.SIGKILL)

@@ -53,6 +53,7 @@ from referencing.jsonschema import DRAFT202012
 from trio_acp import schema
 from trio_acp.openhands import translate as tr
 from trio_acp.openhands.translate import Translator, coalesce, conversation_error, message_id
+from trio_acp.openhands.translate.translator import ANNOUNCE_PREFIX
 
 CWD = "/work/project"
 SCHEMA_FILE = (
@@ -218,7 +219,8 @@ def test_streamed_tool_call_announced_once_then_one_title_update():
     )
     start, update = data
     assert start["toolCallId"] == "call_1" and start["status"] == "pending"
-    assert start["kind"] == "execute" and start["title"] == "Run a terminal command"
+    # A long command is announced once its start names it, then titled in full.
+    assert start["kind"] == "execute" and start["title"] == command[:ANNOUNCE_PREFIX] + "…"
     assert update["title"] == command
     assert "content" not in update and "rawInput" not in update
 
@@ -229,6 +231,32 @@ def test_streamed_tool_call_announced_once_then_one_title_update():
     assert final["sessionUpdate"] == "tool_call_update"
     assert final["status"] == "in_progress" and final["title"] == command
     assert final["rawInput"]["command"] == command and final["kind"] == "execute"
+
+
+def test_a_streamed_command_is_announced_titled_with_the_command():
+    """acpx prints a tool call's first title (and then only its end): the terminal's
+    `tool_call` waits for the command, whatever argument comes first."""
+    t = translator()
+    args = json.dumps({"summary": "list files", "command": "ls -la src", "timeout": 5})
+    cut = args.index("ls -la") + 4  # the command still arriving: `ls -`
+    ups = t.token(tc_chunk("r", id="call_c", name="terminal", args=""))
+    for i in range(0, cut, 2):
+        ups += t.token(tc_chunk("r", args=args[i : min(i + 2, cut)]))
+    assert ups == [], "not announced before its command"
+    for i in range(cut, len(args), 2):
+        ups += t.token(tc_chunk("r", args=args[i : i + 2]))
+    data = wire(ups)
+    assert [(d["sessionUpdate"], d.get("title")) for d in data] == [("tool_call", "ls -la src")]
+
+
+def test_a_long_streamed_command_is_announced_by_its_first_line_then_titled_in_full():
+    t = translator()
+    command = "cat > notes.txt <<'EOF'\n" + "a line of text\n" * 50 + "EOF"
+    data = wire(stream_tool_call(t, "r", "call_h", "terminal", json.dumps({"command": command})))
+    assert [(d["sessionUpdate"], d.get("title")) for d in data] == [
+        ("tool_call", "cat > notes.txt <<'EOF'…"),
+        ("tool_call_update", command),
+    ]
 
 
 def test_tool_call_not_opened_before_id_and_name_are_known():
@@ -258,9 +286,9 @@ def test_parallel_streamed_tool_calls_are_kept_apart():
     ups += t.token(tc_chunk("r", 1, id="c_b", name="terminal", args='{"command": '))
     ups += t.token(tc_chunk("r", 1, args='"echo b"}'))
     data = wire(ups)
+    # The second command is announced once it has arrived, already titled with it.
     assert [(d["toolCallId"], d.get("title")) for d in data] == [
         ("c_a", "echo a"),
-        ("c_b", "Run a terminal command"),
         ("c_b", "echo b"),
     ]
 
@@ -547,6 +575,30 @@ def test_terminal_error_observation_fails():
     obs = TerminalObservation.from_text(text="timed out", command="x", is_error=True)
     (update,) = wire(t.event(observation_event(obs, "terminal", "c1")))
     assert update["status"] == "failed"
+
+
+def test_a_command_that_never_ran_fails_with_its_reason_and_no_still_running_note():
+    """A client that refuses `terminal/create` (acpx: "Permission denied for
+    terminal/create"): the tool call fails with the reason, never "still running"."""
+    t = translator()
+    announced(t, TerminalAction(command="rm -rf build"), "terminal", "c1")
+    reason = "The editor did not run the command: Permission denied for terminal/create"
+    obs = TerminalObservation.from_text(text=reason, command="rm -rf build", is_error=True)
+    assert obs.metadata.exit_code == -1  # the SDK's default: "no exit code"
+    (update,) = wire(t.event(observation_event(obs, "terminal", "c1")))
+    assert update["status"] == "failed"
+    assert update["content"][0]["content"]["text"] == reason  # a reason, not fenced output
+    text = json.dumps(update["content"])
+    assert "still running" not in text and "exit code" not in text
+    assert update["rawOutput"]["exit_code"] is None
+
+
+def test_a_soft_timeout_is_still_running():
+    t = translator()
+    announced(t, TerminalAction(command="make"), "terminal", "c1")
+    obs = TerminalObservation.from_text(text="building", command="make", exit_code=-1)
+    (update,) = wire(t.event(observation_event(obs, "terminal", "c1")))
+    assert "[the command is still running; no exit code yet]" in json.dumps(update["content"])
 
 
 def test_large_terminal_output_is_capped_with_a_note():
@@ -864,8 +916,7 @@ def test_coalesce_merges_runs_of_same_message():
         ("agent_thought_chunk", "ab"),
         ("agent_message_chunk", "Hello"),
         ("agent_message_chunk", "!"),
-        ("tool_call", None),
-        ("tool_call_update", None),
+        ("tool_call", None),  # announced once its command is known: no title update
         ("agent_message_chunk", "xy"),
     ]
     assert ups[2].content.text == "Hel", "inputs are not mutated"

@@ -31,11 +31,18 @@ _PLAN_STATUS = {
 def terminal_payload(observation: Any) -> tuple[list[Any] | None, Any]:
     text = strip_ansi(text_of(observation))
     metadata = getattr(observation, "metadata", None)
+    failed = getattr(observation, "is_error", False) is True
     exit_code = getattr(observation, "exit_code", None)
-    if exit_code is None:
+    if exit_code is None and not failed:
         exit_code = getattr(metadata, "exit_code", None)
     timed_out = bool(getattr(observation, "timeout", False))
-    if exit_code == -1 or timed_out:
+    if failed:
+        # A command that failed to run (refused, cancelled, killed at its timeout) is not
+        # "still running": the SDK's -1 only means that for a soft timeout, never an error.
+        note = f"[exit code {exit_code}]" if isinstance(exit_code, int) and exit_code > 0 else ""
+        if exit_code == -1:
+            exit_code = None
+    elif exit_code == -1 or timed_out:
         note = "[the command is still running; no exit code yet]"
     elif isinstance(exit_code, int) and exit_code != 0:
         note = f"[exit code {exit_code}]"
@@ -46,7 +53,10 @@ def terminal_payload(observation: Any) -> tuple[list[Any] | None, Any]:
     if text.strip():
         where = save_dir if isinstance(save_dir, str) else None
         text = cap_text(text, MAX_TEXT_BYTES - 64, where=where)
-        content = [text_item(fence(text, "console") + (f"\n\n{note}" if note else ""))]
+        # A command that never gave an exit code and failed (refused by the client,
+        # cancelled, a tool's own error) has a reason to show, not output: plain text.
+        said = text if failed and exit_code is None and not timed_out else fence(text, "console")
+        content = [text_item(said + (f"\n\n{note}" if note else ""))]
     elif note:
         content = [text_item(note)]
     raw_output: dict[str, Any] = {"exit_code": exit_code}

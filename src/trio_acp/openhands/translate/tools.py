@@ -5,6 +5,9 @@ For every tool name the agent may call, one `ToolSpec` says:
 * `present` — the title, kind and locations of its `tool_call` (also the permission
   request's, so both always agree);
 * `title_args` — the arguments whose arrival, while they stream, may change that title;
+* `announce_with` — the argument a streamed call waits for before it is announced, so that
+  its first title already names it (the terminal's command: acpx prints a tool call's first
+  title and then only its end; peers title a command with the command itself);
 * `preview` — what a `session/request_permission` shows before it runs (a command, a diff);
 * `scope` — what an "always allow/reject" answer covers (`permissions.py` makes the rule);
 * `result` — how its observation is shown when it finishes (`results.py`);
@@ -124,6 +127,7 @@ class ToolSpec:
     present: Presenter = _generic_present
     aliases: tuple[str, ...] = ()
     title_args: frozenset[str] = frozenset()
+    announce_with: str | None = None
     preview: Callable[[dict[str, Any], str, Reader], list[Any]] = _no_preview
     # (tool, target) of an "always" rule; `tool` is the canonical name, so a rule made
     # under an alias covers the tool under every name.
@@ -185,6 +189,7 @@ TERMINAL = ToolSpec(
     aliases=("bash", "execute_bash"),
     present=_terminal_present,
     title_args=frozenset({"command", "is_input", "reset"}),
+    announce_with="command",
     preview=_terminal_preview,
     scope=_terminal_scope,
     result=_terminal_result,

@@ -101,6 +101,36 @@ class _PendingCall:
     opened: bool = False
 
 
+#: Characters (or one whole line) of a tool's `announce_with` argument after which its
+#: streamed call is announced without waiting for the rest (a long heredoc, a script).
+ANNOUNCE_PREFIX = 80
+
+
+def _ready(pending: _PendingCall) -> bool:
+    """Whether a streamed call may be announced: its tool's `announce_with` argument (the
+    terminal's command) is known, or enough of it to name it (`ANNOUNCE_PREFIX`)."""
+    spec = lookup(pending.name or "")
+    arg = spec.announce_with
+    if arg is None or spec.text_arg is not None or arg in pending.scanner.fields:
+        return True
+    so_far = pending.scanner.value_so_far(arg)
+    return so_far is not None and ("\n" in so_far or len(so_far) >= ANNOUNCE_PREFIX)
+
+
+def _announced_fields(pending: _PendingCall) -> dict[str, Any]:
+    """The arguments a streamed call is presented with when it is announced: the complete
+    ones, plus the start of its `announce_with` argument if that is still arriving."""
+    fields = pending.scanner.fields
+    arg = lookup(pending.name or "").announce_with
+    if arg is None or arg in fields:
+        return fields
+    so_far = pending.scanner.value_so_far(arg)
+    if not so_far:
+        return fields
+    line = so_far.split("\n", 1)[0][:ANNOUNCE_PREFIX].rstrip()
+    return {**fields, arg: line + "…"} if line else fields
+
+
 @attrs.define
 class _Call:
     """A tool call as the client knows it, keyed by tool call id."""
@@ -219,7 +249,7 @@ class Translator:
             completed, pieces = pending.scanner.feed(args)
 
         if not pending.opened:
-            if pending.id is None or pending.name is None:
+            if pending.id is None or pending.name is None or not _ready(pending):
                 return []
             pending.opened = True
             return self._open_streamed_call(pending)
@@ -247,7 +277,7 @@ class Translator:
             text = pending.scanner.value_so_far(text_arg)
             return self._special_text(call, text) if text else []
         fields = pending.scanner.fields
-        presentation = self._present(pending.name, fields, None)
+        presentation = self._present(pending.name, _announced_fields(pending), None)
         call.announced = True
         call.presentation = presentation
         title, kind, locations = presentation
