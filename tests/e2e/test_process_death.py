@@ -164,6 +164,16 @@ async def test_killed_while_asking_permission_the_action_never_runs_unasked(llm,
     assert not Path(marker).exists()
 
 
+def _runs_sleep(tree: psutil.Process) -> bool:
+    for child in tree.children(recursive=True):
+        try:
+            if child.name() == "sleep":
+                return True
+        except psutil.Error:  # gone meanwhile (the tool's start-up runs short commands)
+            continue
+    return False
+
+
 @pytest.mark.timeout(400)  # two launches, each importing the SDK
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
 async def test_hangup_mid_tool_answers_the_prompt_and_saves_the_turn(llm, tmp_path, signum):
@@ -174,7 +184,7 @@ async def test_hangup_mid_tool_answers_the_prompt_and_saves_the_turn(llm, tmp_pa
         sid = await agent.start(ws)
         await agent.send(_prompt(sid, scenario_prompt("sleep", "wait a minute", seconds=60)))
         tree = psutil.Process(agent.process.pid)
-        while not any(p.name() == "sleep" for p in tree.children(recursive=True)):
+        while not _runs_sleep(tree):
             await trio.sleep(0.05)
         agent.process.send_signal(signum)  # stdin stays open: the signal alone ends it
         answer = await agent.until(lambda f: f.get("id") == 3)

@@ -49,6 +49,7 @@ from .conversation import (
     user_message,
 )
 from .errors import internal, not_configured
+from .mcp_startup import McpStartFailure
 from .prompt import ImagePart, TextPart
 from .remote import RemoteConversationDriver
 from .sdk import confirmation_setup, supports_reasoning_effort
@@ -217,7 +218,7 @@ class ServerConversation:
 
     # --- set-up -------------------------------------------------------------------
 
-    async def warm_up(self, report: dict[str, str]) -> list[str]:
+    async def warm_up(self, report: dict[str, str]) -> list[McpStartFailure]:
         """The server starts the tools at the first run; here, one round trip proves it
         answers (and its time goes in the report)."""
         try:
