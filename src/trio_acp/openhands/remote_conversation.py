@@ -82,12 +82,16 @@ class _ServerRun:
             return None
         self._started = True
         self._conv.unanswered = False  # the run answers it, or says how it ended
+        error: BaseException | None = None
         try:
-            return await self._drive()
+            error = await self._drive()
+            return error
         finally:
             self._done.set()
-            with trio.CancelScope(shield=True):
-                await self._conv.refresh_usage()
+            if not (isinstance(error, RemoteError) and error.unreachable):
+                # (A server that stopped answering would only make the error wait.)
+                with trio.CancelScope(shield=True):
+                    await self._conv.refresh_usage()
 
     async def _drive(self) -> BaseException | None:
         conv = self._conv
