@@ -143,19 +143,20 @@ class McpStartup:
         on_tools_reconciled: Callable[[MCPClient, Sequence[Any]], None] | None = None,
     ) -> StartedTools:
         names = list(mcp_config)
-        starts = [
-            _Start(
-                name,
-                _client(
+        starts = []
+        for name in names:
+            try:
+                client = _client(
                     name,
                     mcp_config[name],
                     prefixed=len(names) > 1,
                     on_tools_changed=on_tools_changed,
                     on_tools_reconciled=on_tools_reconciled,
-                ),
-            )
-            for name in names
-        ]
+                )
+            except Exception as exc:  # its settings are not usable (a bad URL, ...)
+                self._failed(name, describe(exc))
+                continue
+            starts.append(_Start(name, client))
         for start in starts:
             threading.Thread(
                 target=start.run, args=(self.timeout,), name=f"mcp-start {start.name}", daemon=True
@@ -186,8 +187,9 @@ def _reason(error: BaseException, timeout: float) -> str:
     # fastmcp wraps the cause ("Client failed to connect: ..."): say the innermost too.
     cause = error.__cause__ or error.__context__
     text = describe(error)
-    if cause is not None and str(cause) and str(cause) not in text:
-        text += f" ({describe(cause)})"
+    said = describe(cause) if cause is not None else ""
+    if said and said.split(": ", 1)[-1] not in text:
+        text += f" ({said})"
     return text
 
 
