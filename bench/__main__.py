@@ -20,7 +20,9 @@ model keeps the editor waiting (bench/model_failures.py). `python -m bench remot
 local conversation against the same one on an OpenHands agent-server (bench/remote.py);
 `python -m bench remote-startup`: a fresh process's first `session/new`, local vs with
 `--agent-server` (bench/remote_startup.py); `python -m bench remote-first-cancel`: a session's
-first turn cancelled early, local vs through an agent-server (bench/remote_first_cancel.py).
+first turn cancelled early, local vs through an agent-server (bench/remote_first_cancel.py);
+`python -m bench remote-lifecycle`: stdin EOF → exit, and cancel latency, local vs through an
+agent-server (bench/remote_lifecycle.py).
 `python -m bench warm [...]`: a launch's spawn → `initialize` and → first `session/new`,
 cold vs through the warm server (bench/warm_start.py).
 `python -m bench concurrency`: 50 sessions prompting at once in one agent process
@@ -196,6 +198,11 @@ def main() -> None:
         from .remote_first_cancel import main as remote_first_cancel_main
 
         remote_first_cancel_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["remote-lifecycle"]:
+        from .remote_lifecycle import main as remote_lifecycle_main
+
+        remote_lifecycle_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["remote"]:
         from .remote import main as remote_main

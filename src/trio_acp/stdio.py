@@ -28,6 +28,11 @@ __all__ = ["open_stdio_stream", "serve_stdio"]
 
 logger = logging.getLogger("trio_acp.stdio")
 
+#: The signals that end the server gracefully. SIGHUP is among them: an editor, a terminal
+#: multiplexer or an SSH session that goes away hangs up on the agent, and Python's default
+#: for it is to die at once, leaving the open prompt unanswered and its turn unsaved.
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
 
 def open_stdio_stream() -> trio.StapledStream[trio.lowlevel.FdStream, trio.lowlevel.FdStream]:
     """Take fds 0 and 1 for the protocol and return them as one `trio.abc.Stream`.
@@ -111,13 +116,13 @@ async def serve_stdio(
 ) -> None:
     """Run ``serve(stream)`` over stdin/stdout (see `open_stdio_stream`) until it returns.
 
-    The first SIGTERM or SIGINT starts a graceful shutdown that looks like stdin EOF to
+    The first SIGTERM, SIGINT or SIGHUP starts a graceful shutdown that looks like stdin EOF to
     ``serve`` (its reads return b""), so a peer winds down the usual way: in-flight
     requests cancelled and answered, frames flushed.  If ``serve`` has not returned
     ``grace`` seconds later it is cancelled.  A second signal cancels it at once.  After a
     real stdin EOF, returns as soon as ``serve`` does.  Must run in the main thread.
     """
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    with trio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals:
         stream = _EndableStream(open_stdio_stream())
         async with stream:
             try:

@@ -7,7 +7,10 @@ the model is the scripted server. What must hold:
   process behind, and the turn so far is on disk — a new process's `session/load` replays it;
 - the agent is killed with SIGKILL while a permission question is pending: a new process
   loads the session with everything persisted before the kill, and the action that was
-  awaiting permission never runs unasked.
+  awaiting permission never runs unasked;
+- the agent gets SIGHUP (the editor's terminal or SSH session went away) or SIGTERM while
+  a prompt runs: the prompt is answered `cancelled`, the process exits 0, and the turn is
+  on disk.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 import trio
 
 from trio_acp.testing import scenario_prompt, scripted_env
@@ -158,3 +162,42 @@ async def test_killed_while_asking_permission_the_action_never_runs_unasked(llm,
     assert any(kind == "tool_call" for kind, _ in replay)  # persisted before the kill
     assert reply["result"]["stopReason"] == "end_turn"
     assert not Path(marker).exists()
+
+
+def _runs_sleep(tree: psutil.Process) -> bool:
+    for child in tree.children(recursive=True):
+        try:
+            if child.name() == "sleep":
+                return True
+        except psutil.Error:  # gone meanwhile (the tool's start-up runs short commands)
+            continue
+    return False
+
+
+@pytest.mark.timeout(400)  # two launches, each importing the SDK
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
+async def test_hangup_mid_tool_answers_the_prompt_and_saves_the_turn(llm, tmp_path, signum):
+    ws = str(tmp_path)
+    env = _env(llm, tmp_path / "home", "always-approve")
+    with trio.fail_after(360):
+        agent = await Agent.spawn(env)
+        sid = await agent.start(ws)
+        await agent.send(_prompt(sid, scenario_prompt("sleep", "wait a minute", seconds=60)))
+        tree = psutil.Process(agent.process.pid)
+        while not _runs_sleep(tree):
+            await trio.sleep(0.05)
+        agent.process.send_signal(signum)  # stdin stays open: the signal alone ends it
+        answer = await agent.until(lambda f: f.get("id") == 3)
+        with trio.fail_after(15):
+            code = await agent.process.wait()
+        await agent.process.stdin.aclose()
+
+        again = await Agent.spawn(env)
+        await again.start(ws, load=sid)
+        replay = again.replayed()
+        await again.process.stdin.aclose()
+        await again.process.wait()
+    assert answer.get("result") == {"stopReason": "cancelled"}, answer
+    assert code == 0
+    assert replay[0] == ("user_message_chunk", None)
+    assert any(kind == "tool_call" for kind, _ in replay)  # the turn was saved

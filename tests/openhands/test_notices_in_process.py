@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
+import psutil
 import pytest
 import trio
 import trio.testing
@@ -15,17 +17,26 @@ from _inprocess import agent_env, loader
 from trio_acp import schema
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.testing import Reply, Scenario, ScriptedLLM, scenario_prompt
+from trio_acp.testing import Reply, Scenario, ScriptedLLM, ToolCall, Turn, scenario_prompt
 from trio_acp.testing.scripted_llm import message_text
 from trio_acp.testing.wire_check import FrameChecker
 
 BOTH = {"session": {"notices": {}, "compaction": {}}}
+MCP = Path(__file__).parent / "mcp"
+SHOUT = MCP / "shout_server.py"
+HUNG = MCP / "hung_server.py"
 
 
 def _summarizing(ctx) -> bool:
     # The SDK's summarizing condenser asks with its own system prompt.
     messages = ctx.messages
     return bool(messages) and "state summary" in message_text(messages[0])
+
+
+def _shout_steps(ctx):
+    names = [t["function"]["name"] for t in ctx.body.get("tools", [])]
+    name = next((n for n in names if "shout" in n), "shout")
+    return [Turn(tool_calls=[ToolCall(name, {"text": "from the test"})]), Turn(text="Shouted.")]
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +46,7 @@ def llm():
             "summary-fails",
             lambda ctx: [Reply(fault="http500") if _summarizing(ctx) else Reply(text="Noted.")],
         ),
+        Scenario("mcp-shout", _shout_steps, "call the shout MCP tool"),
     ]
     with ScriptedLLM(scenarios=extra) as server:
         yield server
@@ -181,39 +193,144 @@ async def test_a_failed_condense_fails_its_compaction_and_retries_are_notices(
         assert "The model call failed" in thoughts and "attempt 2 of 2" in thoughts
 
 
+def _is_notice(frame: dict) -> bool:
+    return (
+        frame.get("method") == "session/update"
+        and frame["params"]["update"]["sessionUpdate"] == "notice"
+    )
+
+
+def _stdio(name: str, *args: str) -> dict:
+    return {"name": name, "command": sys.executable, "args": list(args), "env": []}
+
+
+def _running(script: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if str(script) in (proc.info["cmdline"] or []) and proc.status() != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
 @pytest.mark.parametrize("capabilities", [BOTH, {}], ids=["advertised", "not-advertised"])
-async def test_an_mcp_server_that_did_not_start_is_a_notice(env, tmp_path, capabilities, caplog):
-    broken = {
-        "name": "broken",
-        "command": sys.executable,
-        "args": ["-c", "raise SystemExit(3)"],
-        "env": [],
-    }
+async def test_an_mcp_server_that_did_not_start_is_a_notice(env, tmp_path, capabilities):
+    broken = _stdio("broken", "-c", "raise SystemExit(3)")
 
     async def body(wire, sid):
         if capabilities:
-            notice = await wire.until(
-                lambda f: (
-                    f.get("method") == "session/update"
-                    and f["params"]["update"]["sessionUpdate"] == "notice"
-                )
-            )
+            notice = await wire.until(_is_notice)
             update = notice["params"]["update"]
             assert notice["params"]["sessionId"] == sid
-            assert update["severity"] == "error" and "MCP server" in update["title"]
-            assert "broken" in update["description"]
-        else:
-            # The same failure happened (the SDK logged it), and the warm-up is over...
-            while not any("MCP server startup failed" in r.getMessage() for r in caplog.records):
-                await trio.sleep(0.05)
-        # ...and the session works without the server's tools.
+            assert update["severity"] == "error" and "'broken'" in update["title"]
+            assert update["description"]
+        # The session works without the server's tools; a client without notices reads
+        # the failure in this turn.
         response = await _prompt(wire, sid, scenario_prompt("echo", "still here"))
         assert response["result"]["stopReason"] == "end_turn"
         await wire.call("session/close", {"sessionId": sid})
 
     wire = await _session(env, tmp_path, capabilities, body, mcp_servers=[broken])
+    thoughts = _text(wire.updates("agent_thought_chunk"))
     if not capabilities:
         assert wire.updates("notice") == []
+        assert "MCP server 'broken' did not start" in thoughts
+    else:
+        assert "did not start" not in thoughts
+
+
+async def test_a_hung_mcp_server_is_named_within_its_bound_and_stopped(env, tmp_path):
+    # A stdio server that never answers `initialize`: given TRIO_ACP_MCP_TIMEOUT (1 s
+    # here), it is named in a notice, then stopped in the background.
+    env["TRIO_ACP_MCP_TIMEOUT"] = "1"
+
+    async def body(wire, sid):
+        notice = (await wire.until(_is_notice))["params"]["update"]
+        assert "'hung'" in notice["title"] and "did not start" in notice["title"]
+        assert "within 1 s" in notice["description"]
+        assert "TRIO_ACP_MCP_TIMEOUT" in notice["description"]
+        response = await _prompt(wire, sid, scenario_prompt("echo", "still here"))
+        assert response["result"]["stopReason"] == "end_turn"
+        await wire.call("session/close", {"sessionId": sid})
+
+    await _session(env, tmp_path, BOTH, body, mcp_servers=[_stdio("hung", str(HUNG))])
+    with trio.fail_after(30):
+        while _running(HUNG):
+            await trio.sleep(0.1)
+
+
+async def test_an_mcp_server_that_fails_costs_only_its_own_tools(env, tmp_path, llm):
+    # Two servers: one fails (it hangs, then goes away without a word), the other's tools
+    # are there, named as the SDK names them with two servers.
+    release = tmp_path / "release"
+    env["TRIO_ACP_MCP_TIMEOUT"] = "600"
+    servers = [_stdio("hung", str(HUNG), str(release)), _stdio("shouter", str(SHOUT))]
+
+    async def body(wire, sid):
+        while not _running(HUNG):
+            await trio.sleep(0.05)
+        release.touch()
+        notice = (await wire.until(_is_notice))["params"]["update"]
+        assert "'hung'" in notice["title"] and "did not start" in notice["title"]
+        before = len(llm.requests)
+        response = await _prompt(wire, sid, scenario_prompt("mcp-shout"))
+        assert response["result"]["stopReason"] == "end_turn"
+        tools = [t["function"]["name"] for t in llm.requests[before].body.get("tools", [])]
+        assert "shouter_shout" in tools, tools
+        assert not [name for name in tools if name.startswith("hung")]
+        await wire.call("session/close", {"sessionId": sid})
+
+    wire = await _session(env, tmp_path, BOTH, body, mcp_servers=servers)
+    assert len(wire.updates("notice")) == 1  # the shouter started
+    assert "FROM THE TEST" in json.dumps(wire.updates("tool_call_update"))
+
+
+async def test_a_cancel_does_not_wait_for_mcp_servers_starting(env, tmp_path):
+    # The first prompt waits for the MCP servers to start (the SDK's lock); a cancel meanwhile
+    # answers at once. The server here hangs until the test releases it, long after the
+    # cancel was answered: no bound, no timing.
+    release = tmp_path / "release"
+    env["TRIO_ACP_MCP_TIMEOUT"] = "600"
+
+    async def body(wire, sid):
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 50,
+                "method": "session/prompt",
+                "params": {
+                    "sessionId": sid,
+                    "prompt": [{"type": "text", "text": scenario_prompt("echo", "first")}],
+                },
+            }
+        )
+        # The turn has begun (its first update, the title, is posted right before the
+        # message is sent, with no wait between), and the start-up is under way: it holds
+        # the SDK's lock the send needs, and cannot end by itself.
+        await wire.until(
+            lambda f: (
+                f.get("method") == "session/update"
+                and f["params"]["update"]["sessionUpdate"] == "session_info_update"
+            )
+        )
+        while not _running(HUNG):
+            await trio.sleep(0.05)
+        await wire.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        )
+        answer = await wire.until(lambda f: f.get("id") == 50)
+        assert answer["result"]["stopReason"] == "cancelled"
+        assert _running(HUNG) and not release.exists()  # answered while it still hung
+        release.touch()
+        notice = (await wire.until(_is_notice))["params"]["update"]
+        assert "'hung'" in notice["title"]
+        # The session goes on: the cancelled message landed, then the note that it was
+        # interrupted, and the next prompt is answered on its own.
+        response = await _prompt(wire, sid, scenario_prompt("echo", "second"))
+        assert response["result"]["stopReason"] == "end_turn"
+        assert "Echo: [scenario:echo] second" in _text(wire.updates("agent_message_chunk"))
+        await wire.call("session/close", {"sessionId": sid})
+
+    await _session(env, tmp_path, BOTH, body, mcp_servers=[_stdio("hung", str(HUNG), str(release))])
 
 
 async def test_the_connection_refuses_notices_and_compactions_nobody_asked_for():

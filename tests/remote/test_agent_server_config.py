@@ -9,8 +9,10 @@ import pytest
 
 from trio_acp.openhands.agent_server_config import (
     ENV_API_KEY,
+    ENV_STALL_TIMEOUT,
     ENV_URL,
     SETTINGS_FILE,
+    STALL_TIMEOUT,
     AgentServerConfigError,
     load_agent_server,
 )
@@ -101,3 +103,14 @@ def test_the_key_is_not_in_repr(tmp_path):
     target = load_agent_server({ENV_URL: "http://h:1", ENV_API_KEY: KEY}, persistence_dir=tmp_path)
     assert KEY not in repr(target) and KEY not in str(target)
     assert "api_key=set" in repr(target)
+
+
+def test_the_stall_timeout_comes_from_the_environment(tmp_path):
+    env = {ENV_URL: "http://10.0.0.5:8000"}
+    assert load_agent_server(env, persistence_dir=tmp_path).stall_timeout == STALL_TIMEOUT
+    env[ENV_STALL_TIMEOUT] = "2.5"
+    assert load_agent_server(env, persistence_dir=tmp_path).stall_timeout == 2.5
+    for bad in ("soon", "0", "-1", "inf", "nan"):
+        env[ENV_STALL_TIMEOUT] = bad
+        with pytest.raises(AgentServerConfigError, match=ENV_STALL_TIMEOUT):
+            load_agent_server(env, persistence_dir=tmp_path)

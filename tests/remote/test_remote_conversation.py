@@ -8,11 +8,14 @@ kills and restarts it, so it runs last.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import stat
 import uuid
 from pathlib import Path
 from typing import Any
 
+import attrs
 import psutil
 import pytest
 import trio
@@ -342,6 +345,54 @@ async def test_a_delete_the_server_refuses_removes_nothing(sdk, target, llm, ser
     assert await get_conversation(target, conversation_id) is not None
     assert await delete_on_server(target, conversation_id, server.url) is None
     assert await get_conversation(target, conversation_id) is None
+
+
+async def test_close_ends_the_event_socket_at_once(sdk, target, llm, server):
+    """Regression: the SDK's socket thread noticed its stop flag only when a message came,
+    so a quiet session's close waited out a 5 s join (and so did the process's exit)."""
+    seen = Seen()
+    driver = await open_driver(sdk, target, llm, server, seen)
+    await driver.send_message(user(sdk, "quiet after this [scenario:echo]"))
+    assert await driver.run() == "finished"
+    socket = driver.conversation._ws_client._thread
+    assert socket is not None and socket.is_alive()
+    await driver.close()
+    assert not socket.is_alive(), "the event socket's thread outlived the close"
+
+
+async def test_a_stalled_server_mid_turn_is_named_within_the_stall_timeout(
+    sdk, target, llm, server
+):
+    """A server that stops answering without going away (SIGSTOP: connections still
+    accepted, nothing answered) ends the turn once it has been silent for the target's
+    stall timeout, with an error naming it; resumed, it takes the next prompt."""
+    seen = Seen()
+    stalled = attrs.evolve(target, stall_timeout=1.0)
+    driver = await open_driver(sdk, stalled, llm, server, seen, poll_interval=0.2)
+    group = os.getpgid(server.process.pid)
+    try:
+        await driver.send_message(user(sdk, scenario_prompt("sleep", seconds=20)))
+        async with trio.open_nursery() as nursery:
+
+            async def stall_once_sleeping() -> None:
+                await wait_for(lambda: marked_processes(driver.marker, "sleep"))
+                os.killpg(group, signal.SIGSTOP)
+
+            nursery.start_soon(stall_once_sleeping)
+            with trio.fail_after(60), pytest.raises(RemoteError) as lost:
+                await driver.run()
+        message = str(lost.value)
+        assert f"lost the agent-server at {server.url}" in message
+        assert "it did not answer for 1 s" in message
+        assert server.api_key not in message
+        os.killpg(group, signal.SIGCONT)
+        await driver.interrupt()  # the stalled run's `sleep` goes on once resumed
+        await driver.send_message(user(sdk, "after the stall [scenario:echo]"))
+        assert await driver.run() == "finished"
+        assert reply_text(seen) == "Echo: after the stall [scenario:echo]"
+    finally:
+        os.killpg(group, signal.SIGCONT)
+        await driver.close()
 
 
 async def test_server_killed_mid_turn_then_restarted(sdk, target, llm, server):

@@ -77,7 +77,7 @@ async def test_stdout_has_only_frames_and_stdin_eof_exits() -> None:
     assert b"exited cleanly" in agent.stderr
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 async def test_signal_shuts_down_gracefully(signum: int) -> None:
     """The first signal acts like stdin EOF: in-flight requests are answered (-32800),
     queued frames flushed, and the process exits 0, although stdin is still open."""

@@ -29,7 +29,12 @@ from .small_files import loads_json
 
 ENV_URL = "TRIO_ACP_AGENT_SERVER_URL"
 ENV_API_KEY = "TRIO_ACP_AGENT_SERVER_API_KEY"
+ENV_STALL_TIMEOUT = "TRIO_ACP_AGENT_SERVER_STALL_TIMEOUT"
 SETTINGS_FILE = "agent_server.json"
+# Seconds a server may go without a sign of life during a turn (no answer to the health
+# check, nothing on its socket) before the turn ends with an error naming it: generous,
+# since a loaded server answers slowly, and a stalled one looks the same until then.
+STALL_TIMEOUT = 20.0
 
 
 class AgentServerConfigError(Exception):
@@ -44,6 +49,8 @@ class AgentServerTarget:
     api_key: str | None = attrs.field(default=None, repr=False)
     # Where the URL came from, for `/status` and error messages.
     source: str = ""
+    # See STALL_TIMEOUT ($TRIO_ACP_AGENT_SERVER_STALL_TIMEOUT).
+    stall_timeout: float = STALL_TIMEOUT
 
     def __repr__(self) -> str:  # attrs' repr=False drops the key; say whether there is one
         return f"AgentServerTarget(url={self.url!r}, api_key={'set' if self.api_key else None}, source={self.source!r})"
@@ -123,4 +130,17 @@ def load_agent_server(
                 f"{path} holds the agent-server key but other users can read it: chmod 600 {path}"
             )
         key = data["api_key"] or None
-    return AgentServerTarget(url=url, api_key=key, source=source)
+    return AgentServerTarget(url=url, api_key=key, source=source, stall_timeout=_stall_timeout(env))
+
+
+def _stall_timeout(env: Mapping[str, str]) -> float:
+    raw = (env.get(ENV_STALL_TIMEOUT) or "").strip()
+    if not raw:
+        return STALL_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise AgentServerConfigError(f"${ENV_STALL_TIMEOUT}: {raw!r} is not a number of seconds")
+    return value

@@ -36,7 +36,7 @@ from .critic import CriticFailures, prime_template
 from .critic_review import CriticOutcome, is_answer, outcome_of
 from .errors import SEE_LOG, describe
 from .loop_thread import LoopThread, wait_done, wait_future
-from .notices import watch_mcp_startup
+from .mcp_startup import McpStartFailure, McpStartup
 from .prompt import ImagePart, TextPart, merge_text
 from .sdk import (
     confirmation_setup,
@@ -101,7 +101,7 @@ class Run(Protocol):
 
 
 class Conversation(Protocol):
-    async def warm_up(self, report: dict[str, str]) -> list[str]:
+    async def warm_up(self, report: dict[str, str]) -> list[McpStartFailure]:
         """Start the tools and warm the model call path; returns MCP start-up failures."""
         ...
 
@@ -211,6 +211,12 @@ class LocalConversation:
         self.limiter = trio.CapacityLimiter(2)
         self._interrupt_limiter = trio.CapacityLimiter(1)
         self._loop: LoopThread | None = LoopThread(name)
+        # A send a cancel stopped waiting for (`send_abandonable`) that has not landed yet,
+        # and whether the turn it belonged to was cut short (`note_interruption`).
+        self._send_lock = threading.Lock()
+        self._sending = False
+        self._cut_short = False
+        self._landed: trio.Event | None = None
         # Why the critic's last evaluation failed (the SDK only logs it, on the loop thread).
         self._critic_failures: CriticFailures | None = None
         if getattr(conv.agent, "critic", None) is not None:
@@ -245,7 +251,7 @@ class LocalConversation:
 
     # --- set-up -------------------------------------------------------------------
 
-    async def warm_up(self, report: dict[str, str]) -> list[str]:
+    async def warm_up(self, report: dict[str, str]) -> list[McpStartFailure]:
         """Start the agent's tools (terminal shell, MCP servers) while the user types.
 
         The SDK does this lazily on the first message, and the terminal's start-up alone
@@ -257,7 +263,6 @@ class LocalConversation:
         over waits for what it needs of it (the SDK's lock, the import lock).
         """
         conv = self._conv
-        mcp_failures: list[str] = []
         steps: dict[str, tuple[Any, Any, bool]] = {
             # Touches no conversation state and owns nothing: not on the session's limiter,
             # where it would hold up a set_mode right after session/new, and a close need
@@ -272,9 +277,7 @@ class LocalConversation:
         if ensure_ready is not None:
 
             def tools() -> None:
-                with watch_mcp_startup() as failures:
-                    ensure_ready()
-                mcp_failures.extend(failures)
+                ensure_ready()
                 warm_tool_schemas(conv.agent)
 
             # Not abandoned on cancel: a close must wait for it, or the shell it is starting
@@ -292,7 +295,11 @@ class LocalConversation:
         async with trio.open_nursery() as nursery:
             for name, step in steps.items():
                 nursery.start_soon(self._warm_step, report, name, *step)
-        return mcp_failures
+        # The servers start once, in the warm-up or in the first prompt, whichever takes
+        # the SDK's lock first; either way that is over now (session_build.py gives the
+        # conversation its `McpStartup`).
+        startup = getattr(conv, "_mcp_tool_provider", None)
+        return list(startup.failures) if isinstance(startup, McpStartup) else []
 
     async def _warm_step(
         self, report: dict[str, str], name: str, step: Any, limiter: Any, abandon: bool
@@ -376,9 +383,55 @@ class LocalConversation:
                 return event.code, event.detail
         return None, None
 
+    @property
+    def send_abandonable(self) -> bool:
+        """A cancel may stop waiting for the send (turn.py) while the agent's tools are
+        still starting: the SDK starts them (the MCP servers: up to TRIO_ACP_MCP_TIMEOUT
+        each, mcp_startup.py) under the state lock that taking a message in needs, and a
+        cancel must not wait for that. Also while such a send is still landing."""
+        return self._sending or not getattr(self._conv, "_agent_ready", True)
+
     async def send_message(self, parts: list[TextPart | ImagePart]) -> None:
         message = user_message(self._sdk, parts)
-        await trio.to_thread.run_sync(self._conv.send_message, message, limiter=self.limiter)
+        if self._landed is not None:
+            # The message of a turn cut short is still landing: this one goes after it.
+            await self._landed.wait()
+        if not self.send_abandonable:
+            await trio.to_thread.run_sync(self._conv.send_message, message, limiter=self.limiter)
+            return
+        conv, token, landed = self._conv, trio.lowlevel.current_trio_token(), trio.Event()
+        self._landed, self._sending, self._cut_short = landed, True, False
+        began = threading.Event()  # set under `_send_lock`: the message is being sent
+        skip = threading.Event()  # set under `_send_lock`: cancelled before that
+
+        def send() -> None:
+            with self._send_lock:
+                if skip.is_set():
+                    return
+                began.set()
+            try:
+                conv.send_message(message)
+            finally:
+                with self._send_lock:
+                    cut_short, self._sending = self._cut_short, False
+                if cut_short:
+                    # After the message it answers for, never before it.
+                    with conv.state:
+                        conv.state.append_event(interruption_event(self._sdk))
+                try:
+                    token.run_sync_soon(landed.set)
+                except trio.RunFinishedError:
+                    pass
+
+        try:
+            await trio.to_thread.run_sync(send, limiter=self.limiter, abandon_on_cancel=True)
+        except BaseException:
+            with self._send_lock:
+                if not began.is_set():  # never sent, and now never will be
+                    skip.set()
+                    self._sending = False
+                    landed.set()
+            raise
 
     def start_run(self) -> Run:
         assert self._loop is not None
@@ -407,6 +460,12 @@ class LocalConversation:
     async def note_interruption(self) -> None:
         """Appended to the SDK's state directly (persisted, no callbacks): the client
         already knows it cancelled; the model and a later `session/load` learn it."""
+        with self._send_lock:
+            if self._sending:
+                # The message is still landing (its send was abandoned): the note follows
+                # it there (`send_message`).
+                self._cut_short = True
+                return
         sdk, conv = self._sdk, self._conv
 
         def note() -> None:

@@ -9,22 +9,18 @@ always got: a thought note, or nothing. Pure apart from `logging`: no trio, no S
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .. import schema
 from . import model_failures
 from .translate.text import one_line
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from .mcp_startup import McpStartFailure
 
-# The SDK's own logger for the conversation: it reports an MCP server that failed to start
-# only as a warning there, then goes on without that server's tools.
-SDK_CONVERSATION_LOGGER = "openhands.sdk.conversation.impl.local_conversation"
-_MCP_FAILED = "MCP server startup failed"
+log = logging.getLogger(__name__)
 
 
 def _session_capabilities(client: Any) -> Any:
@@ -59,45 +55,26 @@ def retry_note(client: Any, attempt: int, total: int, error: BaseException | Non
     return schema.AgentThoughtChunk(content=schema.TextContent(text=text))
 
 
-def mcp_failure_notices(client: Any, failures: list[str]) -> list[Any]:
-    """Notices for MCP servers that did not start (nothing for a client without notices:
-    there is no turn to put a note in, and the reason is in the agent's log)."""
+def mcp_failure_notices(client: Any, failures: Sequence[McpStartFailure]) -> list[Any]:
+    """One notice per MCP server that did not start, naming it and why (nothing for a
+    client without notices: `mcp_failure_note` is its fallback)."""
     if not supports_notices(client):
         return []
     return [
         schema.NoticeUpdate(
             severity="error",
-            title="An MCP server did not start; the agent goes on without its tools",
-            description=one_line(failure, 1000),
+            title=f"MCP server {failure.server!r} did not start; the agent goes on without its tools",
+            description=one_line(failure.reason, 1000),
         )
         for failure in failures
     ]
 
 
-class _ThreadRecords(logging.Handler):
-    """Collects one thread's records of one kind (other sessions warm up concurrently)."""
-
-    def __init__(self, prefix: str) -> None:
-        super().__init__(logging.WARNING)
-        self.thread = threading.get_ident()
-        self.prefix = prefix
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.thread == self.thread and str(record.msg).startswith(self.prefix):
-            try:
-                self.messages.append(record.getMessage())
-            except Exception:
-                self.messages.append(str(record.msg))
-
-
-@contextlib.contextmanager
-def watch_mcp_startup() -> Iterator[list[str]]:
-    """Within the block, on this thread: the SDK's "MCP server startup failed" warnings."""
-    handler = _ThreadRecords(_MCP_FAILED)
-    logger = logging.getLogger(SDK_CONVERSATION_LOGGER)
-    logger.addHandler(handler)
-    try:
-        yield handler.messages
-    finally:
-        logger.removeHandler(handler)
+def mcp_failure_note(failures: Sequence[McpStartFailure]) -> Any:
+    """For a client without notices: the same, as a thought note in a turn."""
+    lines = [
+        f"MCP server {failure.server!r} did not start; going on without its tools: "
+        f"{one_line(failure.reason, 1000)}"
+        for failure in failures
+    ]
+    return schema.AgentThoughtChunk(content=schema.TextContent(text="\n".join(lines) + "\n"))

@@ -14,8 +14,9 @@ reconnect-and-replay). This module adds what a Trio session needs on top:
   while we were away is handed on when we re-attach.
 - **A run that ends.** `run()` triggers the server's run and waits, in Trio, for the server's
   post-run state snapshot on the socket, with a REST poll as fallback and health check. A
-  server that stops answering ends the turn with `RemoteError` after `unreachable_grace`
-  seconds instead of the SDK's one-hour poll; the next call re-attaches.
+  server that refuses connections for `unreachable_grace` seconds, or gives no sign of life
+  for the target's `stall_timeout`, ends the turn with `RemoteError` naming it instead of
+  the SDK's one-hour poll; the next call re-attaches.
 - **Cancel reaches the server.** `interrupt()` asks the server to interrupt the run, then
   stops what the run's terminal started: the server's interrupt only sends SIGINT to the
   terminal's process group, and an interactive shell runs each command in a group of its
@@ -29,6 +30,7 @@ an error message (`RemoteError` texts are scrubbed of it), not written to a file
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import time
@@ -73,6 +75,9 @@ POLL_INTERVAL = 1.0
 TERMINAL_POLLS = 3
 # How long a server may stop answering during a run before the turn ends with an error.
 UNREACHABLE_GRACE = 5.0
+# How long closing a conversation (its socket, its HTTP client) may take before we let it
+# finish on its own: milliseconds with a server that answers.
+CLOSE_TIMEOUT = 1.0
 # Budget for asking the server to interrupt a run (the server itself waits up to 5 s for
 # the run task to end before it answers).
 INTERRUPT_TIMEOUT = 10.0
@@ -85,6 +90,54 @@ INTERRUPTION_NOTE = (
     "[The user interrupted the previous request before it was finished. "
     "Answer only the message that follows.]"
 )
+
+
+def _use_stoppable_sockets() -> None:
+    """Have the SDK's `RemoteConversation` use an events-socket client a close stops at once.
+
+    The SDK's `WebSocketCallbackClient` checks its stop flag only when a message arrives:
+    on a quiet socket its `stop()` waited out its thread join (5 s), so closing a remote
+    session, and exiting on stdin EOF with one open, took 5 s and editors killed the agent.
+    This subclass also cancels the socket's task, which closes the connection (its close
+    handshake with the server: milliseconds); the join stays the SDK's, as a bound. The
+    SDK builds the client by this module-level name, once per conversation, in this
+    process only trio-acp's.
+    """
+    import asyncio
+
+    from openhands.sdk.conversation.impl import remote_conversation as module
+
+    base = module.WebSocketCallbackClient
+    if getattr(base, "trio_acp_stoppable", False):
+        return
+
+    class StoppableSocket(base):  # type: ignore[misc, valid-type]
+        trio_acp_stoppable = True
+        _loop: asyncio.AbstractEventLoop | None = None
+        _task: asyncio.Task[Any] | None = None
+
+        async def _client_loop(self) -> None:
+            # Noted first, then the flag read: `stop()` sets the flag first, then reads
+            # these, so either the loop never starts or `stop()` cancels it.
+            self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+            if self._stop.is_set():
+                return
+            try:
+                await super()._client_loop()
+            except asyncio.CancelledError:
+                pass  # stopped: the thread ends quietly
+
+        def stop(self) -> None:
+            self._stop.set()
+            loop, task = self._loop, self._task
+            if loop is not None and task is not None:
+                try:
+                    loop.call_soon_threadsafe(task.cancel)
+                except RuntimeError:  # its loop is closed: the thread is over
+                    pass
+            super().stop()
+
+    module.WebSocketCallbackClient = StoppableSocket  # type: ignore[misc]
 
 
 def tag_terminal(agent: Any, marker: str) -> Any:
@@ -115,18 +168,27 @@ def _stop_marked_command(marker: str) -> str:
     """A POSIX sh script that stops the marked processes whose parent is marked too.
 
     The terminal's shell is the one marked process with an unmarked parent (the server):
-    it stays, so the conversation's terminal keeps working. TERM first, KILL what is left.
+    it stays, so the conversation's terminal keeps working. TERM first, then KILL what has
+    not exited 0.5 s later (checked every 50 ms: a `sleep` is gone at once).
+
+    It runs during a cancel, on a server that may host hundreds of processes: one `grep`
+    reads every environment, and the rest is shell builtins (a few processes per process
+    scanned took 2 s on a loaded machine).
     """
     return (
         f"m='{MARKER_VAR}={marker}'; "
-        "marked() { { tr '\\0' '\\n' < /proc/$1/environ; } 2>/dev/null | grep -qxF \"$m\"; }; "
+        'marked=" $(echo $(grep -lzxF "$m" /proc/[0-9]*/environ 2>/dev/null)) "; '
         "victims=''; "
-        "for d in /proc/[0-9]*; do p=${d#/proc/}; "
-        "marked $p || continue; "
-        "pp=$(sed 's/.*) //' $d/stat 2>/dev/null | cut -d' ' -f2); "
-        '[ -n "$pp" ] && marked $pp && victims="$victims $p"; done; '
+        "for f in $marked; do p=${f#/proc/}; p=${p%/environ}; "
+        "read -r line < /proc/$p/stat 2>/dev/null || continue; "
+        "rest=${line##*) }; set -- $rest; "
+        'case "$marked" in *" /proc/$2/environ "*) victims="$victims $p";; esac; done; '
         '[ -z "$victims" ] && exit 0; '
-        "kill -TERM $victims 2>/dev/null; sleep 0.5; kill -KILL $victims 2>/dev/null; "
+        "kill -TERM $victims 2>/dev/null; "
+        "for i in 1 2 3 4 5 6 7 8 9 10; do alive=''; "
+        'for p in $victims; do [ -d /proc/$p ] && alive="$alive $p"; done; '
+        '[ -z "$alive" ] && break; sleep 0.05; done; '
+        '[ -n "$alive" ] && kill -KILL $alive 2>/dev/null; '
         "echo stopped:$victims"
     )
 
@@ -184,8 +246,11 @@ class _Inbox:
         self.over: trio.Event | None = None
         self.over_status: str | None = None
         self.forwarded = 0
+        # When the socket last brought anything: a sign of life (`_watch`).
+        self.heard = time.monotonic()
 
     def __call__(self, event: Any) -> None:
+        self.heard = time.monotonic()
         if isinstance(event, self._delta):
             if not self.quiet:
                 self._on_token(self._chunk(event))
@@ -368,6 +433,7 @@ class RemoteConversationDriver:
     def _connect(self, agent: Any, conversation_id: uuid.UUID | None, max_iterations: int) -> None:
         from openhands.sdk import RemoteConversation
 
+        _use_stoppable_sockets()
         workspace = self._new_workspace()
         try:
             conversation = RemoteConversation(
@@ -532,7 +598,7 @@ class RemoteConversationDriver:
         status = inbox.over_status or "finished"
         if status == "unreachable":
             self._stale = True
-            raise RemoteError(self._unreachable_message)
+            raise RemoteError(self._unreachable_message, unreachable=True)
         if status == "gone":
             raise RemoteError(
                 f"conversation {self.id} no longer exists on the agent-server at {self.target.url}"
@@ -564,26 +630,41 @@ class RemoteConversationDriver:
 
         terminal_polls = 0
         rest_saw_running = False
-        down_since: float | None = None
         path = f"/api/conversations/{conv.id}"
+        stall = self.target.stall_timeout
+        # Lost: refused (gone: down, restarted, unreachable) for `unreachable_grace`
+        # seconds in a row; or silent (stalled, SIGSTOPped, a dead link) for the target's
+        # `stall_timeout` since its last sign of life, an answer here or a message on its
+        # socket. A poll waits for its answer only until that bound, so the error comes
+        # within it, not a request timeout or two later.
+        heard = time.monotonic()
+        down_since: float | None = None
         while True:
             await trio.sleep(self.poll_interval)
+            heard = max(heard, self._inbox.heard)
+            wait = max(0.5, min(REQUEST_TIMEOUT, stall - (time.monotonic() - heard)))
             try:
                 response = await trio.to_thread.run_sync(
-                    lambda: self.workspace.client.get(path, timeout=REQUEST_TIMEOUT),
+                    functools.partial(self.workspace.client.get, path, timeout=wait),
                     abandon_on_cancel=True,
                 )
             except httpx.HTTPError as exc:
                 now = time.monotonic()
-                down_since = down_since or now
-                if now - down_since >= self.unreachable_grace:
-                    self._unreachable_message = self._lost(
-                        f"{_describe(exc)} for {now - down_since:.0f} s"
-                    )
-                    self._inbox.finish("unreachable")
-                    return
-                continue
-            down_since = None
+                heard = max(heard, self._inbox.heard)
+                if isinstance(exc, httpx.TimeoutException):
+                    down_since = None
+                    if now - heard < stall:
+                        continue
+                    detail = f"it did not answer for {stall:g} s: {_describe(exc)}"
+                else:
+                    down_since = down_since or now
+                    if now - down_since < self.unreachable_grace:
+                        continue
+                    detail = f"{_describe(exc)} for {now - down_since:.0f} s"
+                self._unreachable_message = self._lost(detail)
+                self._inbox.finish("unreachable")
+                return
+            heard, down_since = time.monotonic(), None
             if response.status_code == 404:
                 self._inbox.finish("gone")
                 return
@@ -688,11 +769,17 @@ class RemoteConversationDriver:
         return await get_conversation(self.target, conversation_id)
 
     async def close(self) -> None:
-        """Stop listening; the conversation stays on the server."""
+        """Stop listening; the conversation stays on the server.
+
+        Bounded (`CLOSE_TIMEOUT`): a server that stopped answering must not hold up a
+        session's close or the process's exit; the socket's thread then ends on its own.
+        """
         conv, self.conversation = self.conversation, None
         workspace, self.workspace = self.workspace, None
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(lambda: self._close_sync(conv, workspace))
+        with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            await trio.to_thread.run_sync(
+                lambda: self._close_sync(conv, workspace), abandon_on_cancel=True
+            )
 
     @staticmethod
     def _close_sync(conv: Any, workspace: Any = None) -> None:

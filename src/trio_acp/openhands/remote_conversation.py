@@ -49,6 +49,7 @@ from .conversation import (
     user_message,
 )
 from .errors import internal, not_configured
+from .mcp_startup import McpStartFailure
 from .prompt import ImagePart, TextPart
 from .remote import RemoteConversationDriver
 from .sdk import confirmation_setup, supports_reasoning_effort
@@ -81,12 +82,16 @@ class _ServerRun:
             return None
         self._started = True
         self._conv.unanswered = False  # the run answers it, or says how it ended
+        error: BaseException | None = None
         try:
-            return await self._drive()
+            error = await self._drive()
+            return error
         finally:
             self._done.set()
-            with trio.CancelScope(shield=True):
-                await self._conv.refresh_usage()
+            if not (isinstance(error, RemoteError) and error.unreachable):
+                # (A server that stopped answering would only make the error wait.)
+                with trio.CancelScope(shield=True):
+                    await self._conv.refresh_usage()
 
     async def _drive(self) -> BaseException | None:
         conv = self._conv
@@ -217,7 +222,7 @@ class ServerConversation:
 
     # --- set-up -------------------------------------------------------------------
 
-    async def warm_up(self, report: dict[str, str]) -> list[str]:
+    async def warm_up(self, report: dict[str, str]) -> list[McpStartFailure]:
         """The server starts the tools at the first run; here, one round trip proves it
         answers (and its time goes in the report)."""
         try:

@@ -31,7 +31,7 @@ from .conversation import Conversation, LocalConversation
 from .credential_files import CredentialFiles
 from .editor_workspace import EditorWorkspace
 from .errors import SEE_LOG, closed_session, describe, internal, leaves, sole_error
-from .notices import mcp_failure_notices, retry_note, supports_compaction
+from .notices import mcp_failure_note, mcp_failure_notices, retry_note, supports_compaction
 from .outbox import Outbox
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
 from .sdk import REASONING_EFFORTS
@@ -129,6 +129,8 @@ class Session:
         # Set when the warm-up after session/new is over; what each step did.
         self.warmed = trio.Event()
         self.warm_up_report: dict[str, str] = {}
+        # What the client should read at the start of its next turn (`record_turn`).
+        self._turn_notes: list[Any] = []
         # The session's own nursery, while it serves.
         self._nursery: trio.Nursery | None = None
         # What ended the session, if a failure did (`serve`, the session's error boundary).
@@ -232,6 +234,13 @@ class Session:
         notices = mcp_failure_notices(self.client, mcp_failures)
         for notice in notices:
             await self.send_update(notice)
+        if mcp_failures and not notices:
+            # A client without notices reads it in a turn: the one under way, else the next.
+            note = mcp_failure_note(mcp_failures)
+            if self.outbox.turn_seq is not None:
+                self.outbox.post_note(note)
+            else:
+                self._turn_notes.append(note)
 
     async def published(self) -> None:
         """The client has been told the session id (run after the response)."""
@@ -465,7 +474,11 @@ class Session:
         self._titled = True  # a loaded session keeps the title it had
 
     def record_turn(self, blocks: list[Any], seq: int) -> None:
-        """Keep `session/list` current; the first prompt also names the session."""
+        """Keep `session/list` current; the first prompt also names the session. (And
+        the notes kept for the next turn go out first.)"""
+        for note in self._turn_notes:
+            self.outbox.post_note(note, seq)
+        self._turn_notes.clear()
         if self._store is None:
             return
         title = None

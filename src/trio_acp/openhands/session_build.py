@@ -25,6 +25,7 @@ from .agent_spec import build_session_agent, for_agent_server, hook_config
 from .credential_files import CredentialFiles
 from .damage import find_damage
 from .errors import SEE_LOG, describe, internal, not_configured
+from .mcp_startup import McpStartup, mcp_timeout
 from .models import PROFILES_DIR
 from .remote_conversation import ServerConversation
 from .sdk import build_choice_llm, build_llm, mask_in_conversation
@@ -145,6 +146,8 @@ async def build_session(
             visualizer=subagent_view(callbacks[0], secrets),
             max_iteration_per_run=settings.max_iterations,
             hook_config=hooks,
+            # MCP servers start bounded, each on its own, failures named (mcp_startup.py).
+            mcp_tool_provider=McpStartup(mcp_timeout(env)),
         )
         mask_in_conversation(conversation, secrets.forms)
         return conversation

@@ -117,7 +117,7 @@ class FakeConversation:
 
     # --- set-up -------------------------------------------------------------------
 
-    async def warm_up(self, report: dict[str, str]) -> list[str]:
+    async def warm_up(self, report: dict[str, str]) -> list[Any]:
         report["tools"] = "done"
         return []
 
