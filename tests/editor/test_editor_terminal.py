@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -244,20 +245,18 @@ async def test_a_cancelled_command_leaves_no_process_whatever_the_editor_signals
     assert await trio.to_thread.run_sync(wait_gone, started) == []
 
 
-def script_launch(command: str, tmp_path: Path, **kw) -> tuple[list[str], dict[str, str], Path]:
+def script_launch(line: str, tmp_path: Path, **kw) -> tuple[list[str], dict[str, str], Path]:
     """`bash -c <command>` with the set-up through BASH_ENV, as a client would get it:
     (argv, environment, the directory file)."""
     cwd_file = tmp_path / "cwd"
     cwd_file.write_text("")
     setup = tmp_path / "setup.sh"
     setup.write_text(setup_script(str(cwd_file), **kw))
-    return ["bash", "-c", command], {**os.environ, "BASH_ENV": str(setup)}, cwd_file
+    return ["bash", "-c", line], {**os.environ, "BASH_ENV": str(setup)}, cwd_file
 
 
-def run_script(
-    command: str, tmp_path: Path, **kw
-) -> tuple[subprocess.CompletedProcess[bytes], str]:
-    argv, env, cwd_file = script_launch(command, tmp_path, **kw)
+def run_script(line: str, tmp_path: Path, **kw) -> tuple[subprocess.CompletedProcess[bytes], str]:
+    argv, env, cwd_file = script_launch(line, tmp_path, **kw)
     proc = subprocess.run(
         argv, cwd=tmp_path, env=env, input=b"from stdin\n", capture_output=True, timeout=30
     )
@@ -299,6 +298,22 @@ def test_the_script_keeps_the_commands_status_streams_and_directory(tmp_path):
         capture_output=True,
     )
     assert seen.stdout.split() == plain.stdout.split()
+
+
+def test_a_shell_the_client_wraps_around_the_command_does_not_take_the_set_up(tmp_path):
+    """Toad runs `$SHELL -c "bash -c '<the command>'"`: with bash as $SHELL, the outer shell
+    reads BASH_ENV too; the set-up must run in the command's own bash, where `cd` happens."""
+    (tmp_path / "sub").mkdir()
+    command = "cd sub && echo in-sub"
+    argv, env, cwd_file = script_launch(command, tmp_path, command=command)
+    wrapped = ["bash", "-c", shlex.join(argv)]
+    done = subprocess.run(wrapped, cwd=tmp_path, env=env, capture_output=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, b"in-sub\n")
+    assert cwd_file.read_text().strip() == str((tmp_path / "sub").resolve())
+    # The command as the client was asked for it, unwrapped, takes it as before.
+    (tmp_path / "sub" / "deeper").mkdir()
+    done, cwd = run_script("cd sub/deeper", tmp_path, command="cd sub/deeper")
+    assert done.returncode == 0 and cwd == str((tmp_path / "sub" / "deeper").resolve())
 
 
 def test_a_command_deaf_to_sigterm_is_killed_after_the_grace(tmp_path):

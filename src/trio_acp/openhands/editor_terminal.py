@@ -463,7 +463,7 @@ class _Private:
             Path(cwd_file).write_bytes(b"")
             fd = os.open(setup_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
-                f.write(setup_script(cwd_file, lifeline=self.lifeline))
+                f.write(setup_script(cwd_file, command=command, lifeline=self.lifeline))
         except OSError:
             log.warning("could not write the editor terminal's set-up", exc_info=True)
             for path in (setup_file, cwd_file):
@@ -488,9 +488,18 @@ class _Private:
 
 
 def setup_script(
-    cwd_file: str, *, lifeline: str | None = None, kill_grace: float = KILL_GRACE
+    cwd_file: str,
+    *,
+    command: str | None = None,
+    lifeline: str | None = None,
+    kill_grace: float = KILL_GRACE,
 ) -> str:
     """The script bash sources (``BASH_ENV``) before a client terminal's command (module doc).
+
+    With ``command``, only a bash running exactly that command takes the set-up: a client
+    may wrap what it was asked in a shell of its own (Toad runs ``$SHELL -c "bash -c
+    '<the command>'"``), and when that shell is bash it reads ``BASH_ENV`` too; the set-up
+    then waits for the command's own bash, or ``cd`` would be tracked in the wrong shell.
 
     It is sourced twice. First by the bash the client spawned, ``bash -c <the command>``:
     there it writes an empty line to ``cwd_file`` (the sign that the set-up ran: a builtin,
@@ -548,9 +557,16 @@ def setup_script(
     # fd 3 carries the terminal's stderr to the command, while the spawned bash's own
     # report of a shell killed by a signal ("Terminated") goes to /dev/null. SIGPIPE is
     # ignored only after the command, so that a watcher gone cannot fail a finished command.
+    gate = (
+        ""
+        if command is None
+        else 'if [ "${TRIO_ACP_TERMINAL-}" != command ] && '
+        f'[ "${{BASH_EXECUTION_STRING-}}" != {shlex.quote(command)} ]; then return 0; fi\n'
+    )
     return (
         "# trio-acp: the set-up of an editor terminal's command (trio_acp.openhands.editor_terminal)\n"
-        'if [ "${TRIO_ACP_TERMINAL-}" != command ]; then\n'
+        + gate
+        + 'if [ "${TRIO_ACP_TERMINAL-}" != command ]; then\n'
         f"echo > {cwd}\n"
         "export TRIO_ACP_TERMINAL=command\n"
         "if command -v setsid >/dev/null 2>&1; then\n"
