@@ -160,8 +160,14 @@ def assert_key_nowhere(agent: Agent, server: AgentServer) -> None:
     """The key in no frame, no log line (the process logs at DEBUG) and no file."""
     key = server.api_key
     assert all(key not in json.dumps(f) for f in agent.proc.frames)
+    # The log is written by the agent's threads as they go: a module whose tests ran quickly
+    # may get here before the SDK import's first lines (bounded wait, not a timing check).
+    deadline = time.monotonic() + 120
     stderr = agent.stderr_path.read_text(errors="replace")
-    assert " DEBUG " in stderr, "the log the check relies on is not there"
+    while " DEBUG " not in stderr and time.monotonic() < deadline:
+        time.sleep(0.2)
+        stderr = agent.stderr_path.read_text(errors="replace")
+    assert " DEBUG " in stderr, f"the log the check relies on is not there: {stderr[-3000:]!r}"
     assert key not in stderr
     for path in Path(agent.home).rglob("*"):
         if path.is_file() and path != agent.stderr_path:
