@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import tempfile
 import time
@@ -106,6 +107,9 @@ async def _load(env, ws: str, sid: str, then: str | None = None):
             answer = await asyncio.wait_for(
                 conn.prompt(session_id=sid, prompt=_blocks(then)), TIMEOUT
             )
+            later = [f["params"]["update"] for d, f in wire.frames if _is_update(d, f)]
+            # Nothing the next turn shows takes the interrupted call back.
+            assert "Not approved" not in json.dumps(later[len(replay) :])
     return replay, answer
 
 
@@ -118,9 +122,7 @@ def _tool_calls(replay: list[dict]) -> list[dict]:
 
 
 def _texts(update: dict) -> str:
-    return " ".join(
-        c.get("content", {}).get("text", "") for c in update.get("content") or [] if c
-    )
+    return " ".join(c.get("content", {}).get("text", "") for c in update.get("content") or [] if c)
 
 
 async def _ran_then_killed(llm, home, ws, *, mode: str):
@@ -209,3 +211,39 @@ def test_text_streamed_before_the_kill_is_replayed_as_the_agents_interrupted_mes
     assert last.get("_meta") == {"trioAcp": {"interrupted": "stopped"}}
     users = [u for u in replay if u["sessionUpdate"] == "user_message_chunk"]
     assert all("w0001" not in u["content"].get("text", "") for u in users)
+
+
+# --- issue 26.6: the note a cancel leaves is not the user's words --------------------------
+
+
+async def _cancelled_then_loaded(llm, home, ws):
+    env = agent_env(llm, home)
+    client, wire = Client(), Wire()
+    async with trio_acp_agent(client, wire, env) as (conn, _):
+        sid = (await new_session(conn, ws)).session_id
+        slow = asyncio.create_task(
+            conn.prompt(session_id=sid, prompt=_blocks(scenario_prompt("slow", chunks=400)))
+        )
+        await _until(lambda: "w0001" in client.text(), "the reply streaming")
+        await conn.cancel(session_id=sid)
+        cancelled = await asyncio.wait_for(slow, TIMEOUT)
+        after = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=_blocks(scenario_prompt("echo", "next one"))),
+            TIMEOUT,
+        )
+    replay, _ = await _load(env, ws, sid)
+    return cancelled, after, replay
+
+
+def test_a_cancelled_turns_note_replays_as_the_agents_marked_never_as_the_users():
+    cancelled, after, replay = _run(_cancelled_then_loaded)
+    assert (cancelled.stop_reason, after.stop_reason) == ("cancelled", "end_turn")
+    users = [
+        u["content"].get("text", "") for u in replay if u["sessionUpdate"] == "user_message_chunk"
+    ]
+    assert len(users) == 2 and "next one" in users[1]
+    assert not any("interrupted" in u.lower() for u in users)
+    marked = [u for u in replay if (u.get("_meta") or {}).get("trioAcp", {}).get("interrupted")]
+    assert [(u["sessionUpdate"], u["_meta"]["trioAcp"]["interrupted"]) for u in marked] == [
+        ("agent_message_chunk", "cancelled")
+    ]

@@ -150,28 +150,34 @@ class _Writer:
     """The one thread that writes every session's journal, in the order asked."""
 
     def __init__(self) -> None:
-        self.queue: queue.SimpleQueue[tuple[str, Path, bytes, Callable[[], None] | None]] = (
-            queue.SimpleQueue()
-        )
+        self.queue: queue.SimpleQueue[_Op] = queue.SimpleQueue()
         self._fds: dict[Path, int] = {}
         threading.Thread(target=self._run, name="trio-acp-journal", daemon=True).start()
 
-    def put(self, op: tuple[str, Path, bytes, Callable[[], None] | None]) -> None:
+    def put(self, op: _Op) -> None:
         self.queue.put(op)
 
     def _run(self) -> None:
         while True:
-            what, path, data, done = self.queue.get()
-            try:
-                self._do(what, path, data)
-            except OSError:
-                log.warning("turn journal %s: %s failed", path, what, exc_info=True)
-            finally:
-                if done is not None:
-                    try:
-                        done()
-                    except RuntimeError:  # the Trio run that waited is over
-                        pass
+            batch = [self.queue.get()]
+            # Whatever else is queued goes with it: consecutive appends to one file are one
+            # write (a streaming turn queues a line per batch of chunks).
+            while len(batch) < 1000:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            for what, path, data, done in _merged(batch):
+                try:
+                    self._do(what, path, data)
+                except OSError:
+                    log.warning("turn journal %s: %s failed", path, what, exc_info=True)
+                finally:
+                    for callback in done:
+                        try:
+                            callback()
+                        except RuntimeError:  # the Trio run that waited is over
+                            pass
 
     def _do(self, what: str, path: Path, data: bytes) -> None:
         fd = self._fds.get(path)
@@ -191,6 +197,21 @@ class _Writer:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
+
+
+_Op = tuple[str, Path, bytes, Callable[[], None] | None]
+
+
+def _merged(batch: list[_Op]) -> list[tuple[str, Path, bytes, list[Callable[[], None]]]]:
+    """`batch` with each run of appends to one file as one append."""
+    runs: list[tuple[str, Path, list[bytes], list[Callable[[], None]]]] = []
+    for what, path, data, done in batch:
+        if not (runs and what == "append" and runs[-1][0] == "append" and runs[-1][1] == path):
+            runs.append((what, path, [], []))
+        runs[-1][2].append(data)
+        if done is not None:
+            runs[-1][3].append(done)
+    return [(what, path, b"".join(data), done) for what, path, data, done in runs]
 
 
 _WRITER: _Writer | None = None
