@@ -170,7 +170,19 @@ async def test_the_journal_keeps_what_was_shown_and_approved_until_cleared(tmp_p
     assert record.approved == {"c1"}
     await journal.cleared()
     assert not await trio.to_thread.run_sync(journal.read)
-    journal.close()
+    await journal.aclose()
+
+
+async def test_the_journal_is_not_written_or_read_through_a_symbolic_link(tmp_path: Path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text(json.dumps({"shown": "message", "id": "m", "text": "not ours"}) + "\n")
+    path = tmp_path / "journal.jsonl"
+    path.symlink_to(elsewhere)
+    journal = TurnJournal(path)
+    assert not await trio.to_thread.run_sync(journal.read)
+    await journal.approved(["c1"])  # refused (logged), never appended to `elsewhere`
+    await journal.aclose()
+    assert "c1" not in elsewhere.read_text()
 
 
 async def test_a_torn_last_line_is_skipped(tmp_path: Path):

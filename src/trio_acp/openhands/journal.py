@@ -101,15 +101,19 @@ class TurnJournal:
         """`clear`, returning once done."""
         await _wait(("clear", self.path, b""))
 
-    def close(self) -> None:
-        _writer().put(("close", self.path, b"", None))
+    async def aclose(self) -> None:
+        """Written and closed: nothing of this session's is pending (session/delete may
+        remove its directory next)."""
+        await _wait(("close", self.path, b""))
 
     # --- a worker thread ------------------------------------------------------------
 
     def read(self) -> JournalRecord:
         """What the journal holds (blocking). A torn last line (a kill mid-write) is skipped."""
         try:
-            with open(self.path, "rb") as f:
+            # Not through a symbolic link: the journal is ours, in the session's directory.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with open(fd, "rb") as f:
                 data = f.read(MAX_READ)
         except FileNotFoundError:
             return JournalRecord()
@@ -188,11 +192,12 @@ class _Writer:
         if what == "clear":
             if fd is not None:
                 os.ftruncate(fd, 0)
-            elif os.path.exists(path):
+            elif os.path.isfile(path) and not os.path.islink(path):
                 os.truncate(path, 0)
             return
         if fd is None:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+            fd = os.open(path, flags, 0o600)
             self._fds[path] = fd
         view = memoryview(data)
         while view:

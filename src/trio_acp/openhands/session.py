@@ -271,7 +271,7 @@ class Session:
                 log.exception("closing the conversation of session %s failed", self.id)
         self.outbox.close()
         if self._journal is not None:
-            self._journal.close()
+            await self._journal.aclose()
 
     async def close(self) -> None:
         """Cancel any turn as if by session/cancel, let it answer, then free everything."""

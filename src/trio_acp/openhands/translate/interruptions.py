@@ -29,7 +29,6 @@ __all__ = [
     "STOPPED_TEXT",
     "TOOL_STOPPED",
     "interrupted_meta",
-    "split_cancel_note",
 ]
 
 # The note a cancelled turn leaves in a local conversation (an assistant message).
@@ -51,11 +50,3 @@ NOT_APPROVED = "Not approved before the session was reopened; nothing was run."
 def interrupted_meta(how: str) -> dict[str, Any]:
     """`_meta` of a replayed interruption: `how` is "cancelled" or "stopped"."""
     return {"trioAcp": {"interrupted": how}}
-
-
-def split_cancel_note(texts: list[str]) -> tuple[bool, list[str]]:
-    """(whether the user message opened with `CANCEL_NOTE`, its texts without it)."""
-    if not texts or not texts[0].startswith(CANCEL_NOTE):
-        return False, texts
-    rest = texts[0][len(CANCEL_NOTE) :].lstrip()
-    return True, ([rest] if rest else []) + texts[1:]
