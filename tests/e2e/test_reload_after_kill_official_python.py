@@ -40,6 +40,9 @@ from trio_acp.openhands.translate.interruptions import (  # noqa: E402
 from trio_acp.testing import ScriptedLLM, scenario_prompt  # noqa: E402
 from trio_acp.testing.script import Reply, Scenario  # noqa: E402
 
+# Two agent processes per test (the SDK's import in each): minutes on a loaded machine.
+pytestmark = pytest.mark.timeout(600)
+
 WORDS = 300
 STALL_AFTER = 150  # SSE chunks the model sends before it stalls (one word each)
 SEEN = "w0100 "  # the client has read this far when the agent is killed
@@ -76,24 +79,28 @@ async def _until(condition, what: str, timeout: float = TIMEOUT) -> None:
             await asyncio.sleep(0.02)
 
 
-async def _killed_mid_turn(env, ws: str, prompt: str, point) -> str:
+async def _killed_mid_turn(env, ws: str, prompt: str, point, client: Client | None = None) -> str:
     """A session whose agent is killed (SIGKILL) mid-prompt once `point(client)` holds;
     returns its id. What the killed agent started is ended too (issue 22.3 is another's)."""
-    client, wire = Client(), Wire()
+    client = client if client is not None else Client()
     left: list[psutil.Process] = []
-    with contextlib.suppress(Exception):
-        async with trio_acp_agent(client, wire, env) as (conn, process):
-            sid = (await new_session(conn, ws)).session_id
-            turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=_blocks(prompt)))
-            await _until(lambda: point(client), "the kill point")
-            left = psutil.Process(process.pid).children(recursive=True)
-            process.kill()
-            await process.wait()
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(turn, 5)
-    for child in left:
-        with contextlib.suppress(psutil.Error):
-            child.kill()
+    stack = contextlib.AsyncExitStack()
+    conn, process = await stack.enter_async_context(trio_acp_agent(client, Wire(), env))
+    try:
+        sid = (await new_session(conn, ws)).session_id
+        turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=_blocks(prompt)))
+        await _until(lambda: point(client), "the kill point")
+        left = psutil.Process(process.pid).children(recursive=True)
+        process.kill()
+        await process.wait()
+        with contextlib.suppress(BaseException):  # the connection died with the agent
+            await asyncio.wait_for(turn, 5)
+    finally:
+        with contextlib.suppress(Exception):  # closing the connection to a killed agent
+            await stack.aclose()
+        for child in left:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
     return sid
 
 
@@ -146,27 +153,21 @@ def test_a_command_that_ran_before_the_kill_replays_as_interrupted(mode):
     assert not ran_again  # the next prompt did not run the interrupted command again
 
 
+class _NeverAnswers(Client):
+    """A user who never answers the permission question (killed meanwhile)."""
+
+    asked = False
+
+    async def request_permission(self, *args, **kwargs):
+        self.asked = True
+        await asyncio.Event().wait()
+
+
 async def _asked_then_killed(llm, home, ws):
     env = {**agent_env(llm, home), "TRIO_ACP_DEFAULT_MODE": "always-ask"}
     marker = Path(ws) / "ran"
-    asked = asyncio.Event()
-
-    class Asking(Client):
-        async def request_permission(self, *args, **kwargs):
-            asked.set()
-            await asyncio.Event().wait()  # the user never answers: killed meanwhile
-
-    client, wire = Asking(), Wire()
     prompt = scenario_prompt("terminal", "touch it", command=f"touch {marker}")
-    with contextlib.suppress(Exception):
-        async with trio_acp_agent(client, wire, env) as (conn, process):
-            sid = (await new_session(conn, ws)).session_id
-            turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=_blocks(prompt)))
-            await asyncio.wait_for(asked.wait(), TIMEOUT)
-            process.kill()
-            await process.wait()
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(turn, 5)
+    sid = await _killed_mid_turn(env, ws, prompt, lambda c: c.asked, _NeverAnswers())
     replay, answer = await _load(env, ws, sid, then=scenario_prompt("echo", "still there?"))
     return replay, answer, marker.exists()
 
