@@ -15,9 +15,9 @@ approved? did it run? The journal answers both for the next process (recovery.py
 File: `trio_acp_turn.jsonl` in the session's directory (store.py), one JSON object per
 line, appended. Writes go through one daemon thread per process: the Trio thread only
 puts a line on a queue (`SimpleQueue.put`, never blocks), so streaming does not wait on
-the disk (figures: bench/README.md, "Streaming cost"). A killed process loses nothing the
-writer thread has written (the kernel has it); a line it had not written yet is lost, the
-tail of a chunk at most. `approved` waits until its line is written: an approved action
+the disk (figures: bench/README.md, "The turn journal"). A killed process loses nothing the
+writer thread has written (the kernel has it); what it had not written yet is lost: the
+streamed lines of the last `LINGER` (20 ms) at most. `approved` waits until its line is written: an approved action
 only runs after that.
 """
 
@@ -28,6 +28,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ from .. import schema
 log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "trio_acp_turn.jsonl"
+# How long the writer gathers streamed lines before it writes them: a process killed
+# meanwhile loses at most this much of the end of what it streamed.
+LINGER = 0.02
 # More than this is not read back (a journal only spans one turn; a damaged or hostile
 # file must not cost a reopen its memory).
 MAX_READ = 16 * 1024 * 1024
@@ -164,6 +168,12 @@ class _Writer:
     def _run(self) -> None:
         while True:
             batch = [self.queue.get()]
+            if batch[0][3] is None:
+                # Nobody waits for it (a streamed line): what comes in the next moments
+                # goes with it. Woken per line, this thread took the GIL from the SDK's
+                # and the Trio thread hundreds of times a second (bench/README.md,
+                # "The turn journal").
+                time.sleep(LINGER)
             # Whatever else is queued goes with it: consecutive appends to one file are one
             # write (a streaming turn queues a line per batch of chunks).
             while len(batch) < 1000:
