@@ -177,6 +177,37 @@ def test_the_key_is_in_no_frame_log_or_file(agent, server):
     assert_key_nowhere(agent, server)
 
 
+def test_a_cancel_note_replays_as_the_agents_never_as_the_users_words(agent, cwd):
+    """On an agent-server the note a cancelled turn leaves opens the next user message
+    (remote.py, INTERRUPTION_NOTE); session/load shows it as the agent's, marked, and the
+    user's message as they typed it (issue 26.6)."""
+    proc = agent.proc
+    sid = proc.new_session(cwd)
+    rid = send_prompt(proc, sid, scenario_prompt("slow", chunks=400, delay_ms=50))
+    proc.read_until(
+        lambda f: (
+            f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        ),
+        what="the first chunk",
+    )
+    cancel(proc, sid)
+    assert proc.response(rid, timeout=30)["result"]["stopReason"] == "cancelled"
+    assert (
+        proc.prompt(sid, "after the cancel [scenario:echo]")["result"]["stopReason"] == "end_turn"
+    )
+    start = len(proc.frames)
+    proc.result("session/load", {"sessionId": sid, "cwd": cwd, "mcpServers": []}, timeout=300)
+    replay = updates(proc, sid, start)
+    users = [
+        u["content"].get("text", "") for u in replay if u["sessionUpdate"] == "user_message_chunk"
+    ]
+    assert users[-1] == "after the cancel [scenario:echo]"
+    assert not any("interrupted" in u.lower() for u in users)
+    marked = [u for u in replay if (u.get("_meta") or {}).get("trioAcp", {}).get("interrupted")]
+    assert [u["sessionUpdate"] for u in marked] == ["agent_message_chunk"]
+
+
 def _running(process: psutil.Process) -> bool:
     try:
         return process.status() != psutil.STATUS_ZOMBIE

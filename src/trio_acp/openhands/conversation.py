@@ -35,13 +35,17 @@ from .credential_files import CredentialFiles
 from .critic import CriticFailures, prime_template
 from .critic_review import CriticOutcome, is_answer, outcome_of
 from .errors import SEE_LOG, describe
+from .journal import JournalRecord
 from .loop_thread import LoopThread, wait_done, wait_future
 from .mcp_startup import McpStartFailure, McpStartup
 from .prompt import ImagePart, TextPart, merge_text
+from .recovery import Recovery, plan_recovery, turn_tail
 from .sdk import (
     confirmation_setup,
     fork_conversation,
     interruption_event,
+    stopped_message_event,
+    stopped_tool_event,
     supports_reasoning_effort,
     warm_model_path,
     warm_tool_schemas,
@@ -477,6 +481,36 @@ class LocalConversation:
         # Abandonable: a run that outlived its interrupt may still hold the lock, and a
         # cancel must answer within its budget rather than wait for it.
         await trio.to_thread.run_sync(note, limiter=self._interrupt_limiter, abandon_on_cancel=True)
+
+    async def recover(self, journal: JournalRecord, cwd: str) -> Recovery:
+        """The conversation was just opened from disk: close what a process that stopped
+        mid-turn left open, and keep what the user saw of it (recovery.py). Appended to the
+        SDK's state directly (persisted, no callbacks): the replay that follows shows it."""
+        sdk, conv = self._sdk, self._conv
+
+        def recover() -> Recovery:
+            with conv.state:  # the SDK's state lock: a worker thread, never the Trio thread
+                state = conv.state
+                tail = turn_tail(state.events)
+                waiting = state.execution_status == sdk.ExecutionStatus.WAITING_FOR_CONFIRMATION
+                plan = plan_recovery(
+                    tail,
+                    sdk.ConversationState.get_unmatched_actions(tail),
+                    waiting_for_confirmation=waiting,
+                    journal=journal,
+                    cwd=cwd,
+                )
+                for ending in plan.endings:
+                    state.append_event(stopped_tool_event(sdk, ending))
+                if plan.text is not None:
+                    state.append_event(stopped_message_event(sdk, plan.text, plan.thought))
+                if waiting and plan.endings:
+                    # Nothing is pending any more; left waiting, the next run would
+                    # execute the actions the user never approved.
+                    state.execution_status = sdk.ExecutionStatus.IDLE
+                return plan
+
+        return await trio.to_thread.run_sync(recover, limiter=self.limiter)
 
     def skills(self) -> list[Any]:
         # The agent's context is fixed once the conversation exists: no lock needed.

@@ -21,6 +21,7 @@ from ..rpc import notify_at_once
 from .bridge import Flush, ThreadBridge
 from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
 from .critic_review import replay_verdict
+from .journal import TurnJournal
 from .translate import Translator, coalesce
 from .translate.fields import field
 from .translate.replay import replay_windows
@@ -46,6 +47,8 @@ class Outbox:
         self.ended_turn = 0
         # The model's finish_reason in the turn's stream (see `finish_reason`).
         self.finish_reason: str | None = None
+        # Where the text a turn shows is kept until the SDK has saved it (journal.py).
+        self.journal: TurnJournal | None = None
 
     # --- producers (any thread; never wait) -------------------------------------------
 
@@ -143,6 +146,9 @@ class Outbox:
                         pending, pending_seq = [], 0
                         if isinstance(end, EndTurn):
                             self.ended_turn = max(self.ended_turn, end.seq)
+                            if self.journal is not None:
+                                # The run is over: its events are saved (journal.py).
+                                self.journal.clear()
                         item.done.set()
                         continue
                     seq = item.seq
@@ -180,6 +186,9 @@ class Outbox:
             log.exception("coalescing updates failed; sending them as they are")
             merged = updates
         merged = self._update_mask.apply(merged, release=release)
+        if self.journal is not None and seq and seq > self.ended_turn:
+            # Before it is sent: what the user may have read is on disk if we stop now.
+            self.journal.shown(merged)
         last = len(merged) - 1
         for i, update in enumerate(merged):
             if seq and seq <= self.ended_turn:

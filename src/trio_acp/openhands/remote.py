@@ -52,6 +52,7 @@ from .agent_server_api import (
     list_conversations,
 )
 from .agent_server_config import AgentServerTarget
+from .translate.interruptions import CANCEL_NOTE
 
 __all__ = [
     "INTERRUPTION_NOTE",
@@ -86,10 +87,8 @@ INTERRUPT_TIMEOUT = 10.0
 # and the next one for one message and answer both. Locally the session appends an
 # assistant note (sdk.interruption_event); the server accepts only user messages, so the
 # note opens the next one instead.
-INTERRUPTION_NOTE = (
-    "[The user interrupted the previous request before it was finished. "
-    "Answer only the message that follows.]"
-)
+# (session/load shows it as what it is, never as the user's words: translate/interruptions.py)
+INTERRUPTION_NOTE = CANCEL_NOTE
 
 
 def _use_stoppable_sockets() -> None:

@@ -29,6 +29,7 @@ from .credential_files import CredentialFiles
 from .model_failures import CONTEXT_OVERFLOWS, LLM_FAILURE_DEFAULTS, RetryPolicy
 from .small_files import read_bytes
 from .tool_processes import terminal_params
+from .translate.interruptions import CANCEL_SENDER, CANCEL_TEXT, STOPPED_SENDER
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,12 @@ def _import_sdk() -> SimpleNamespace:
     )
     from openhands.sdk.context.condenser import NoCondensationAvailableException
     from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
-    from openhands.sdk.event import Event, MessageEvent
+    from openhands.sdk.event import (
+        AgentErrorEvent,
+        Event,
+        MessageEvent,
+        UserRejectObservation,
+    )
     from openhands.sdk.llm import ImageContent
     from openhands.sdk.llm.utils.model_features import get_features
     from openhands.sdk.security.confirmation_policy import AlwaysConfirm, ConfirmRisky, NeverConfirm
@@ -119,6 +125,8 @@ def _import_sdk() -> SimpleNamespace:
         MaskingFileStore=_masking_file_store(LocalFileStore),
         Message=Message,
         MessageEvent=MessageEvent,
+        AgentErrorEvent=AgentErrorEvent,
+        UserRejectObservation=UserRejectObservation,
         TextContent=TextContent,
         ImageContent=ImageContent,
         Tool=Tool,
@@ -517,8 +525,8 @@ def build_agent(sdk: SimpleNamespace, llm: Any, mcp_config: dict[str, Any] | Non
 
 
 # The note a cancelled turn leaves in the conversation (see `interruption_event`).
-INTERRUPTION_SENDER = "trio-acp:interrupted"
-INTERRUPTION_TEXT = "[Interrupted: the user stopped this turn before it was finished.]"
+INTERRUPTION_SENDER = CANCEL_SENDER
+INTERRUPTION_TEXT = CANCEL_TEXT
 
 
 def interruption_event(sdk: SimpleNamespace) -> Any:
@@ -536,6 +544,33 @@ def interruption_event(sdk: SimpleNamespace) -> Any:
             role="assistant", content=[sdk.TextContent(text=INTERRUPTION_TEXT)]
         ),
         sender=INTERRUPTION_SENDER,
+    )
+
+
+def stopped_tool_event(sdk: SimpleNamespace, ending: Any) -> Any:
+    """The result of a tool call a stopped process left without one (recovery.Ending):
+    a rejection when it never ran, else an error saying it may have."""
+    action = ending.action
+    if ending.rejected:
+        return sdk.UserRejectObservation(
+            action_id=action.id,
+            tool_name=action.tool_name,
+            tool_call_id=action.tool_call_id,
+            rejection_reason=ending.reason,
+        )
+    return sdk.AgentErrorEvent(
+        error=ending.reason, tool_name=action.tool_name, tool_call_id=action.tool_call_id
+    )
+
+
+def stopped_message_event(sdk: SimpleNamespace, text: str, thought: str | None) -> Any:
+    """What the user was shown of a reply a stopped process never saved (recovery.py)."""
+    return sdk.MessageEvent(
+        source="agent",
+        llm_message=sdk.Message(
+            role="assistant", content=[sdk.TextContent(text=text)], reasoning_content=thought
+        ),
+        sender=STOPPED_SENDER,
     )
 
 

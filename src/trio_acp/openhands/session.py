@@ -26,11 +26,12 @@ from ..credentials import SecretValues, UpdateMask
 from ..rpc import PeerClosed, RequestError
 from . import commands, editor_workspace, turn
 from .config_options import client_takes_booleans, model_option, stream_option
-from .confirm import confirm_pending
-from .conversation import Conversation, LocalConversation
+from .confirm import CANCELLED, confirm_pending
+from .conversation import WAITING_FOR_CONFIRMATION, Conversation, LocalConversation
 from .credential_files import CredentialFiles
 from .editor_workspace import EditorWorkspace
 from .errors import SEE_LOG, closed_session, describe, internal, leaves, sole_error
+from .journal import JOURNAL_FILE, TurnJournal
 from .notices import mcp_failure_note, mcp_failure_notices, retry_note, supports_compaction
 from .outbox import Outbox
 from .permissions import ALWAYS_APPROVE, ALWAYS_ASK, MODE_IDS, RuleBook, mode_option, mode_state
@@ -118,6 +119,13 @@ class Session:
             UpdateMask(secrets),
             self.send_update,
         )
+        # What a turn showed and what was approved, until the SDK has saved it: for a
+        # session reopened after this process stopped mid-turn (journal.py, recovery.py).
+        # Local conversations only: an agent-server's run outlives us.
+        self._journal: TurnJournal | None = None
+        if store is not None and open_conversation is None:
+            self._journal = TurnJournal(store.dir_for(session_id) / JOURNAL_FILE)
+            self.outbox.journal = self._journal
         # Prompts in the order the client sent them; one turn at a time (turn_queue.py).
         self._queue = TurnQueue()
         self._turns = 0
@@ -169,6 +177,7 @@ class Session:
                     on_token=self.outbox.post_token,
                     name=f"trio-acp-session-{self.id.hex[:8]}",
                 )
+                await self._recover()
                 await self._apply_mode(self.mode)
                 llm = self.conversation.llm_options()
                 self.reasoning_effort = llm.reasoning_effort
@@ -198,6 +207,29 @@ class Session:
                 await self._shutdown_sdk()
             editor_workspace.detach(self.id)
             self._stopped.set()
+
+    async def _recover(self) -> None:
+        """Close what a process that stopped mid-turn left of this conversation, keeping
+        what it had shown (recovery.py); before anything replays or runs it."""
+        journal, conv = self._journal, self.conversation
+        if journal is None or not isinstance(conv, LocalConversation):
+            return
+        record = await trio.to_thread.run_sync(journal.read)
+        try:
+            plan = await conv.recover(record, self.cwd)
+        except Exception:
+            log.exception("session %s: closing its interrupted turn failed", self.id)
+            return
+        if plan:
+            log.warning(
+                "session %s: its last turn was cut short when its process stopped; "
+                "%d tool call(s) closed, shown text %s",
+                self.id,
+                len(plan.endings),
+                "kept" if plan.text is not None else "all saved",
+            )
+        if record:
+            await journal.cleared()
 
     def _on_sdk_event(self, event: Any) -> None:
         # The SDK's thread: the workspace learns which tool call an action is (before its
@@ -253,6 +285,8 @@ class Session:
             except Exception:
                 log.exception("closing the conversation of session %s failed", self.id)
         self.outbox.close()
+        if self._journal is not None:
+            await self._journal.aclose()
 
     async def close(self) -> None:
         """Cancel any turn as if by session/cancel, let it answer, then free everything."""
@@ -577,7 +611,17 @@ class Session:
         return await commands.execute(self, name, arg)
 
     async def confirm_pending(self, conv: Conversation, cancel_event: trio.Event) -> str:
-        return await confirm_pending(self, conv, cancel_event)
+        decision = await confirm_pending(self, conv, cancel_event)
+        if (
+            decision != CANCELLED
+            and self._journal is not None
+            and conv.status() == WAITING_FOR_CONFIRMATION  # not rejected: they run next
+        ):
+            # On disk before they can run: a session reopened after this process stopped
+            # tells "approved, may have run" from "never approved" (recovery.py).
+            pending = await conv.pending_actions()
+            await self._journal.approved([str(a.tool_call_id) for a in pending])
+        return decision
 
     def post_usage(self, seq: int) -> None:
         assert self.conversation is not None

@@ -4,7 +4,8 @@ Layout (the SDK's, so an OpenHands user's conversations are ours too):
 `<persistence dir>/conversations/<session id as hex>/base_state.json` and `events/`.
 We add `trio_acp_session.json` (cwd, title, last update for `session/list`; the session's
 config option values — approval mode, model, reasoning effort — for load/resume), and
-`trio_acp_rules.json` (the "always" permission rules). A conversation without our index
+`trio_acp_rules.json` (the "always" permission rules), and `trio_acp_turn.jsonl` (the running
+turn's journal, journal.py). A conversation without our index
 (made by the OpenHands CLI) is still listed, from `base_state.json`. A session whose
 conversation lives on an agent-server has only our files here; its index names the server
 (`agentServer`, its URL) and the conversation there has the session's id

@@ -11,7 +11,8 @@ One concern per module, all pure (no trio, no `openhands.*`, no litellm):
 * `content` — ACP content blocks, and reading the SDK's content duck-typed;
 * `text` — size caps, ANSI stripping, Markdown fences, `one_line`;
 * `paths` — `file://` URIs and paths, POSIX and Windows;
-* `updates` — folding and coalescing lists of updates.
+* `updates` — folding and coalescing lists of updates;
+* `interruptions` — the notes of a cancelled or cut-short turn, and how a replay shows them.
 """
 
 from __future__ import annotations

@@ -65,6 +65,7 @@ from .content import (
     text_of,
 )
 from .fields import field
+from .interruptions import CANCEL_NOTE, CANCEL_SENDER, CANCEL_TEXT, STOPPED_SENDER, interrupted_meta
 from .streams import Streams, message_id, remainder, response_text, text_chunk
 from .subagents import SubagentViews
 from .text import MAX_RAW_STRING_BYTES, cap_json, cap_text, strip_ansi
@@ -83,6 +84,29 @@ def conversation_error(event: Any) -> tuple[str, str] | None:
     if not is_a(event, "ConversationErrorEvent"):
         return None
     return str(getattr(event, "code", "") or ""), str(getattr(event, "detail", "") or "")
+
+
+def _interruption(key: str, text: str, thought: str, how: str) -> list[SessionUpdate]:
+    """trio-acp's record of an interrupted turn (translate/interruptions.py), replayed as
+    the agent's, marked `_meta.trioAcp.interrupted = how`."""
+    out: list[SessionUpdate] = []
+    if thought:
+        out.append(
+            schema.AgentThoughtChunk(
+                content=text_block(thought),
+                message_id=message_id(key, "thought"),
+                meta=interrupted_meta(how),
+            )
+        )
+    if text:
+        out.append(
+            schema.AgentMessageChunk(
+                content=text_block(text),
+                message_id=message_id(key, "message"),
+                meta=interrupted_meta(how),
+            )
+        )
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -414,6 +438,12 @@ class Translator:
             return self._user_chunks(event, contents)
         if role != "assistant" and source != "agent":
             return []
+        sender = getattr(event, "sender", None)
+        if sender in (CANCEL_SENDER, STOPPED_SENDER):
+            # trio-acp's own record of an interrupted turn (translate/interruptions.py).
+            text = "".join(c.text for c in contents if isinstance(getattr(c, "text", None), str))
+            how = "cancelled" if sender == CANCEL_SENDER else "stopped"
+            return _interruption(str(getattr(event, "id", "")), text, reasoning_of(message), how)
         rid = getattr(event, "llm_response_id", None)
         key = rid or str(getattr(event, "id", ""))
         text = "".join(c.text for c in contents if isinstance(getattr(c, "text", None), str))
@@ -434,6 +464,16 @@ class Translator:
         except ValueError:
             mid = message_id(event_id, "user")
         out: list[SessionUpdate] = []
+        first = getattr(contents[0], "text", None) if contents else None
+        if isinstance(first, str) and first.startswith(CANCEL_NOTE):
+            # The note an agent-server session puts before the message that follows a
+            # cancelled turn (remote.py) is for the model, not the user's words: shown as
+            # a local session shows its own note, then what the user typed.
+            out += _interruption(event_id, CANCEL_TEXT, "", "cancelled")
+            rest = first[len(CANCEL_NOTE) :].lstrip()
+            if rest:
+                out.append(schema.UserMessageChunk(content=text_block(rest), message_id=mid))
+            contents = contents[1:]
         for c in contents:
             text = getattr(c, "text", None)
             if isinstance(text, str):
