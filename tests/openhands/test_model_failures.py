@@ -8,6 +8,7 @@ the tests are fast; nothing here measures time (bench/ does).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 
@@ -17,7 +18,13 @@ import trio
 from _inprocess import loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.model_failures import LLM_FAILURE_DEFAULTS, RETRY_AFTER_CAP
+from trio_acp.openhands.error_bodies import MAX_ERROR_BODY
+from trio_acp.openhands.model_failures import (
+    LLM_FAILURE_DEFAULTS,
+    RETRY_AFTER_CAP,
+    chain,
+    describe_model_failure,
+)
 from trio_acp.openhands.sdk import build_llm
 from trio_acp.openhands.settings import load_settings
 from trio_acp.openhands.translate.streams import CUT_OFF
@@ -378,3 +385,32 @@ async def test_an_html_page_is_a_model_error_not_a_reply(env, tmp_path, llm):
             assert err.data["model"]["retryable"] is False
             assert client.text() == ""
             await _still_works(conn, client, sid, "after-html")
+
+
+async def test_what_is_read_of_an_error_body_is_bounded(llm):
+    # A 256 KiB HTTP 500 body (the was 5 MiB: litellm's secret redaction ran over
+    # all of it several times per attempt, 37 s between two attempts 2 s apart).
+    sdk = await loader().get()
+    model = build_llm(
+        sdk,
+        {"model": "openai/scripted", "base_url": llm.base_url, "api_key": "k", "num_retries": 1},
+    )
+    message = sdk.Message(
+        role="user", content=[sdk.TextContent(text=scenario_prompt("error500_big", bytes=262144))]
+    )
+
+    def call() -> BaseException:
+        try:
+            asyncio.run(model.acompletion([message], on_token=lambda chunk: None))
+        except Exception as exc:
+            return exc
+        raise AssertionError("the call did not fail")
+
+    error = await trio.to_thread.run_sync(call)
+    assert [r.outcome for r in llm.requests[-1:]] == ["http500"]
+    text = " ".join(str(e) for e in chain(error))
+    assert "The server had an error while processing your request" in text  # what it said
+    for exc in chain(error):
+        assert len(str(exc)) < MAX_ERROR_BODY + 2048, type(exc).__name__
+    failure = describe_model_failure(error)
+    assert failure is not None and failure.kind == "server" and failure.http_status == 500

@@ -73,6 +73,10 @@ def import_sdk() -> SimpleNamespace:
     from openhands.tools.task_tracker import TaskTrackerTool
     from openhands.tools.terminal import TerminalTool
 
+    from . import error_bodies
+
+    # Before any model call: litellm caches the HTTP clients it builds.
+    error_bodies.install()
     return SimpleNamespace(
         LLM=LLM,
         SessionLLM=_session_llm_class(LLM),
