@@ -27,7 +27,7 @@ import httpx
 log = logging.getLogger(__name__)
 
 #: The most of an error response's body that is read (HTTP status >= 400).
-MAX_ERROR_BODY = 16 * 1024
+MAX_ERROR_BODY = 8 * 1024
 
 _INSTALLED = "_trio_acp_bounded"
 
