@@ -13,7 +13,10 @@ settings (src/trio_acp/openhands/model_failures.py): no `LLM_NUM_RETRIES` or
   retry note arrives (the agent is then in its 2 s back-off), and the time from the
   cancel to the `cancelled` response;
 - with `--stall`, also a stream that stalls mid-reply (`stall`), once: two attempts of
-  the 60 s idle timeout (about 2 minutes).
+  the 60 s idle timeout (about 2 minutes);
+- with `--big-body`, also an HTTP 500 whose body is 5 MiB on the first attempt, then a
+  reply (`error500_big [times:1]`), once: the turn, and the gap between the two attempts'
+  starts, whose documented wait is 2 s (src/trio_acp/openhands/error_bodies.py).
 
 Prints a table and one JSON line (`--json FILE` writes it to a file too). Asserts nothing.
 """
@@ -163,6 +166,18 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                             "message": message,
                             "notes": list(client.notes),
                         }
+                    if args.big_body:
+                        before = len(llm.requests)
+                        seconds, stop, _ = await _prompt(
+                            agent, sid, scenario_prompt("error500_big", times=1)
+                        )
+                        calls = llm.requests[before:]
+                        out["big_body"] = {
+                            "seconds": seconds,
+                            "stop_reason": stop,
+                            "outcomes": [c.outcome for c in calls],
+                            "gap": calls[1].started - calls[0].started if len(calls) > 1 else None,
+                        }
                     seconds, stop, _ = await _prompt(
                         agent, sid, scenario_prompt("echo", "still works")
                     )
@@ -207,6 +222,13 @@ def report(r: dict[str, Any]) -> None:
             f"  stall mid-stream → error response:         {s['seconds']:8.2f} s; model calls: {s['requests']}"
         )
         print(f"    message: {s['message'][:160]}…")
+    if "big_body" in r:
+        b = r["big_body"]
+        gap = f"{b['gap']:.2f} s" if b["gap"] is not None else "-"
+        print(
+            f"  5 MiB HTTP 500 body, then a reply:          {b['seconds']:8.2f} s ({b['stop_reason']}); "
+            f"calls {b['outcomes']}, {gap} between their starts (the wait: 2 s)"
+        )
     print(f"  follow-up prompt:                          {r['follow_up']}")
 
 
@@ -220,6 +242,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--stall", action="store_true", help="also a stalled stream (about 2 minutes)"
+    )
+    parser.add_argument(
+        "--big-body", action="store_true", help="also a 5 MiB HTTP 500 body, then a reply"
     )
     parser.add_argument("--json", help="also write the JSON result to this file")
     args = parser.parse_args(argv)

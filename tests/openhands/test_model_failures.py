@@ -8,6 +8,7 @@ the tests are fast; nothing here measures time (bench/ does).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 
@@ -17,12 +18,20 @@ import trio
 from _inprocess import loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.model_failures import LLM_FAILURE_DEFAULTS, RETRY_AFTER_CAP
+from trio_acp.openhands.error_bodies import MAX_ERROR_BODY
+from trio_acp.openhands.model_failures import (
+    LLM_FAILURE_DEFAULTS,
+    RETRY_AFTER_CAP,
+    chain,
+    describe_model_failure,
+)
 from trio_acp.openhands.sdk import build_llm
 from trio_acp.openhands.settings import load_settings
+from trio_acp.openhands.translate.streams import CUT_OFF
 from trio_acp.rpc import RequestError
 from trio_acp.testing import scenario_prompt, scripted_env
 from trio_acp.testing.pair import open_in_memory_pair
+from trio_acp.testing.scenarios import FLAKY_TEXT
 
 
 @pytest.fixture
@@ -290,3 +299,118 @@ async def test_cancel_during_the_back_off_answers_at_once(env, tmp_path, llm):
             ]  # the retry never happened
             await _still_works(conn, client, sid, "after-cancel")
             assert [r.outcome for r in llm.requests[before:]] == ["http500", "complete"]
+
+
+# --- what the client shows of a fault (issue: model faults as the user sees them) ----------
+
+
+def _messages(client: Client) -> list[tuple[str, str]]:
+    """The agent's messages as the client groups them: (messageId, text), in order."""
+    texts: dict[str, str] = {}
+    for u in client.updates:
+        if isinstance(u, schema.AgentMessageChunk):
+            texts[u.message_id] = texts.get(u.message_id, "") + u.content.text
+    return list(texts.items())
+
+
+@pytest.mark.parametrize("repeated_id", [False, True], ids=["fresh-ids", "repeated-id"])
+async def test_a_retried_stream_shows_its_cut_text_as_such_and_one_answer(
+    env, tmp_path, llm, repeated_id
+):
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _session(conn, tmp_path)
+            before = len(llm.requests)
+            tags = {"times": 2, **({"id": "x"} if repeated_id else {})}
+            response = await conn.agent.prompt(
+                session_id=sid, prompt=_text(scenario_prompt("flaky_stream", **tags))
+            )
+            assert response.stop_reason == "end_turn"
+            assert [r.outcome for r in llm.requests[before:]] == [
+                "truncate",
+                "truncate",
+                "complete",
+            ]
+            # Three messages (ACP cannot take text back): the two cut attempts, each closed
+            # with a mark saying so, and the answer, whole, in a message of its own.
+            (cut1, text1), (cut2, text2), (answer, text3) = _messages(client)
+            assert len({cut1, cut2, answer}) == 3
+            for cut in (text1, text2):
+                assert cut.endswith(CUT_OFF)
+                assert FLAKY_TEXT.startswith(cut.removesuffix(CUT_OFF))
+            assert text3 == FLAKY_TEXT
+            # Between them, the notes that say why and which attempt comes.
+            kinds = [
+                "cut"
+                if isinstance(u, schema.AgentMessageChunk) and CUT_OFF in u.content.text
+                else "note"
+                if isinstance(u, schema.AgentThoughtChunk)
+                else "text"
+                for u in client.updates
+            ]
+            assert kinds.index("note") > kinds.index("cut")
+            notes = client.thoughts()
+            assert "the reply was cut off mid-stream. Retrying now, attempt 2 of 4." in notes
+            assert "the reply was cut off mid-stream. Retrying now, attempt 3 of 4." in notes
+
+
+async def test_message_ids_are_unique_when_the_provider_repeats_response_ids(env, tmp_path, llm):
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _session(conn, tmp_path)
+            for n in range(4):
+                await conn.agent.prompt(
+                    session_id=sid, prompt=_text(scenario_prompt("same_id", f"turn {n}"))
+                )
+            messages = _messages(client)
+            assert len(messages) == 4  # one message per reply, four ids
+            for n, (_, text) in enumerate(messages):
+                assert text.startswith("Echo: ") and f"turn {n}" in text
+                assert f"turn {n - 1}" not in text
+
+
+async def test_an_html_page_is_a_model_error_not_a_reply(env, tmp_path, llm):
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _session(conn, tmp_path)
+            err, calls = await _fails(conn, llm, sid, scenario_prompt("html"))
+            # One call, not retried, and no second call on "corrective feedback".
+            assert calls == ["html"]
+            assert err.code == -32603
+            assert "was not a model reply" in err.message and "LLM_BASE_URL" in err.message
+            assert err.data["model"]["kind"] == "not_a_reply"
+            assert err.data["model"]["retryable"] is False
+            assert client.text() == ""
+            await _still_works(conn, client, sid, "after-html")
+
+
+async def test_what_is_read_of_an_error_body_is_bounded(llm):
+    # A 256 KiB HTTP 500 body (the issue's was 5 MiB: litellm's secret redaction ran over
+    # all of it several times per attempt, 37 s between two attempts 2 s apart).
+    sdk = await loader().get()
+    model = build_llm(
+        sdk,
+        {"model": "openai/scripted", "base_url": llm.base_url, "api_key": "k", "num_retries": 1},
+    )
+    message = sdk.Message(
+        role="user", content=[sdk.TextContent(text=scenario_prompt("error500_big", bytes=262144))]
+    )
+
+    def call() -> BaseException:
+        try:
+            asyncio.run(model.acompletion([message], on_token=lambda chunk: None))
+        except Exception as exc:
+            return exc
+        raise AssertionError("the call did not fail")
+
+    error = await trio.to_thread.run_sync(call)
+    assert [r.outcome for r in llm.requests[-1:]] == ["http500"]
+    text = " ".join(str(e) for e in chain(error))
+    assert "The server had an error while processing your request" in text  # what it said
+    for exc in chain(error):
+        assert len(str(exc)) < MAX_ERROR_BODY + 2048, type(exc).__name__
+    failure = describe_model_failure(error)
+    assert failure is not None and failure.kind == "server" and failure.http_status == 500

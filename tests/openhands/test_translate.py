@@ -921,3 +921,28 @@ def test_coalesce_merges_runs_of_same_message():
     ]
     assert ups[2].content.text == "Hel", "inputs are not mutated"
     assert coalesce([]) == []
+
+
+def test_a_failed_attempt_closes_its_text_and_fails_its_announced_calls():
+    from trio_acp.openhands.translate.streams import CUT_OFF
+
+    t = translator()
+    out = wire(t.token(chunk("r1", content="Let me look")))
+    out += wire(stream_tool_call(t, "r1", "call_1", "terminal", '{"command": "ls -la"}'))
+    out += wire(stream_tool_call(t, "r1", "call_2", "finish", '{"message": "Done so f', index=1))
+    cut = wire(t.attempt_failed())
+    by_kind = {(d["sessionUpdate"], d.get("toolCallId")): d for d in cut}
+    text_id = out[0]["messageId"]
+    assert {d["messageId"] for d in cut if d["sessionUpdate"] == "agent_message_chunk"} == {
+        text_id,
+        message_id("call_2", "finish"),
+    }
+    assert all(
+        d["content"]["text"] == CUT_OFF for d in cut if d["sessionUpdate"] == "agent_message_chunk"
+    )
+    failed = by_kind[("tool_call_update", "call_1")]
+    assert failed["status"] == "failed"
+    assert wire(t.attempt_failed()) == []  # nothing is open any more
+    # The retry, under the same response id, is a new message.
+    retry = wire(t.token(chunk("r1", content="Let me look again")))
+    assert retry[0]["messageId"] != text_id

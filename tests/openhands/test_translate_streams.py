@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trio_acp import schema
 from trio_acp.openhands.translate.streams import (
+    CUT_OFF,
     MAX_STREAMS,
     Streams,
     message_id,
@@ -65,3 +66,42 @@ def test_only_the_latest_responses_are_remembered():
     assert streams.claim("r0", "", "") is None  # forgotten: its event would send all of it
     assert streams.claim("r1", "", "") is not None
     assert streams.claim(f"r{MAX_STREAMS}", "", "") is not None
+
+
+def test_a_repeated_response_id_starts_a_new_message_once_its_first_is_claimed():
+    streams = Streams()
+    (first,) = streams.delta("x", "One.", "message")
+    assert streams.claim("x", "One.", "") is not None
+    (second,) = streams.delta("x", "Two.", "message")
+    (more,) = streams.delta("x", " More.", "message")
+    assert first.message_id == message_id("x", "message")
+    assert second.message_id != first.message_id and more.message_id == second.message_id
+    claimed = streams.claim("x", "Two. More.", "")
+    assert claimed is not None and claimed.streamed("message") == "Two. More."
+    # Text no stream carried (a history): the id alone the first time, then with the event's.
+    fresh = Streams()
+    assert fresh.event_key("x", "ev-1") == "x"
+    assert fresh.event_key("x", "ev-2") == "x/ev-2"
+    assert fresh.event_key(None, "ev-3") == "ev-3"
+    # A live translator that adopted a replay's ids does not reuse them.
+    live = Streams()
+    live.adopt(fresh)
+    (chunk,) = live.delta("x", "Three.", "message")
+    assert chunk.message_id != message_id("x", "message")
+
+
+def test_a_failed_attempt_is_cut_and_the_retry_is_a_new_message():
+    streams = Streams()
+    (cut,) = streams.delta("x", "Half a rep", "message")
+    streams.delta("x", "hm", "thought")
+    marks = streams.cut()
+    assert _texts(marks) == [
+        ("AgentThoughtChunk", CUT_OFF, message_id("x", "thought")),
+        ("AgentMessageChunk", CUT_OFF, cut.message_id),
+    ]
+    assert streams.cut() == []  # once
+    (retry,) = streams.delta("x", "Half a reply, whole.", "message")
+    assert retry.message_id != cut.message_id
+    stream = streams.claim("x", "Half a reply, whole.", "")
+    assert stream is not None and stream.streamed("message") == "Half a reply, whole."
+    assert response_text(stream, "x", "Half a reply, whole.", "") == []

@@ -614,3 +614,35 @@ def test_broken_scenario_answers_500():
         r = HTTP.post(server.base_url + "/chat/completions", json=body("x"))
         assert r.status_code == 500 and "scenario bug" in r.json()["error"]["message"]
         assert server.requests[0].outcome == "error"
+
+
+def test_transient_faults_response_ids_html_and_big_error_bodies(llm):
+    def post(prompt, **kw):
+        return HTTP.post(llm.base_url + "/chat/completions", json=body(prompt, **kw), timeout=10)
+
+    llm.clear_requests()
+    # flaky_stream: the first [times:N] requests with these messages are cut, then whole.
+    prompt = "[scenario:flaky_stream] [times:2] [id:same]"
+    for _ in range(2):
+        with pytest.raises(httpx.RemoteProtocolError):
+            sse(llm.base_url, body(prompt))
+    chunks, done = sse(llm.base_url, body(prompt))
+    assert done and {c["id"] for c in chunks} == {"same"}
+    assert [r.outcome for r in llm.requests] == ["truncate", "truncate", "complete"]
+    # same_id: every reply under one id, streamed or not.
+    chunks, _ = sse(llm.base_url, body("[scenario:same_id] one"))
+    assert {c["id"] for c in chunks} == {"x"}
+    assert post("[scenario:same_id] [id:y]", stream=False).json()["id"] == "y"
+    # html: HTTP 200 and a web page, streamed or not.
+    page = post("[scenario:html]", stream=True)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.text.startswith("<!DOCTYPE html>")
+    assert post("[scenario:html]", stream=False).headers["content-type"].startswith("text/html")
+    # error500_big: OpenAI's error, its message padded to [bytes:N].
+    big = post("[scenario:error500_big] [bytes:100000]")
+    assert big.status_code == 500 and 99_000 < len(big.content) <= 100_100
+    assert big.json()["error"]["message"].startswith("The server had an error")
+    once = "[scenario:error500_big] [bytes:2000] [times:1] hi"
+    assert post(once, stream=False).status_code == 500
+    reply = post(once, stream=False).json()
+    assert reply["choices"][0]["message"]["content"].startswith("Echo: ")

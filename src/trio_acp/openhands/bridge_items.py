@@ -1,7 +1,8 @@
 """What a session's bridge carries to its outbox: one frozen class per kind.
 
 SDK callbacks (on the SDK's threads) post `SdkEvent` and `TokenChunk`; the session posts
-`SessionNote` (updates of its own: usage, titles, retry notes). Each carries the turn it
+`SessionNote` (updates of its own: usage, titles) and `ModelRetry` (a model call failed and
+is retried: its note, after what the failed call streamed is closed). Each carries the turn it
 belongs to (`seq`, None between turns), so the outbox can drop what a finished turn's
 stragglers post. `EndTurn` is the payload of the flush marker that closes a turn.
 """
@@ -39,7 +40,15 @@ class SessionNote:
     seq: int | None
 
 
-BridgeItem = SdkEvent | TokenChunk | SessionNote
+@attrs.frozen
+class ModelRetry:
+    """A model call failed and is retried: close what it streamed, then send `note`."""
+
+    note: Any
+    seq: int | None
+
+
+BridgeItem = SdkEvent | TokenChunk | SessionNote | ModelRetry
 
 
 @attrs.frozen

@@ -251,6 +251,8 @@ def _classify(error: BaseException | None, code: str | None) -> tuple[str, int |
         names.add(code)
     if names & {"ContextWindowExceededError", "LLMContextWindowExceedError", "ContextStillTooLong"}:
         return "context_window", status
+    if "NotAModelReply" in names:
+        return "not_a_reply", status
     if status == 401 or names & {"AuthenticationError", "LLMAuthenticationError"}:
         return "auth", status
     if status == 403 or "PermissionDeniedError" in names:
@@ -321,6 +323,13 @@ def describe_model_failure(
             f"the conversation no longer fits {the_model}'s context window, even after condensing: "
             "start a new session, or choose a model with a larger window"
         )
+    elif kind == "not_a_reply":
+        text = (
+            f"the answer to the call for {the_model} was not a model reply but a web page "
+            "(HTTP 200, text/html: a web UI, or a proxy's or a network's sign-in page); check "
+            "LLM_BASE_URL: it must be the API's base URL (for an OpenAI-compatible server it "
+            "usually ends in /v1)"
+        )
     elif kind == "bad_request":
         text = (
             f"the model provider rejected the request as invalid ({http or 'bad request'}); retrying "
@@ -366,7 +375,7 @@ def describe_model_failure(
         )
     if status is not None and said:
         text += f" — the provider said: {said[:300]}"
-    elif status is None and kind != "timeout":
+    elif status is None and kind not in ("timeout", "not_a_reply"):
         cause = _root_cause(error)
         if cause:
             text += f" ({cause[:200]})"
@@ -396,6 +405,7 @@ def retry_reason(error: BaseException | None) -> str:
         "bad_stream": "the reply stream had malformed data",
         "connection": "the connection failed",
         "server": "the provider had an error",
+        "not_a_reply": "the answer was not a model reply",
     }.get(kind, kind.replace("_", " "))
     return reason + (f" (HTTP {status})" if status is not None else "")
 

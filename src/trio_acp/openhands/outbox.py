@@ -19,7 +19,7 @@ from typing import Any
 from ..credentials import UpdateMask
 from ..rpc import notify_at_once
 from .bridge import Flush, ThreadBridge
-from .bridge_items import EndTurn, SdkEvent, SessionNote, TokenChunk
+from .bridge_items import EndTurn, ModelRetry, SdkEvent, SessionNote, TokenChunk
 from .critic_review import replay_verdict
 from .journal import TurnJournal
 from .translate import Translator, coalesce
@@ -61,6 +61,11 @@ class Outbox:
     def post_note(self, update: Any, seq: int | None = None) -> None:
         """An update of the session's own, sent in order with the turn `seq` (default: the current one)."""
         self.bridge.post(SessionNote(update, self.turn_seq if seq is None else seq))
+
+    def post_retry(self, note: Any) -> None:
+        """A model call failed and is retried (the SDK's thread, after the call's last
+        token): what it streamed is closed as cut off, then `note` says why and when."""
+        self.bridge.post(ModelRetry(note, self.turn_seq))
 
     # --- turns ------------------------------------------------------------------------
 
@@ -159,6 +164,9 @@ class Outbox:
                     match item:
                         case SessionNote(update=update):  # already an ACP update
                             pending.append(update)
+                        case ModelRetry(note=note):
+                            pending.extend(_guard(self._cut_attempt, None))
+                            pending.append(note)
                         case TokenChunk(chunk=chunk):
                             self._note_finish_reason(chunk)
                             pending.extend(_guard(self._translator.token, chunk))
@@ -170,6 +178,10 @@ class Outbox:
             for item in items:
                 if isinstance(item, Flush):
                     item.done.set()
+
+    def _cut_attempt(self, _: Any) -> list[Any]:
+        self.finish_reason = None  # the failed attempt's, if it got that far
+        return self._translator.attempt_failed()
 
     def _note_finish_reason(self, chunk: Any) -> None:
         # The SDK drops the model's finish_reason; the stream still carries it, and it is

@@ -114,8 +114,11 @@ def _import_sdk() -> SimpleNamespace:
     from openhands.tools.task_tracker import TaskTrackerTool
     from openhands.tools.terminal import TerminalTool
 
+    from . import error_bodies
     from .credential_guard import CredentialGuard
 
+    # Before any model call: litellm caches the HTTP clients it builds.
+    error_bodies.install()
     return SimpleNamespace(
         LLM=LLM,
         SessionLLM=_session_llm_class(LLM),
@@ -339,6 +342,16 @@ def _session_llm_class(LLM: Any) -> Any:
             self._context_overflows = 0
             return response
 
+        # One model call's attempt (inside the SDK's retry boundary): the SDK's transport,
+        # checked for an answer that was no model reply at all (`NotAModelReply`).
+        async def _atransport_call(self, *, on_token: Any = None, **kwargs: Any) -> Any:
+            checked = _checked(on_token, kwargs)
+            return await super()._atransport_call(on_token=checked or on_token, **kwargs)
+
+        def _transport_call(self, *, on_token: Any = None, **kwargs: Any) -> Any:
+            checked = _checked(on_token, kwargs)
+            return super()._transport_call(on_token=checked or on_token, **kwargs)
+
         def _overflowed(self, exc: BaseException) -> None:
             self._context_overflows += 1
             if self._context_overflows >= CONTEXT_OVERFLOWS:
@@ -391,6 +404,49 @@ def _session_llm_class(LLM: Any) -> Any:
 
 class ContextStillTooLong(Exception):
     """Condensing did not make the conversation fit the model's context window."""
+
+
+class NotAModelReply(Exception):
+    """A streamed model call answered by a web page (HTTP 200, `text/html`): not the API.
+
+    litellm reads such a page as a stream without events and makes up an empty reply; the
+    SDK answers an empty reply with corrective feedback to the model and calls again, and
+    the turn ended on whatever that next call said. A base URL pointing at a web UI, or a
+    proxy's or a network's sign-in page, answers this way (model_failures.py words it).
+    """
+
+
+class _CheckedTokens:
+    """The SDK's token callback for one streamed attempt, checking what answered it."""
+
+    def __init__(self, on_token: Any) -> None:
+        self.on_token = on_token
+        self.checked = False
+
+    def __call__(self, chunk: Any) -> Any:
+        if not self.checked:  # the headers are the attempt's: the first chunk has them
+            self.checked = True
+            kind = _content_type(chunk)
+            if "html" in kind:
+                raise NotAModelReply(
+                    f"the model call was answered by a web page (HTTP 200, {kind}), "
+                    "not an event stream"
+                )
+        return self.on_token(chunk)  # an async callback's coroutine: the SDK awaits it
+
+
+def _content_type(chunk: Any) -> str:
+    """The response's Content-Type, as litellm keeps it on a stream chunk (else "")."""
+    hidden = getattr(chunk, "_hidden_params", None)
+    headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+    kind = headers.get("llm_provider-content-type") if isinstance(headers, dict) else None
+    return kind.lower() if isinstance(kind, str) else ""
+
+
+def _checked(on_token: Any, kwargs: dict[str, Any]) -> _CheckedTokens | None:
+    if on_token is None or not kwargs.get("enable_streaming"):
+        return None
+    return _CheckedTokens(on_token)
 
 
 def _user_chosen(

@@ -477,9 +477,10 @@ class Session:
     def note_retry(self, attempt: int, total: int, error: BaseException | None) -> None:
         """SDK thread: a model call failed and will be retried — say so, it can take a while.
 
-        It also explains why a reply that was streaming may start over.
+        What the failed call streamed is closed as cut off first: the retried call's
+        reply starts over in a message of its own (translate/streams.py).
         """
-        self.outbox.post_note(retry_note(self.client, attempt, total, error))
+        self.outbox.post_retry(retry_note(self.client, attempt, total, error))
 
     async def send_update(self, update: Any) -> None:
         try:

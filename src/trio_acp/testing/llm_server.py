@@ -30,9 +30,11 @@ from trio_acp.testing.llm_env import DEFAULT_MODEL, fast_llm_kwargs, scripted_en
 from trio_acp.testing.openai_wire import (
     BROKEN_EVENT,
     DONE_EVENT,
+    HTML_PAGE,
     completion_payload,
     new_call_ids,
     openai_error_body,
+    padded,
     sse_event,
     stream_chunks,
 )
@@ -56,7 +58,8 @@ class RequestRecord:
     reply: Reply | None
     started: float
     finished: float | None = None
-    #: "running", "complete", "disconnected", "http<NNN>", "stall", "truncate", "badjson", "reset", "stopped",
+    #: "running", "complete", "disconnected", "http<NNN>", "stall", "truncate", "badjson", "reset", "html",
+    #: "stopped",
     #: "error" (the scenario or the server failed)
     outcome: str = "running"
     chunks_sent: int = 0
@@ -169,7 +172,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if reply.fault_message:  # some providers quote the request (a key, even) back
             payload["error"]["message"] = reply.fault_message
-        data = json.dumps(payload).encode()
+        data = json.dumps(padded(payload, reply.fault_body_bytes)).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -177,6 +180,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Retry-After", f"{reply.retry_after:g}")
         self.end_headers()
         self._write(data)
+        return True
+
+    def _fault_html(self, record: RequestRecord, reply: Reply) -> bool:
+        """Answer an ``html`` fault (HTTP 200, a web page); False if the reply has none."""
+        if reply.fault != "html":
+            return False
+        self.server.owner._end(record, "html")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(HTML_PAGE)))
+        self.end_headers()
+        self._write(HTML_PAGE)
         return True
 
     def _reset(self) -> None:
@@ -318,7 +333,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _complete(self, body: Mapping[str, Any], record: RequestRecord, reply: Reply) -> None:
         owner = self.server.owner
         self._sleep(reply.first_chunk_delay)
-        if self._fault_status(body, record, reply):
+        if self._fault_status(body, record, reply) or self._fault_html(record, reply):
             return
         if reply.fault == "reset":
             owner._end(record, "reset")
@@ -358,7 +373,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream(self, body: Mapping[str, Any], record: RequestRecord, reply: Reply) -> None:
         owner = self.server.owner
         self._sleep(reply.first_chunk_delay)
-        if self._fault_status(body, record, reply):
+        if self._fault_status(body, record, reply) or self._fault_html(record, reply):
             return
         if reply.fault == "reset" and reply.fault_after is None:
             owner._end(record, "reset")
@@ -455,6 +470,8 @@ class ScriptedLLM:
         self._requested_port = port
         self._lock = threading.Condition()
         self._records: list[RequestRecord] = []
+        # How many requests with these messages met their reply's fault (`Reply.fault_times`).
+        self._faults_met: dict[str, int] = {}
         #: every `/classify` (critic) request: its JSON body, bearer key and scripted step
         self.critic_requests: list[dict[str, Any]] = []
         self._server: _Server | None = None
@@ -539,11 +556,23 @@ class ScriptedLLM:
             self._records.append(record)
             self._lock.notify_all()
         try:
-            record.reply = scenario.reply_for(ctx)
+            record.reply = self._transient(body, scenario.reply_for(ctx))
         except Exception:
             self._end(record, "error")
             raise
         return record
+
+    def _transient(self, body: Mapping[str, Any], reply: Reply) -> Reply:
+        """The reply without its fault once it met ``fault_times`` requests with these messages."""
+        if reply.fault is None or reply.fault_times is None:
+            return reply
+        key = json.dumps(body.get("messages"), sort_keys=True)
+        with self._lock:
+            met = self._faults_met.get(key, 0)
+            if met >= reply.fault_times:
+                return attrs.evolve(reply, fault=None)
+            self._faults_met[key] = met + 1
+        return reply
 
     def _end(self, record: RequestRecord, outcome: str, *, finished: bool = True) -> None:
         with self._lock:
@@ -567,6 +596,7 @@ class ScriptedLLM:
     def clear_requests(self) -> None:
         with self._lock:
             self._records.clear()
+            self._faults_met.clear()
 
     def wait_for_requests(
         self,

@@ -26,9 +26,12 @@ from trio_acp.testing.script import Reply, tokens
 __all__ = [
     "BROKEN_EVENT",
     "DONE_EVENT",
+    "HTML_PAGE",
     "completion_payload",
     "new_call_ids",
     "openai_error_body",
+    "padded",
+    "response_id",
     "split",
     "sse_event",
     "stream_chunks",
@@ -40,6 +43,12 @@ __all__ = [
 BROKEN_EVENT = b'data: {"id": "chatcmpl-broken", "choices": [{"delta": {"content": "x"\n\n'
 #: The event that ends an OpenAI stream.
 DONE_EVENT = b"data: [DONE]\n\n"
+#: The page an ``html`` fault answers with status 200: a web UI or a captive portal, not the API.
+HTML_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head>\n"
+    b"<body><h1>Sign in to continue</h1><p>This network requires you to sign in "
+    b"(scripted html fault).</p></body></html>\n"
+)
 
 
 #: OpenAI's error ``type``/``code``/message per status, so clients classify them as they would
@@ -85,6 +94,23 @@ _CONTEXT_LENGTH_MESSAGE = (
     "This model's maximum context length is 128000 tokens. However, your messages resulted "
     "in {tokens} tokens. Please reduce the length of the messages. (scripted fault)"
 )
+
+
+def response_id(reply: Reply) -> str:
+    """The ``id`` of a reply's completion or chunks: the scripted one, else a fresh one."""
+    return reply.response_id or f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def padded(payload: dict[str, Any], size: int | None) -> dict[str, Any]:
+    """An error ``payload`` whose message is padded so the body is about ``size`` bytes."""
+    if not size:
+        return payload
+    error = dict(payload["error"])
+    message = str(error.get("message") or "")
+    missing = size - len(json.dumps(payload))
+    if missing > 0:
+        error["message"] = message + " " + "x" * missing
+    return {**payload, "error": error}
 
 
 def openai_error_body(
@@ -187,7 +213,7 @@ def completion_payload(
             for tc, call_id in zip(reply.tool_calls, ids, strict=True)
         ]
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "id": response_id(reply),
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", model),
@@ -214,7 +240,7 @@ def stream_chunks(
     """
     deltas = stream_deltas(reply, ids)
     base = {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "id": response_id(reply),
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": body.get("model", model),

@@ -37,6 +37,16 @@ truncate    Streams half of a text reply, then closes the connection without ``[
 badjson     Streams half of a text reply, then one ``data:`` event that is not JSON, then the rest.
 reset       Resets the TCP connection (RST) without a response; with ``[after:N]``, after N
             chunks of a streamed reply.
+flaky_stream
+            Streams half of a text reply, then closes the connection, on the first
+            ``[times:N]`` (1) attempts of a call; the next attempt streams all of it.
+            ``[id:X]``: every chunk's response id is X (as some providers do).
+same_id     ``echo``, every chunk's response id ``[id:X]`` (``x``), whatever the call.
+html        HTTP 200 with an HTML page (``text/html``) on every call: a base URL that points at a
+            web page, or a network's sign-in page.
+error500_big
+            HTTP 500 with an error body of ``[bytes:N]`` (5 MiB) on the first ``[times:N]``
+            (every) attempts of a call; then ``echo``.
 delegate    The ``task`` tool: a sub-agent (``[agent:general-purpose]``) is given the prompt
             ``[scenario:<[sub:terminal]>]`` plus this prompt's ``[command:...]`` /
             ``[seconds:...]`` tags, so its own LLM calls (same server, ``stream: false``,
@@ -440,6 +450,51 @@ def _reset(ctx: RequestContext) -> Reply:
 
 RESET = Scenario("reset", [_reset], "TCP reset before any response ([after:N]: after N chunks)")
 
+#: The text of the ``flaky_stream`` scenario's reply.
+FLAKY_TEXT = "The quick brown fox jumps over the lazy dog; this reply is streamed in full once."
+
+
+def _flaky_stream(ctx: RequestContext) -> Reply:
+    return Reply(
+        text=FLAKY_TEXT,
+        chunk_size=8,
+        fault="truncate",
+        fault_times=max(0, ctx.int_tag("times", 1)),
+        response_id=ctx.tag("id"),
+    )
+
+
+FLAKY_STREAM = Scenario(
+    "flaky_stream",
+    [_flaky_stream],
+    "half a reply and a closed connection on the first [times:1] attempts, then all of it",
+)
+
+SAME_ID = Scenario(
+    "same_id",
+    [lambda ctx: Reply(text=f"Echo: {ctx.prompt}", chunk_size=8, response_id=ctx.tag("id", "x"))],
+    "echo, every chunk's response id [id:x]",
+)
+
+HTML = Scenario("html", [Reply(fault="html")], "HTTP 200 with an HTML page on every call")
+
+
+def _error500_big(ctx: RequestContext) -> Reply:
+    times = ctx.tags.get("times")
+    return Reply(
+        text=f"Echo: {ctx.prompt}",
+        fault="http500",
+        fault_body_bytes=max(0, ctx.int_tag("bytes", 5 * 1024 * 1024)),
+        fault_times=ctx.int_tag("times", 0) if times is not None else None,
+    )
+
+
+ERROR500_BIG = Scenario(
+    "error500_big",
+    [_error500_big],
+    "HTTP 500 with a [bytes:5 MiB] body on the first [times:N] (every) attempts, then echo",
+)
+
 # -- delegate (sub-agents) ---------------------------------------------------------------------
 
 #: Tags of the delegating prompt handed on to the sub-agent's.
@@ -520,6 +575,10 @@ BUILTIN_SCENARIOS: dict[str, Scenario] = {
         TRUNCATE,
         BADJSON,
         RESET,
+        FLAKY_STREAM,
+        SAME_ID,
+        HTML,
+        ERROR500_BIG,
         REMEMBER,
         DELEGATE,
     )

@@ -31,7 +31,14 @@ connection open until the client goes away or the server stops; ``"truncate"`` s
 ``fault_after`` chunks and closes the connection without the terminating chunk and without
 ``[DONE]`` (non-streaming: half the JSON body, then close); ``"badjson"`` sends ``fault_after``
 chunks, then one ``data:`` event that is not JSON, then the rest of the reply; ``"reset"`` resets
-the TCP connection (RST) — before any response, or after ``fault_after`` chunks when that is set.
+the TCP connection (RST) — before any response, or after ``fault_after`` chunks when that is set;
+``"html"`` answers HTTP 200 with an HTML page (``text/html``): what a base URL pointing at a web
+page, a captive portal or a proxy's login page gives.  ``Reply.fault_times`` makes a fault
+transient: it applies to the first N requests with the same messages (a retry sends the same
+messages), and the next one gets the reply whole.  ``Reply.fault_body_bytes`` pads an
+``httpNNN`` fault's error message to a body of about that many bytes.  ``Reply.response_id`` is
+the ``id`` every chunk of the reply carries (default: a fresh ``chatcmpl-…`` per call; some
+providers send the same one for every call).
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ __all__ = [
 FINISHED_TEXT = "(scenario finished)"
 
 FINISH_REASONS = frozenset({"stop", "tool_calls", "length", "content_filter"})
-_FAULT_RE = re.compile(r"^(?:http(\d{3})|stall|truncate|badjson|reset|context_length)$")
+_FAULT_RE = re.compile(r"^(?:http(\d{3})|stall|truncate|badjson|reset|context_length|html)$")
 _TAG_RE = re.compile(r"\[([A-Za-z_][A-Za-z0-9_.-]*):([^\]\n]*)\]")
 CHARS_PER_TOKEN = 4
 
@@ -102,7 +109,7 @@ def _check_fault(_inst: Any, _attr: Any, value: str | None) -> None:
     if value is not None and not _FAULT_RE.match(value):
         raise ValueError(
             f"unknown fault {value!r} (use 'httpNNN', 'context_length', 'stall', 'truncate', "
-            "'badjson' or 'reset')"
+            "'badjson', 'reset' or 'html')"
         )
 
 
@@ -121,7 +128,10 @@ class Reply:
     ``first_chunk_delay`` before the first one (also applies to non-streaming replies).
     ``fault_after`` is how many SSE chunks ``stall``/``truncate``/``badjson`` send first (default:
     half; ``reset``: none, and no response at all). ``retry_after`` (seconds) is sent as the
-    ``Retry-After`` header of an ``httpNNN`` fault.
+    ``Retry-After`` header of an ``httpNNN`` fault. ``fault_times``: the fault applies to the
+    first N requests with the same messages only (None: every time). ``fault_body_bytes``: an
+    ``httpNNN`` fault's body padded to about this size. ``response_id``: the ``id`` of every
+    chunk (None: a fresh one per call).
     """
 
     text: str = ""
@@ -136,6 +146,9 @@ class Reply:
     retry_after: float | None = None
     #: The error message of an ``httpNNN`` fault (some providers quote the request back).
     fault_message: str | None = None
+    fault_times: int | None = None
+    fault_body_bytes: int | None = None
+    response_id: str | None = None
 
     @property
     def effective_finish_reason(self) -> str:

@@ -66,7 +66,7 @@ from .content import (
 )
 from .fields import field
 from .interruptions import CANCEL_NOTE, CANCEL_SENDER, CANCEL_TEXT, STOPPED_SENDER, interrupted_meta
-from .streams import Streams, message_id, remainder, response_text, text_chunk
+from .streams import CUT_OFF, Streams, message_id, remainder, response_text, text_chunk
 from .subagents import SubagentViews
 from .text import MAX_RAW_STRING_BYTES, cap_json, cap_text, strip_ansi
 from .tools import Presentation, lookup, present, spec_for_result, text_tool, tool_family
@@ -77,6 +77,10 @@ log = logging.getLogger(__name__)
 __all__ = ["Translator", "coalesce", "conversation_error", "message_id"]
 
 SessionUpdate = Any
+
+
+#: A streamed tool call whose model call failed and is retried (`Translator.attempt_failed`).
+CALL_CUT_OFF = "The model call failed before this call was complete; it is retried."
 
 
 def conversation_error(event: Any) -> tuple[str, str] | None:
@@ -380,9 +384,40 @@ class Translator:
             return []
 
     def adopt_calls(self, replayed: Translator) -> None:
-        """Know the tool calls a replay announced (live events about them update them)."""
+        """Know the tool calls a replay announced (live events about them update them), and
+        the response ids its messages used (a live response repeating one is a new message)."""
         for call_id, call in replayed._calls.items():
             self._calls.setdefault(call_id, call)
+        self._streams.adopt(replayed._streams)
+
+    def attempt_failed(self, reason: str = CALL_CUT_OFF) -> list[SessionUpdate]:
+        """The model call in flight failed and is retried (no durable event comes for it):
+        its streamed text is closed as cut off and its announced tool calls fail; what the
+        retried call streams is new messages and new calls (translate/streams.py)."""
+        out = self._streams.cut()
+        for pending in self._pending.values():
+            call = self._calls.get(pending.id or "")
+            if call is None or call.finished:
+                continue
+            if call.special is not None:
+                # A finish/think text: a message of its own, closed like the others.
+                if "".join(call.special_text).strip():
+                    part = "message" if call.special == "finish" else "thought"
+                    mid = message_id(call.tool_call_id, call.special)
+                    out.append(text_chunk(part, CUT_OFF, mid))
+                del self._calls[call.tool_call_id]
+            elif call.announced:
+                call.finished = True
+                call.args = None
+                out.append(
+                    schema.ToolCallProgress(
+                        tool_call_id=call.tool_call_id,
+                        status="failed",
+                        content=[text_item(reason)],
+                    )
+                )
+        self._pending.clear()
+        return out
 
     def fail_open_tool_calls(self, reason: str = "Interrupted.") -> list[SessionUpdate]:
         """`failed` updates for every announced tool call that never finished (e.g. after a
@@ -419,11 +454,20 @@ class Translator:
     # -- text of events --------------------------------------------------------------
 
     def _response_text(
-        self, rid: str | None, key: str, text: str, thought: str
-    ) -> list[SessionUpdate]:
+        self, event: Any, text: str, thought: str, more: bool = False
+    ) -> tuple[list[SessionUpdate], str]:
+        """What a response's durable event adds to its text, and the key of its message ids
+        (`more`: the event has more of the message than text, images)."""
+        rid = getattr(event, "llm_response_id", None)
         # A replayed history was never streamed: all of its text goes out.
         stream = None if self._replaying else self._streams.claim(rid, text, thought)
-        return response_text(stream, key, text, thought)
+        if stream is not None:
+            key = stream.key
+        elif text or thought or more:
+            key = self._streams.event_key(rid, str(getattr(event, "id", "")))
+        else:
+            key = rid or str(getattr(event, "id", ""))  # no message: the key is not used
+        return response_text(stream, key, text, thought), key
 
     # -- handlers ----------------------------------------------------------------------
 
@@ -444,10 +488,9 @@ class Translator:
             text = "".join(c.text for c in contents if isinstance(getattr(c, "text", None), str))
             how = "cancelled" if sender == CANCEL_SENDER else "stopped"
             return _interruption(str(getattr(event, "id", "")), text, reasoning_of(message), how)
-        rid = getattr(event, "llm_response_id", None)
-        key = rid or str(getattr(event, "id", ""))
         text = "".join(c.text for c in contents if isinstance(getattr(c, "text", None), str))
-        out = self._response_text(rid, key, text, reasoning_of(message))
+        images = any(getattr(c, "image_urls", None) for c in contents)
+        out, key = self._response_text(event, text, reasoning_of(message), images)
         for c in contents:
             for url in getattr(c, "image_urls", None) or []:
                 out.append(
@@ -486,13 +529,12 @@ class Translator:
 
     def _on_action(self, event: Any) -> list[SessionUpdate]:
         rid = getattr(event, "llm_response_id", None)
-        key = rid or str(getattr(event, "id", ""))
         thought = "".join(
             t.text
             for t in (getattr(event, "thought", None) or [])
             if isinstance(getattr(t, "text", None), str)
         )
-        out = self._response_text(rid, key, thought, reasoning_of(event))
+        out, _ = self._response_text(event, thought, reasoning_of(event))
 
         call_id = str(getattr(event, "tool_call_id", "") or "")
         tool = str(getattr(event, "tool_name", "") or "")
