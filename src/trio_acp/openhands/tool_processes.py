@@ -10,6 +10,17 @@ session's terminal keeps working. Sub-agents (the `task` tool) run on threads th
 interrupt does not end: they are stopped here too, with their own tools' processes
 (`subagents.py`).
 
+A cancel can also land while a tool's thread is about to hand the shell its command,
+after the SDK's checks and before there is any process to find. So the shell takes a
+command only through the run's gate (`run_gate.py`, installed by `gate_terminals`), and
+stopping closes the gate first: a command that comes later is refused; one that got in
+is in a shell the gate names, which then gets a Ctrl-C through its terminal (the
+terminal drops what the shell has not read yet and interrupts the foreground job) and a
+SIGINT (so that the shell also abandons the rest of a command list such as
+`sleep 30; touch done`, which it would go on with after a SIGTERM of `sleep`). Then every
+descendant is stopped, again until none is left (bounded): a command the shell was
+starting as the first round looked is caught by the next.
+
 The terminal tool's shell is `bash -i` in the user's HOME: on exit it would save its
 history, the SDK's set-up lines and every command the agent ran, to the user's own
 `~/.bash_history`, and at start it loads that file, so the agent could read the user's
@@ -23,6 +34,7 @@ temporary directory of a long-running editor. Closing a session removes it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import tempfile
@@ -32,7 +44,13 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
+from . import run_gate
+from .run_gate import RunGate
+
 log = logging.getLogger(__name__)
+
+# Rounds of looking for (and stopping) the shells' descendants after a cancel.
+KILL_ROUNDS = 4
 
 
 def terminal_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -43,6 +61,25 @@ def terminal_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     env = dict(params.get("env") or {})
     env["HISTFILE"] = ""
     return {**params, "terminal_type": "subprocess", "env": env}
+
+
+@functools.cache
+def gate_terminals() -> None:
+    """Make the SDK's subprocess terminal take a command from a run only through the run's
+    gate (`run_gate.py`); once, after the SDK import. Outside a run (no gate current: the
+    terminal's own set-up, our Ctrl-C when stopping) it sends as before."""
+    from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
+
+    send_keys = SubprocessTerminal.send_keys
+
+    def gated_send_keys(self: Any, text: str, enter: bool = True) -> None:
+        gate = run_gate.current()
+        if gate is None:
+            send_keys(self, text, enter)
+        else:
+            gate.admit(lambda: send_keys(self, text, enter), shell=self)
+
+    SubprocessTerminal.send_keys = gated_send_keys  # type: ignore[method-assign]
 
 
 def terminal_shell_pids(conversation: Any) -> list[int]:
@@ -62,14 +99,33 @@ def terminal_shell_pids(conversation: Any) -> list[int]:
     return pids
 
 
-def kill_descendants(pids: list[int], *, grace: float = 1.0) -> list[int]:
-    """Terminate (then kill) every descendant of `pids`; returns the PIDs signalled."""
+def kill_descendants(
+    pids: list[int], *, grace: float = 1.0, rounds: int = KILL_ROUNDS
+) -> list[int]:
+    """Terminate (then kill) every descendant of `pids`, looking again until none is left
+    (at most `rounds` times); returns the PIDs signalled."""
+    stopped: list[int] = []
+    for _ in range(rounds):
+        victims = _descendants(pids)
+        if not victims:
+            break
+        stopped.extend(_stop(victims, grace))
+    if stopped:
+        log.info("stopped tool processes: %s", stopped)
+    return stopped
+
+
+def _descendants(pids: list[int]) -> list[psutil.Process]:
     victims: list[psutil.Process] = []
     for pid in pids:
         try:
             victims.extend(psutil.Process(pid).children(recursive=True))
         except psutil.Error:
             continue
+    return victims
+
+
+def _stop(victims: list[psutil.Process], grace: float) -> list[int]:
     for proc in victims:
         try:
             proc.terminate()
@@ -81,14 +137,37 @@ def kill_descendants(pids: list[int], *, grace: float = 1.0) -> list[int]:
             proc.kill()
         except psutil.Error:
             pass
-    if victims:
-        log.info("stopped tool processes: %s", [p.pid for p in victims])
     return [p.pid for p in victims]
 
 
-def stop_tool_processes(conversation: Any) -> list[int]:
+def stop_tool_processes(conversation: Any, gate: RunGate | None = None) -> list[int]:
+    """Stop what the tools of `conversation` started (see the module's docstring); with
+    `gate`, the run's gate, close it first. Blocking."""
+    shells = gate.close() if gate is not None else []
+    for shell in shells:
+        _interrupt_shell(shell)
     stop_subagents(conversation)
-    return kill_descendants(terminal_shell_pids(conversation))
+    pids = terminal_shell_pids(conversation) + _shell_pids(shells)
+    return kill_descendants(list(dict.fromkeys(pids)))
+
+
+def _interrupt_shell(shell: Any) -> None:
+    """A Ctrl-C through the shell's terminal, and a SIGINT to the shell itself (the SDK's
+    `interrupt`: its process group), as a user at that terminal would stop a command."""
+    for stop in (lambda: shell.send_keys("C-c", enter=False), shell.interrupt):
+        try:
+            stop()
+        except Exception:
+            log.debug("interrupting a shell failed", exc_info=True)
+
+
+def _shell_pids(shells: list[Any]) -> list[int]:
+    pids = []
+    for shell in shells:
+        pid = getattr(getattr(shell, "process", None), "pid", None)
+        if isinstance(pid, int):
+            pids.append(pid)
+    return pids
 
 
 def stop_subagents(conversation: Any) -> None:
