@@ -107,7 +107,6 @@ async def race(args: argparse.Namespace) -> dict[str, Any]:
                     return any(
                         f.get("method") == "session/update"
                         and f["params"]["update"].get("sessionUpdate") == "tool_call"
-                        and "sleep" in json.dumps(f["params"]["update"])
                         for _, f in agent.frames[mark:]
                     )
 
@@ -159,6 +158,12 @@ async def race(args: argparse.Namespace) -> dict[str, Any]:
                 "survivor_tries": survivors,
                 "markers": len(markers),
                 "marker_tries": markers,
+                # The answer's latency (ms) of each try that left a marker or a survivor.
+                "latency_of": {
+                    n: round(latencies[n] * 1000, 1)
+                    for n in sorted({*markers, *survivors})
+                    if n < len(latencies)
+                },
                 "cancel_latency": latency_summary(latencies),
                 "failures": failures,
             }

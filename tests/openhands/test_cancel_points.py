@@ -19,6 +19,7 @@ comes exactly there, whatever the machine's load. Then, for every point:
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -327,3 +328,59 @@ async def test_cancel_while_a_permission_is_pending(env, llm, tmp_path):
     assert left_running == []
     assert len(llm.requests) == requests
     assert not probe.marker.exists()
+
+
+CLI_FILES = Path(__file__).parent / "openhands_cli_files"
+TEMPLATE = Path(__file__).parent / "critic" / "chatml.jinja"
+
+
+def _critic_env(env: dict[str, str], llm: Any, home: Path) -> dict[str, str]:
+    """The agent with the SDK's critic on the scripted server (test_critic_in_process.py)."""
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(CLI_FILES / "critic_refinement" / "cli_config.json", home / "cli_config.json")
+    return {
+        **env,
+        "OPENHANDS_PERSISTENCE_DIR": str(home),
+        "LLM_MAX_INPUT_TOKENS": "128000",
+        "TRIO_ACP_PUBLIC_SKILLS": "0",
+        "TRIO_ACP_CRITIC_URL": f"{llm.url}/vllm",
+        "TRIO_ACP_CRITIC_CHAT_TEMPLATE": str(TEMPLATE),
+        # Longer than any bound of this test: without the abandon, the cancel waits for it.
+        "TRIO_ACP_CRITIC_TIMEOUT": "3600",
+    }
+
+
+@pytest.mark.parametrize("step", ["first answer", "refinement"])
+async def test_cancel_during_the_critic(env, llm, tmp_path, step):
+    # The critic's request stalls (`[critic:...,stall]`); the cancel comes while it waits.
+    # "refinement": the first answer's verdict asks for a refinement, and the cancel
+    # comes during the critic's look at the refined answer, in the same turn.
+    env = _critic_env(env, llm, tmp_path / "critic-home")
+    steps = "stall" if step == "first answer" else "0.2,stall"
+    llm.critic_requests.clear()
+    client = RecordingClient()
+    async with _agent(env, client, tmp_path) as (_, conn, sid):
+        result: dict[str, Any] = {}
+
+        async def run_prompt() -> None:
+            result["r"] = await conn.agent.prompt(
+                session_id=sid,
+                prompt=[schema.TextContent(text=scenario_prompt("echo", f"x [critic:{steps}]"))],
+            )
+
+        stalls = 1 if step == "first answer" else 2
+        with trio.fail_after(WAIT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run_prompt)
+                while len(llm.critic_requests) < stalls:
+                    await trio.sleep(0.01)
+                requests = len(llm.requests)
+                await conn.agent.cancel(session_id=sid)
+        answered_with = len(client.updates)
+        after = await conn.agent.prompt(
+            session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("echo", "after"))]
+        )
+    assert result["r"].stop_reason == "cancelled"
+    assert len(llm.requests) == requests + 1  # only the next prompt's
+    assert after.stop_reason == "end_turn"
+    assert answered_with <= len(client.updates)

@@ -37,6 +37,10 @@ class CommandRefused(ValueError):
     turns one into the tool call's error event without logging it as a crash.)"""
 
 
+class RunCancelled(Exception):
+    """The run was cancelled while this waited; what it waited for is abandoned."""
+
+
 class RunGate:
     """One run's gate (see the module's docstring)."""
 
@@ -45,6 +49,7 @@ class RunGate:
         # Set by `close`; a test waits on it to know that a cancel has landed.
         self.closed = threading.Event()
         self._shells: list[Any] = []
+        self._on_close: list[Callable[[], None]] = []
 
     def admit[T](self, start: Callable[[], T], *, shell: Any = None, what: str = "command") -> T:
         """Run `start` (write a command to `shell`, begin a sub-agent) if the gate is open;
@@ -65,7 +70,41 @@ class RunGate:
         """Refuse every command from now on; returns the shells a command was let into."""
         with self._lock:
             self.closed.set()
-            return list(self._shells)
+            callbacks, self._on_close = self._on_close, []
+            shells = list(self._shells)
+        for callback in callbacks:
+            callback()
+        return shells
+
+    def abandon_on_close[T](self, work: Callable[[], T]) -> T:
+        """Do blocking `work` on a thread of its own and return what it returns, unless the
+        gate closes first: then raise `RunCancelled` at once, and the thread finishes
+        alone (its result dropped). For a blocking call in the run's own thread that
+        nothing else could cut short: the critic's request (critic.py), which holds the
+        conversation's loop thread, and with it the cancel, for as long as it waits."""
+        done = threading.Event()
+        outcome: list[tuple[bool, Any]] = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, work()))
+            except BaseException as exc:
+                outcome.append((False, exc))
+            finally:
+                done.set()
+
+        with self._lock:
+            if self.closed.is_set():
+                raise RunCancelled("The user cancelled; this was not done.")
+            self._on_close.append(done.set)
+        threading.Thread(target=run, name="trio-acp-abandonable", daemon=True).start()
+        done.wait()
+        if not outcome:
+            raise RunCancelled("The user cancelled while this waited; it was abandoned.")
+        ok, value = outcome[0]
+        if ok:
+            return value
+        raise value
 
 
 _CURRENT: contextvars.ContextVar[RunGate | None] = contextvars.ContextVar(
