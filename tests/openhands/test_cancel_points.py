@@ -377,8 +377,10 @@ async def test_cancel_during_the_critic(env, llm, tmp_path, step):
                 requests = len(llm.requests)
                 await conn.agent.cancel(session_id=sid)
         answered_with = len(client.updates)
+        # Its own critic step: the critic takes the last `[critic:...]` tag it is shown.
         after = await conn.agent.prompt(
-            session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("echo", "after"))]
+            session_id=sid,
+            prompt=[schema.TextContent(text=scenario_prompt("echo", "after [critic:0.9]"))],
         )
     assert result["r"].stop_reason == "cancelled"
     assert len(llm.requests) == requests + 1  # only the next prompt's

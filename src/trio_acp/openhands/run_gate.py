@@ -66,6 +66,12 @@ class RunGate:
         turn_points.reached(f"{what}:after", shell)
         return result
 
+    def exclusive[T](self, work: Callable[[], T]) -> T:
+        """Do `work` under the gate's lock, open or closed: never while a command is being
+        handed to its shell (the SDK's own interrupt of the terminal: tool_processes.py)."""
+        with self._lock:
+            return work()
+
     def close(self) -> list[Any]:
         """Refuse every command from now on; returns the shells a command was let into."""
         with self._lock:

@@ -93,7 +93,23 @@ def gate_terminals() -> None:
 
         gate.admit(send, shell=self)
 
+    def interrupt(self: Any) -> bool:
+        # The SDK's own interrupt (on a cancel, from the run's thread) signals the shell's
+        # process group: a SIGINT that can cost the shell a line it is reading but not
+        # the rest of it (`_until_started`). A Ctrl-C through the terminal instead, and
+        # never while the run's gate hands a command to the shell.
+        def ctrl_c() -> bool:
+            try:
+                send_keys(self, "C-c", False)
+            except Exception:
+                return False
+            return True
+
+        gate = run_gate.current()
+        return gate.exclusive(ctrl_c) if gate is not None else ctrl_c()
+
     SubprocessTerminal.send_keys = gated_send_keys  # type: ignore[method-assign]
+    SubprocessTerminal.interrupt = interrupt  # type: ignore[method-assign]
 
 
 def _prompts(terminal: Any, prompt_end: str) -> int:
