@@ -379,6 +379,12 @@ def sdk_classes() -> SimpleNamespace:
 
         def on_event(self, event: Any) -> None:
             self._hub.post(self._d, event)
+            # The sub-agent's own thread, in its step: once its turn is cancelled, it takes
+            # no further step (no model call) — its run ends here, with this event shown.
+            # (Stopping it otherwise waits for the step to end and a pause to win its lock.)
+            gate = run_gate.current()
+            if self._d.stopped.is_set() or (gate is not None and gate.closed.is_set()):
+                raise SubagentStopped("The user cancelled; the sub-agent was stopped.")
 
     class SessionTaskManager(TaskManager):
         def _get_sub_agent_from_factory(self, factory: Any) -> Agent:
