@@ -34,6 +34,8 @@ PURE = [
     "trio_acp.openhands.notices",
     "trio_acp.openhands.critic_review",
     "trio_acp.openhands.session_roots",
+    "trio_acp.openhands.run_gate",
+    "trio_acp.openhands.turn_points",
     "trio_acp.exception_groups",
 ]
 FORBIDDEN = ("trio", "openhands", "litellm")

@@ -40,6 +40,7 @@ from .loop_thread import LoopThread, wait_done, wait_future
 from .mcp_startup import McpStartFailure, McpStartup
 from .prompt import ImagePart, TextPart, merge_text
 from .recovery import Recovery, plan_recovery, turn_tail
+from .run_gate import RunGate, run_under
 from .sdk import (
     confirmation_setup,
     fork_conversation,
@@ -50,7 +51,7 @@ from .sdk import (
     warm_model_path,
     warm_tool_schemas,
 )
-from .tool_processes import remove_editor_history, stop_tool_processes
+from .tool_processes import gate_terminals, remove_editor_history, stop_tool_processes
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +222,9 @@ class LocalConversation:
         self._sending = False
         self._cut_short = False
         self._landed: trio.Event | None = None
+        # The gate of the current (or last) run: what its tools may still start (run_gate.py).
+        self._gate: RunGate | None = None
+        gate_terminals()
         # Why the critic's last evaluation failed (the SDK only logs it, on the loop thread).
         self._critic_failures: CriticFailures | None = None
         if getattr(conv.agent, "critic", None) is not None:
@@ -439,14 +443,20 @@ class LocalConversation:
 
     def start_run(self) -> Run:
         assert self._loop is not None
-        return _FutureRun(self._loop.submit(self._conv.arun))
+        gate = self._gate = RunGate()
+        return _FutureRun(self._loop.submit(functools.partial(run_under, gate, self._conv.arun)))
+
+    @property
+    def run_gate(self) -> RunGate | None:
+        """The gate of the current (or last) run, for tests and diagnostics."""
+        return self._gate
 
     async def interrupt(self) -> None:
         await trio.to_thread.run_sync(self._conv.interrupt, limiter=self._interrupt_limiter)
 
     async def stop_tools(self) -> None:
         await trio.to_thread.run_sync(
-            stop_tool_processes, self._conv, limiter=self._interrupt_limiter
+            stop_tool_processes, self._conv, self._gate, limiter=self._interrupt_limiter
         )
 
     async def pending_actions(self) -> list[Any]:
@@ -551,10 +561,10 @@ class LocalConversation:
 
     async def close(self) -> None:
         """Close the SDK conversation (tool executors, terminals) and stop the loop thread."""
-        conv = self._conv
+        conv, gate = self._conv, self._gate
         try:
             await trio.to_thread.run_sync(
-                lambda: _close_all(conv),
+                lambda: _close_all(conv, gate),
                 limiter=self.limiter,
                 abandon_on_cancel=True,
             )
@@ -676,9 +686,9 @@ def _condense_failure(sdk: Any, exc: Exception, logged: list[str]) -> str:
     return f"{describe(exc)}. {unchanged}. ({SEE_LOG})"
 
 
-def _close_all(conv: Any) -> None:
+def _close_all(conv: Any, gate: RunGate | None) -> None:
     # Blocking: kill the terminals' process groups, close the SDK conversation, then
     # remove the file editors' undo history it leaves in /tmp.
-    stop_tool_processes(conv)
+    stop_tool_processes(conv, gate)
     conv.close()
     remove_editor_history(conv)

@@ -21,6 +21,10 @@ file) gives it without any network.
 
 A failed evaluation is not an error of the turn: the SDK logs it and leaves the answer
 without a verdict; `CriticFailures` keeps the reason so the user is told (a notice).
+
+The evaluation is a blocking request on the conversation's loop thread, under the SDK's
+step: a cancel could land only once it returned (its timeout, 60 s by default). Its
+client abandons the request when the run is cancelled (`_abandonable_client`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import re
 import threading
 from typing import Any
 
+from . import run_gate
 from .user_setup import SessionSetup
 
 log = logging.getLogger(__name__)
@@ -68,12 +73,37 @@ def session_critic(llm: Any, setup: SessionSetup) -> Any:
         issue_threshold=settings.issue_threshold,
         timeout_seconds=setup.critic_timeout,
     )
+    # Its request runs on the conversation's loop thread, which a cancel can only stop
+    # once it returns: up to `timeout_seconds`. A cancel abandons it instead (run_gate.py).
+    critic._client = _abandonable_client()
     if setup.critic_template is not None:
         from openhands.sdk.critic.impl.api.chat_template import ChatTemplateRenderer
 
         # The renderer the client would otherwise build from the fetched tokenizer config.
         critic._template_renderer = ChatTemplateRenderer(chat_template=setup.critic_template)
     return critic
+
+
+def _abandonable_client() -> Any:
+    """An httpx client (the critic's own kind) whose request, made in a run, is abandoned
+    when the run's gate closes (`RunGate.abandon_on_close`): the SDK takes the error as a
+    failed evaluation, and the cancel lands."""
+    import httpx
+
+    class AbandonableTransport(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx.HTTPTransport()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            gate = run_gate.current()
+            if gate is None:
+                return self._inner.handle_request(request)
+            return gate.abandon_on_close(lambda: self._inner.handle_request(request))
+
+        def close(self) -> None:
+            self._inner.close()
+
+    return httpx.Client(transport=AbandonableTransport())
 
 
 def prime_template(critic: Any) -> None:

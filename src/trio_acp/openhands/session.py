@@ -24,7 +24,7 @@ import trio
 from .. import schema
 from ..credentials import SecretValues, UpdateMask
 from ..rpc import PeerClosed, RequestError
-from . import commands, editor_workspace, turn
+from . import commands, editor_workspace, turn, turn_points
 from .config_options import client_takes_booleans, model_option, stream_option
 from .confirm import CANCELLED, confirm_pending
 from .conversation import WAITING_FOR_CONFIRMATION, Conversation, LocalConversation
@@ -174,7 +174,7 @@ class Session:
                 )
                 self.conversation = await opener(
                     on_event=self._on_sdk_event,
-                    on_token=self.outbox.post_token,
+                    on_token=self._on_sdk_token,
                     name=f"trio-acp-session-{self.id.hex[:8]}",
                 )
                 await self._recover()
@@ -234,8 +234,14 @@ class Session:
     def _on_sdk_event(self, event: Any) -> None:
         # The SDK's thread: the workspace learns which tool call an action is (before its
         # tool runs), then the event goes to the client like any other.
+        turn_points.reached("event", event)
         self.workspace.note_event(event)
         self.outbox.post_event(event)
+
+    def _on_sdk_token(self, chunk: Any) -> None:
+        # The SDK's thread, once per streamed chunk.
+        turn_points.reached("token", chunk)
+        self.outbox.post_token(chunk)
 
     def _post_editor(self, update: Any) -> None:
         # Any thread, never waits (editor_workspace.py): a client terminal embedded in its

@@ -56,6 +56,7 @@ from typing import Any
 import attrs
 import trio
 
+from . import run_gate, turn_points
 from .confirm import CANCELLED
 from .sdk import mask_in_conversation
 from .tool_processes import terminal_params
@@ -154,6 +155,7 @@ class Hub:
                 pass
 
     def post(self, d: Delegation, event: Any) -> None:
+        turn_points.reached("subagent", event)
         self._send(SubagentEvent(d.parent_tool_call_id, d.label, event))
 
     def _send(self, item: Any) -> None:
@@ -377,6 +379,12 @@ def sdk_classes() -> SimpleNamespace:
 
         def on_event(self, event: Any) -> None:
             self._hub.post(self._d, event)
+            # The sub-agent's own thread, in its step: once its turn is cancelled, it takes
+            # no further step (no model call) — its run ends here, with this event shown.
+            # (Stopping it otherwise waits for the step to end and a pause to win its lock.)
+            gate = run_gate.current()
+            if self._d.stopped.is_set() or (gate is not None and gate.closed.is_set()):
+                raise SubagentStopped("The user cancelled; the sub-agent was stopped.")
 
     class SessionTaskManager(TaskManager):
         def _get_sub_agent_from_factory(self, factory: Any) -> Agent:
@@ -430,12 +438,24 @@ def sdk_classes() -> SimpleNamespace:
             self._hub: Hub | None = None
 
         def __call__(self, action: Any, conversation: Any = None) -> Any:
+            try:
+                turn_points.reached("task", action)
+                return self._delegate(action, conversation)
+            finally:
+                turn_points.reached("task:over", action)
+
+        def _delegate(self, action: Any, conversation: Any) -> Any:
             # Without the session's hub (a conversation not made by a session) nobody can
             # be asked: a hub that serves no turn stops a sub-agent at its first question.
             hub = hub_of(conversation) or Hub()
             self._hub = hub
             label = action.description or action.subagent_type or "sub-agent"
-            d = hub.begin(_delegating_call_id(conversation, action), label)
+            call_id = _delegating_call_id(conversation, action)
+            # Through the run's gate (run_gate.py): a sub-agent either starts before a
+            # cancel closes it, and is then stopped and waited for by the turn, or never.
+            gate = run_gate.current()
+            begin = functools.partial(hub.begin, call_id, label)
+            d = gate.admit(begin, what="sub-agent") if gate is not None else begin()
             _current.delegation, _current.hub = d, hub
             try:
                 return super().__call__(action, conversation)
