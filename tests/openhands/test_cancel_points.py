@@ -214,6 +214,8 @@ async def _cancel_at(
 TURN_EVENTS = [
     ("MessageEvent", None, 1),  # the user's message (sent before the run starts)
     ("ActionEvent", "terminal", 1),
+    # The credential guard's verdict on the action (credential_guard.py), before it runs.
+    ("SecurityAnalysisEvent", None, 1),
     ("ObservationEvent", "terminal", 1),
     ("ActionEvent", "finish", 1),
     ("ObservationEvent", "finish", 1),
@@ -244,7 +246,7 @@ async def test_the_turn_events_are_these(env, llm, tmp_path):
                 prompt=[schema.TextContent(text=scenario_prompt("terminal", command="true"))],
             )
     assert response.stop_reason == "end_turn"
-    assert seen == [(name, tool) for name, tool, _ in TURN_EVENTS]
+    assert seen == [(name, tool) for name, tool, _ in TURN_EVENTS], seen
 
 
 @pytest.mark.parametrize(("name", "tool", "nth"), TURN_EVENTS, ids=lambda v: str(v))

@@ -622,6 +622,9 @@ class Session:
         if (
             decision != CANCELLED
             and self._journal is not None
+            # The session's own actions; a sub-agent's batch (subagents.py) runs inside
+            # its delegating call, which the journal already covers.
+            and conv is self.conversation
             and conv.status() == WAITING_FOR_CONFIRMATION  # not rejected: they run next
         ):
             # On disk before they can run: a session reopened after this process stopped
