@@ -13,6 +13,7 @@ from trio_acp.openhands.client_calls import (
     ClientCalls,
     ClientCallTimeout,
 )
+from trio_acp.rpc import RequestError
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 # A guard against a hang (a broken wait would block the test forever), not a timing check.
@@ -56,6 +57,30 @@ async def test_a_client_error_fails_the_call_with_the_clients_reason():
         error = await in_thread(read, calls, proxy, "/w/missing.py")
         assert isinstance(error, ClientCallFailed)
         assert error.code == -32002 and "Resource not found: /w/missing.py" in str(error)
+        calls.close()
+
+
+async def test_a_refusal_under_a_generic_message_fails_the_call_with_its_details():
+    """acpx answers a refused write `{"code":-32603,"message":"Internal error","data":
+    {"details":"Permission denied for fs/write_text_file"}}`: the reason is the details."""
+
+    class Refusing(EditorClient):
+        async def write_text_file(self, params):
+            raise RequestError(
+                -32603, "Internal error", {"details": "Permission denied for fs/write_text_file"}
+            )
+
+    calls = ClientCalls()
+    async with editor_pair(Refusing()) as proxy, trio.open_nursery() as nursery:
+        await nursery.start(calls.run)
+        error = await in_thread(
+            lambda: calls.call(
+                lambda: proxy.write_text_file(session_id=SESSION, path="/w/new.py", content="x"),
+                what="writing /w/new.py",
+            )
+        )
+        assert isinstance(error, ClientCallFailed)
+        assert "Permission denied for fs/write_text_file" in str(error)
         calls.close()
 
 

@@ -212,7 +212,7 @@ class ClientCalls:
                 try:
                     result = await call.fn()
                 except RequestError as exc:
-                    call.settle(error=ClientCallFailed(call.what, exc.code, _one_line(exc.message)))
+                    call.settle(error=ClientCallFailed(call.what, exc.code, client_reason(exc)))
                 except PeerClosed:
                     call.settle(error=ClientCallClosed(call.what))
                 except ClientCallError as exc:
@@ -353,6 +353,23 @@ class ClientCalls:
             self._send.send_nowait(call)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             call.settle(error=ClientCallClosed(call.what))
+
+
+def client_reason(error: RequestError) -> str:
+    """What a client's error answer says, in one line: ``data.details`` (acpx puts the
+    real reason there under a generic ``"Internal error"``), else a string ``data`` or
+    ``data.message``, else the error's ``message``."""
+    data = error.data
+    for candidate in (
+        data.get("details") if isinstance(data, dict) else None,
+        data if isinstance(data, str) else None,
+        data.get("message") if isinstance(data, dict) else None,
+        error.message,
+    ):
+        if isinstance(candidate, str) and candidate.strip():
+            line = " ".join(candidate.split())
+            return line if len(line) <= 500 else line[:499] + "…"
+    return f"error {error.code}"
 
 
 def _one_line(text: Any) -> str:

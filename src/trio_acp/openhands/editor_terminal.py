@@ -79,6 +79,7 @@ from .client_calls import (
     ClientCallFailed,
     ClientCalls,
     ClientCallTimeout,
+    client_reason,
 )
 
 log = logging.getLogger(__name__)
@@ -102,23 +103,6 @@ class CommandNotStarted(ClientCallFailed):
     def __init__(self, code: int | None, reason: str) -> None:
         super().__init__("terminal/create", code, reason)
         self.args = (f"The editor did not run the command: {reason}",)
-
-
-def client_reason(error: RequestError) -> str:
-    """What a client's error answer says, in one line: ``data.details`` (acpx puts the
-    real reason there under a generic ``"Internal error"``), else a string ``data`` or
-    ``data.message``, else the error's ``message``."""
-    data = error.data
-    for candidate in (
-        data.get("details") if isinstance(data, dict) else None,
-        data if isinstance(data, str) else None,
-        data.get("message") if isinstance(data, dict) else None,
-        error.message,
-    ):
-        if isinstance(candidate, str) and candidate.strip():
-            line = " ".join(candidate.split())
-            return line if len(line) <= 500 else line[:499] + "…"
-    return f"error {error.code}"
 
 
 @attrs.frozen
