@@ -32,7 +32,7 @@ from typing import Any
 
 import trio
 
-from trio_acp.openhands.bridge import ThreadBridge
+from trio_acp.openhands.sessions.bridge import ThreadBridge
 from trio_acp.testing.scenarios import long_text
 
 from ._common import emit, percentile
@@ -167,7 +167,7 @@ def _fake_chunks(text: str, size: int) -> list[Any]:
 
 async def pump(tokens: int) -> dict[str, Any]:
     from trio_acp.credentials import SecretValues, UpdateMask
-    from trio_acp.openhands.outbox import Outbox
+    from trio_acp.openhands.sessions.outbox import Outbox
     from trio_acp.openhands.translate import Translator
 
     text = long_text(tokens)

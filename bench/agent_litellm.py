@@ -130,7 +130,7 @@ def main() -> None:
 
     import warnings
 
-    # As the agent does (trio_acp/openhands/sdk.py), before litellm is imported.
+    # As the agent does (trio_acp/openhands/sdk/__init__.py), before litellm is imported.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
     os.environ.setdefault("LITELLM_LOG", "ERROR")

@@ -25,8 +25,8 @@ import time
 
 import trio
 
-from trio_acp.openhands.client_calls import ClientCallError, ClientCalls
-from trio_acp.openhands.editor_files import EditorFiles
+from trio_acp.openhands.editor.client_calls import ClientCallError, ClientCalls
+from trio_acp.openhands.editor.files import EditorFiles
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 
@@ -68,7 +68,7 @@ async def _cancel_write(runs: int) -> tuple[list[float], list[float]]:
 async def _cancel_terminal(runs: int) -> tuple[list[float], list[float]]:
     from openhands.tools.terminal.definition import TerminalAction
 
-    from trio_acp.openhands.editor_terminal import make_executor
+    from trio_acp.openhands.editor.terminal import make_executor
 
     released, done = [], []
     client = EditorClient()

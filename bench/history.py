@@ -533,7 +533,7 @@ async def measure_list(env: dict[str, str], cwd: str, runs: int) -> dict[str, An
                 if frame.get("id") == request_id:
                     return frame
 
-        from trio_acp.openhands import store
+        from trio_acp.openhands.sessions import store
 
         first_page: list[float] = []
         walks: list[float] = []

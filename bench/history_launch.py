@@ -7,7 +7,7 @@ request to its response, the `session/list` sent right after `initialize`, and t
 it. *cold*: the ordinary start (`TRIO_ACP_WARM=0`), so the list runs while the SDK import
 goes on in the background (docs/ARCHITECTURE.md#d3-an-instant-initialize); *warm*: through
 a warm server (README.md "Warm start") of this run, whose children are past the import.
-Each with the list's cache file (trio_acp/openhands/store.py, LIST_CACHE_FILE) as the last
+Each with the list's cache file (trio_acp/openhands/sessions/store.py, LIST_CACHE_FILE) as the last
 process left it, and without it (the first list ever). Medians (and min–max). Nothing
 asserted.
 """
@@ -66,7 +66,7 @@ def _launch(env: dict[str, str], cwd: str) -> tuple[float, float]:
 
 def measure_launches(env: dict[str, str], cwd: str, runs: int) -> list[str]:
     """Printable lines: cold and warm launches, with and without the cache file."""
-    from trio_acp.openhands.store import LIST_CACHE_FILE
+    from trio_acp.openhands.sessions.store import LIST_CACHE_FILE
 
     cache = Path(env["OPENHANDS_PERSISTENCE_DIR"]) / "conversations" / LIST_CACHE_FILE
     base = {k: v for k, v in env.items() if k != "TRIO_ACP_WARM"}

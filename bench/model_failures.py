@@ -2,7 +2,7 @@
 
 The agent is `python -m trio_acp`, spawned as an editor spawns it, with the scripted model
 (trio_acp.testing.ScriptedLLM, in this process) and trio-acp's **default** failure
-settings (src/trio_acp/openhands/model_failures.py): no `LLM_NUM_RETRIES` or
+settings (src/trio_acp/openhands/translate/model_failures.py): no `LLM_NUM_RETRIES` or
 `LLM_RETRY_*` in its environment. One agent process, one session, warmed up by one
 `echo` turn (a session's first prompt also starts its tools). Figures, from
 `session/prompt` sent to its error response:
@@ -16,7 +16,7 @@ settings (src/trio_acp/openhands/model_failures.py): no `LLM_NUM_RETRIES` or
   the 60 s idle timeout (about 2 minutes);
 - with `--big-body`, also an HTTP 500 whose body is 5 MiB on the first attempt, then a
   reply (`error500_big [times:1]`), once: the turn, and the gap between the two attempts'
-  starts, whose documented wait is 2 s (src/trio_acp/openhands/error_bodies.py).
+  starts, whose documented wait is 2 s (src/trio_acp/openhands/sdk/error_bodies.py).
 
 Prints a table and one JSON line (`--json FILE` writes it to a file too). Asserts nothing.
 """

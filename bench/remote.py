@@ -7,7 +7,7 @@ and hand every token to a Trio task through the session's `ThreadBridge`, as a s
 
 - local:  `LocalConversation.arun()` on a `LoopThread` (how sessions run it), cancelled with
           `interrupt()` until the run is over (session.py's `_interrupt_until_done`);
-- remote: `RemoteConversationDriver` (src/trio_acp/openhands/remote.py) on a real
+- remote: `RemoteConversationDriver` (src/trio_acp/openhands/backends/remote.py) on a real
           `openhands-agent-server` on 127.0.0.1 (`trio_acp.testing.agent_server`), cancelled
           with `run(cancel_event)` (the server's interrupt + stopping the terminal's commands).
 
@@ -34,10 +34,10 @@ from typing import Any
 
 import trio
 
-from trio_acp.openhands.agent_server_config import AgentServerTarget
-from trio_acp.openhands.bridge import ThreadBridge
-from trio_acp.openhands.loop_thread import LoopThread, wait_done
-from trio_acp.openhands.remote import RemoteConversationDriver
+from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
+from trio_acp.openhands.backends.loop_thread import LoopThread, wait_done
+from trio_acp.openhands.backends.remote import RemoteConversationDriver
+from trio_acp.openhands.sessions.bridge import ThreadBridge
 from trio_acp.testing import ScriptedLLM, fast_llm_kwargs, scenario_prompt
 from trio_acp.testing.agent_server import AgentServer
 

@@ -8,7 +8,7 @@ Alternating runs of a fresh `python -m trio_acp` (local) and `python -m trio_acp
 
 - spawn → `initialize` answered;
 - spawn → first `session/new` answered (sent right after `initialize`: it waits for the
-  background SDK import, `src/trio_acp/openhands/sdk.py`);
+  background SDK import, `src/trio_acp/openhands/sdk/__init__.py`);
 - a second `session/new` in the same process (the session's own cost, SDK loaded);
 - and, in a fresh interpreter, the import time of `openhands.sdk` and of the `litellm` it
   imports (`python -X importtime`): what a remote session cannot avoid, since the SDK's

@@ -73,7 +73,7 @@ async def _drive(chunks: list[Any], spin_s: float, sink_fd: int, journal: bool) 
 
     from trio_acp.connection._agent_side import ClientProxy
     from trio_acp.credentials import SecretValues, UpdateMask
-    from trio_acp.openhands.outbox import Outbox
+    from trio_acp.openhands.sessions.outbox import Outbox
     from trio_acp.openhands.translate import Translator
     from trio_acp.rpc import open_peer
 
@@ -100,7 +100,7 @@ async def _drive(chunks: list[Any], spin_s: float, sink_fd: int, journal: bool) 
             outbox = Outbox(Translator("/"), UpdateMask(SecretValues()), send_update)
             scratch = tempfile.TemporaryDirectory()
             if journal:  # as a local session has it (journal.py)
-                from trio_acp.openhands.journal import TurnJournal
+                from trio_acp.openhands.sessions.journal import TurnJournal
 
                 outbox.journal = TurnJournal(Path(scratch.name) / "trio_acp_turn.jsonl")
             outbox.begin_turn(1)

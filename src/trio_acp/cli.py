@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
     secrets = SecretValues()
     _configure_logging(args.log_level, args.log_file, secrets)
     if args.setup or args.command == "setup":
-        from .openhands.terminal_setup import run_setup
+        from .openhands.setup.terminal_setup import run_setup
 
         return run_setup()
     if args.command in (None, "serve"):
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
         trio.run(serve_main, env, secrets, args.agent_server)
         _exit_now(0)
     if args.command == "agent-server":
-        from .openhands.agent_server_command import serve as serve_agent_server
+        from .openhands.backends.agent_server_command import serve as serve_agent_server
 
         return serve_agent_server(
             host=args.host,

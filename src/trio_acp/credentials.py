@@ -206,7 +206,7 @@ def encoded_forms(value: str) -> set[str]:
     whatever surrounds the value. Not covered: an encoding wrapped across lines (`base64`
     wraps at 76 characters), and any other transformation (rot13, compression, a key
     cut in pieces): those are the reason reading the files that hold a key is always
-    asked (`openhands/credential_files.py`).
+    asked (`openhands/permissions/credential_files.py`).
     """
     raw = value.encode()
     forms = {value[::-1], raw.hex(), raw.hex().upper(), " ".join(value), "\n".join(value)}

@@ -31,7 +31,7 @@ acp = pytest.importorskip("acp")
 from _oh_harness import TIMEOUT, Client, Wire, agent_env, new_session, trio_acp_agent  # noqa: E402
 from acp.schema import TextContentBlock  # noqa: E402
 
-from trio_acp.openhands.journal import JOURNAL_FILE  # noqa: E402
+from trio_acp.openhands.sessions.journal import JOURNAL_FILE  # noqa: E402
 from trio_acp.openhands.translate.interruptions import (  # noqa: E402
     NOT_APPROVED,
     STOPPED_TEXT,

@@ -142,7 +142,7 @@ async def _delegation(llm, home, ws):
         deadline = loop.time() + TIMEOUT
         # The moment its `sleep` exists, whether or not the client has seen the sub-agent's
         # call yet: the turn answers only once the sub-agent's last events are shown
-        # (openhands/subagents.py).
+        # (openhands/setup/subagents.py).
         while not _sleeps(agent) and loop.time() < deadline and not task.done():
             await asyncio.sleep(0.05)
         out["sleeping"] = bool(_sleeps(agent))

@@ -26,7 +26,7 @@ from _oh_harness import TIMEOUT, Client, Wire, _prompt, _run, agent_env  # noqa:
 from acp.exceptions import RequestError as AcpRequestError  # noqa: E402
 from acp.schema import AuthCapabilities, ClientCapabilities, Implementation  # noqa: E402
 
-from trio_acp.openhands.settings import load_settings  # noqa: E402
+from trio_acp.openhands.setup.settings import load_settings  # noqa: E402
 from trio_acp.testing import scenario_prompt  # noqa: E402
 
 

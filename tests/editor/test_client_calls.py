@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from trio_acp.openhands.client_calls import (
+from trio_acp.openhands.editor.client_calls import (
     ClientCallCancelled,
     ClientCallClosed,
     ClientCallFailed,

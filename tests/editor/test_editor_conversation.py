@@ -9,8 +9,8 @@ import pytest
 import trio
 
 from trio_acp import schema
-from trio_acp.openhands import editor_workspace
-from trio_acp.openhands.editor_workspace import EditorWorkspace
+from trio_acp.openhands.editor import workspace as editor_workspace
+from trio_acp.openhands.editor.workspace import EditorWorkspace
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 pytest.importorskip("openhands.sdk.testing")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from trio_acp.openhands.client_calls import ClientCalls
-from trio_acp.openhands.editor_files import EditorFiles, make_executor
+from trio_acp.openhands.editor.client_calls import ClientCalls
+from trio_acp.openhands.editor.files import EditorFiles, make_executor
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
 pytest.importorskip("openhands.tools.file_editor")

@@ -16,8 +16,8 @@ import psutil
 import pytest
 import trio
 
-from trio_acp.openhands.client_calls import ClientCalls
-from trio_acp.openhands.editor_terminal import client_reason, make_executor, setup_script
+from trio_acp.openhands.editor.client_calls import ClientCalls
+from trio_acp.openhands.editor.terminal import client_reason, make_executor, setup_script
 from trio_acp.rpc import RequestError
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
@@ -458,7 +458,7 @@ def test_the_clients_reason_is_its_details_else_its_message(data, reason):
 
 AGENT = """
 import json, sys, time
-from trio_acp.openhands.editor_terminal import _Private
+from trio_acp.openhands.editor.terminal import _Private
 private = _Private.open()
 launch = private.launch(sys.argv[1], 1, None)
 print(json.dumps([launch.command, *launch.args, launch.env["BASH_ENV"]]), flush=True)

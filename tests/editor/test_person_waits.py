@@ -23,7 +23,7 @@ import trio.testing
 
 from trio_acp import schema
 from trio_acp.connection import open_agent_connection
-from trio_acp.openhands.client_calls import (
+from trio_acp.openhands.editor.client_calls import (
     ANSWER_TIMEOUT_VAR,
     ClientCallCancelled,
     ClientCallClosed,
@@ -31,10 +31,10 @@ from trio_acp.openhands.client_calls import (
     ClientCallTimeout,
     configured_answer_timeout,
 )
-from trio_acp.openhands.confirm import CANCELLED, PermissionFailed, ask
-from trio_acp.openhands.editor_files import EditorFiles
-from trio_acp.openhands.editor_terminal import run_in_client_terminal
-from trio_acp.openhands.permissions import action_scope
+from trio_acp.openhands.editor.files import EditorFiles
+from trio_acp.openhands.editor.terminal import run_in_client_terminal
+from trio_acp.openhands.permissions.confirm import CANCELLED, PermissionFailed, ask
+from trio_acp.openhands.permissions.policy import action_scope
 from trio_acp.testing.editor import SESSION, ProxyAgent
 
 # A guard against a hang (a wait nobody releases), not a timing check.

@@ -11,9 +11,9 @@ import pytest
 import trio
 
 from trio_acp import schema
-from trio_acp.openhands.confirm import confirm_pending
-from trio_acp.openhands.permissions import ALLOW_ONCE, Rule, RuleBook
-from trio_acp.openhands.session_roots import SessionRoots
+from trio_acp.openhands.editor.session_roots import SessionRoots
+from trio_acp.openhands.permissions.confirm import confirm_pending
+from trio_acp.openhands.permissions.policy import ALLOW_ONCE, Rule, RuleBook
 
 pytest.importorskip("openhands.sdk")
 from openhands.sdk.event import ActionEvent

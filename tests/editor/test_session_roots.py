@@ -3,7 +3,7 @@
 import pytest
 
 from trio_acp import schema
-from trio_acp.openhands.session_roots import (
+from trio_acp.openhands.editor.session_roots import (
     INDEX_KEY,
     RootsError,
     parse_roots,

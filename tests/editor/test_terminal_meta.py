@@ -3,7 +3,7 @@
 from types import SimpleNamespace
 
 from trio_acp import schema
-from trio_acp.openhands.terminal_meta import (
+from trio_acp.openhands.editor.terminal_meta import (
     TerminalMetaStream,
     merge_outputs,
     supports_terminal_meta,

@@ -21,7 +21,7 @@ from _inprocess import agent_env, loader
 from trio_acp import schema
 from trio_acp.connection import open_agent_connection
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.settings import load_settings
+from trio_acp.openhands.setup.settings import load_settings
 from trio_acp.rpc import RequestError
 from trio_acp.testing import Reply, Scenario, ScriptedLLM, ToolCall, scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
@@ -355,7 +355,7 @@ async def test_slash_commands(env, tmp_path, llm):
 
 
 def test_rules_persist_and_reject_wins(tmp_path):
-    from trio_acp.openhands.permissions import Rule, RuleBook, action_scope
+    from trio_acp.openhands.permissions.policy import Rule, RuleBook, action_scope
 
     path = tmp_path / "rules.json"
     book = RuleBook(path)

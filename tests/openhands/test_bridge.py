@@ -8,8 +8,8 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from trio_acp.openhands.bridge import Flush, ThreadBridge
-from trio_acp.openhands.loop_thread import LoopThread, wait_future
+from trio_acp.openhands.backends.loop_thread import LoopThread, wait_future
+from trio_acp.openhands.sessions.bridge import Flush, ThreadBridge
 
 
 async def _drain(bridge: ThreadBridge, n: int) -> list:

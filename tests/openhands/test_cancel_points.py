@@ -2,7 +2,7 @@
 real SDK in process with the scripted model (issue 22, items 1 and 7).
 
 Each test runs a turn whose command is `sleep <unique>; touch <marker>` and steps in at
-one named point of it (`trio_acp.openhands.turn_points`): an SDK callback, a streamed
+one named point of it (`trio_acp.openhands.permissions.turn_points`): an SDK callback, a streamed
 token, a sub-agent's event, just before or just after the command reaches the shell, a
 pending permission request. The thread that reached the point sends the cancel and is
 held there until the cancel has landed (the run's gate closed: run_gate.py), so the cancel
@@ -32,8 +32,8 @@ import trio
 
 from _inprocess import RecordingClient, loader
 from trio_acp import schema
-from trio_acp.openhands import run_gate, turn_points
 from trio_acp.openhands.agent import open_openhands_agent
+from trio_acp.openhands.permissions import run_gate, turn_points
 from trio_acp.testing import scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
 

@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from trio_acp.openhands.collector import collector_paused
+from trio_acp.openhands.sessions.collector import collector_paused
 
 
 @pytest.fixture(autouse=True)

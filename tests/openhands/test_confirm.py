@@ -16,8 +16,8 @@ from openhands.sdk.event import ActionEvent
 from openhands.sdk.llm import MessageToolCall
 
 from trio_acp import schema
-from trio_acp.openhands.confirm import ask
-from trio_acp.openhands.permissions import ALLOW_ONCE, action_scope
+from trio_acp.openhands.permissions.confirm import ask
+from trio_acp.openhands.permissions.policy import ALLOW_ONCE, action_scope
 from trio_acp.openhands.translate import Translator
 from trio_acp.testing.wire_check import validate_type
 

@@ -18,9 +18,9 @@ import trio
 
 from _inprocess import agent_env, loader
 from trio_acp import schema
-from trio_acp.openhands.confirm import PermissionFailed, confirm_pending
-from trio_acp.openhands.credential_files import CredentialFiles
-from trio_acp.openhands.permissions import (
+from trio_acp.openhands.permissions.confirm import PermissionFailed, confirm_pending
+from trio_acp.openhands.permissions.credential_files import CredentialFiles
+from trio_acp.openhands.permissions.policy import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
     ALWAYS_APPROVE,

@@ -10,7 +10,7 @@ import trio
 from test_turn_fast import _Host
 
 from trio_acp import schema
-from trio_acp.openhands.critic_review import (
+from trio_acp.openhands.setup.critic_review import (
     CriticOutcome,
     Issue,
     outcome_of,
@@ -18,7 +18,7 @@ from trio_acp.openhands.critic_review import (
     review_updates,
     wants_refinement,
 )
-from trio_acp.openhands.user_setup import CriticSettings
+from trio_acp.openhands.setup.user_setup import CriticSettings
 from trio_acp.testing.fake_conversation import FakeConversation, Reply, Tool
 
 REFINE = CriticSettings(enable_iterative_refinement=True)
@@ -174,8 +174,8 @@ async def test_no_verdict_without_a_critic_and_none_for_a_stopped_run(autojump):
 
 
 def test_the_critic_template_and_timeout_variables(tmp_path):
-    from trio_acp.openhands.settings import SettingsError
-    from trio_acp.openhands.user_setup import _critic_timeout, load_critic_template
+    from trio_acp.openhands.setup.settings import SettingsError
+    from trio_acp.openhands.setup.user_setup import _critic_timeout, load_critic_template
 
     config = tmp_path / "tokenizer_config.json"
     config.write_text('{"chat_template": "{{ messages }}", "eos_token": "x"}')

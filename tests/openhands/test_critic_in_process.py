@@ -19,8 +19,8 @@ import trio
 from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.critic import critic_server_url, session_critic
-from trio_acp.openhands.user_setup import CliConfig, CriticSettings
+from trio_acp.openhands.setup.critic import critic_server_url, session_critic
+from trio_acp.openhands.setup.user_setup import CliConfig, CriticSettings
 from trio_acp.testing import ScriptedLLM, scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
 

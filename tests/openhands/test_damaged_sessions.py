@@ -425,7 +425,7 @@ async def test_a_conversation_that_fails_to_open_for_another_reason_says_why_and
 
 
 async def test_a_session_that_cannot_start_raises_the_failure_itself_not_a_group():
-    from trio_acp.openhands.session import Session
+    from trio_acp.openhands.sessions.session import Session
 
     def factory(**_):
         raise OSError(28, "No space left on device", "/x/base_state.json")

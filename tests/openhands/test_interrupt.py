@@ -7,10 +7,10 @@ from typing import Any
 
 import trio
 
-from trio_acp.openhands import turn
-from trio_acp.openhands.conversation import _FutureRun
-from trio_acp.openhands.loop_thread import LoopThread, wait_done
-from trio_acp.openhands.turn import interrupt_until_done
+from trio_acp.openhands.backends.conversation import _FutureRun
+from trio_acp.openhands.backends.loop_thread import LoopThread, wait_done
+from trio_acp.openhands.sessions import turn
+from trio_acp.openhands.sessions.turn import interrupt_until_done
 
 
 class _Conversation:

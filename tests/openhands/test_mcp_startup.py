@@ -3,7 +3,7 @@ in test_notices_in_process.py."""
 
 from __future__ import annotations
 
-from trio_acp.openhands.mcp_startup import DEFAULT_MCP_TIMEOUT, MCP_TIMEOUT_VAR, mcp_timeout
+from trio_acp.openhands.setup.mcp_startup import DEFAULT_MCP_TIMEOUT, MCP_TIMEOUT_VAR, mcp_timeout
 
 
 def test_the_bound_comes_from_the_environment():

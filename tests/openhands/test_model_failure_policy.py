@@ -10,7 +10,7 @@ from __future__ import annotations
 import email.utils
 import time
 
-from trio_acp.openhands.model_failures import (
+from trio_acp.openhands.translate.model_failures import (
     RETRY_AFTER_CAP,
     TIMEOUT_ATTEMPTS,
     RetryPolicy,

@@ -18,15 +18,15 @@ import trio
 from _inprocess import loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.error_bodies import MAX_ERROR_BODY
-from trio_acp.openhands.model_failures import (
+from trio_acp.openhands.sdk import build_llm
+from trio_acp.openhands.sdk.error_bodies import MAX_ERROR_BODY
+from trio_acp.openhands.setup.settings import load_settings
+from trio_acp.openhands.translate.model_failures import (
     LLM_FAILURE_DEFAULTS,
     RETRY_AFTER_CAP,
     chain,
     describe_model_failure,
 )
-from trio_acp.openhands.sdk import build_llm
-from trio_acp.openhands.settings import load_settings
 from trio_acp.openhands.translate.streams import CUT_OFF
 from trio_acp.rpc import RequestError
 from trio_acp.testing import scenario_prompt, scripted_env

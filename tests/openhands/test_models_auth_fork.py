@@ -544,8 +544,8 @@ async def test_an_action_left_waiting_for_approval_is_not_run_by_a_fork(env, tmp
 
 
 def test_model_list_inheritance_rules(tmp_path):
-    from trio_acp.openhands.models import model_choices
-    from trio_acp.openhands.settings import SettingsError, load_settings
+    from trio_acp.openhands.setup.models import model_choices
+    from trio_acp.openhands.setup.settings import SettingsError, load_settings
 
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "good.json").write_text(json.dumps({"model": "anthropic/p"}))

@@ -18,8 +18,8 @@ import trio
 from _inprocess import RecordingClient, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.settings import SettingsError, load_settings
-from trio_acp.openhands.user_setup import (
+from trio_acp.openhands.setup.settings import SettingsError, load_settings
+from trio_acp.openhands.setup.user_setup import (
     CriticSettings,
     hooks_file,
     load_cli_config,
@@ -303,7 +303,7 @@ async def test_a_session_on_the_cli_files_has_their_model_mcp_skills_and_hooks(l
 
 
 def test_a_stored_conversations_tools_are_kept_and_its_terminal_is_ours():
-    from trio_acp.openhands.agent_spec import session_tools
+    from trio_acp.openhands.setup.agent_spec import session_tools
 
     sdk = trio.run(loader().get)
     tools = session_tools(
@@ -333,7 +333,7 @@ def test_a_stored_conversations_tools_are_kept_and_its_terminal_is_ours():
     from openhands.sdk.subagent import get_registered_agent_definitions
     from openhands.sdk.tool.registry import resolve_tool
 
-    from trio_acp.openhands.subagents import sdk_classes
+    from trio_acp.openhands.setup.subagents import sdk_classes
 
     assert {"general-purpose", "bash-runner", "code-explorer"} <= {
         d.name for d in get_registered_agent_definitions()
@@ -470,14 +470,14 @@ async def test_a_conversation_made_by_the_cli_lists_loads_and_continues_with_its
 def test_setup_files_nested_too_deeply_are_invalid_json(tmp_path):
     # json raises RecursionError for 100,000 `[`: each file here said something generic
     # (-32603) or nothing; now it is invalid JSON like any other, named as such.
-    from trio_acp.openhands.agent_server_config import (
+    from trio_acp.openhands.backends.agent_server_config import (
         SETTINGS_FILE as AGENT_SERVER_FILE,
     )
-    from trio_acp.openhands.agent_server_config import (
+    from trio_acp.openhands.backends.agent_server_config import (
         AgentServerConfigError,
         load_agent_server,
     )
-    from trio_acp.openhands.settings import SETTINGS_FILE
+    from trio_acp.openhands.setup.settings import SETTINGS_FILE
 
     nested = "[" * 100_000
     (tmp_path / SETTINGS_FILE).write_text(nested)

@@ -10,7 +10,7 @@ import trio
 
 from trio_acp import schema
 from trio_acp.credentials import SecretValues, UpdateMask
-from trio_acp.openhands.outbox import Outbox
+from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.translate import Translator
 from trio_acp.rpc import notify_at_once
 

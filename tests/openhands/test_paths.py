@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trio_acp.openhands.prompt import prompt_to_parts
 from trio_acp.openhands.translate.paths import (
     abs_path,
     file_uri_to_path,
     local_path,
     path_to_file_uri,
 )
+from trio_acp.openhands.translate.prompt import prompt_to_parts
 
 # (uri, POSIX reading, Windows reading)
 KNOWN = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 
 from trio_acp import schema
-from trio_acp.openhands.prompt import ImagePart, TextPart, prompt_to_parts
+from trio_acp.openhands.translate.prompt import ImagePart, TextPart, prompt_to_parts
 
 
 def test_text_blocks():
@@ -123,7 +123,7 @@ def test_order_is_preserved():
 
 
 def test_adjacent_text_parts_merge_into_one_and_images_stay_in_place():
-    from trio_acp.openhands.prompt import merge_text
+    from trio_acp.openhands.translate.prompt import merge_text
 
     parts = prompt_to_parts(
         [schema.TextContent(text=f"b{i}") for i in range(1000)]
@@ -143,7 +143,7 @@ def test_adjacent_text_parts_merge_into_one_and_images_stay_in_place():
 def test_the_sdk_message_gets_one_text_content_per_run_of_text():
     from types import SimpleNamespace
 
-    from trio_acp.openhands.conversation import user_message
+    from trio_acp.openhands.backends.conversation import user_message
 
     sdk = SimpleNamespace(
         TextContent=lambda text: ("text", text),

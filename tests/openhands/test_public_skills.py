@@ -12,8 +12,8 @@ import pytest
 import trio
 
 from _inprocess import loader
-from trio_acp.openhands import public_skills
-from trio_acp.openhands.agent_spec import agent_context
+from trio_acp.openhands.setup import public_skills
+from trio_acp.openhands.setup.agent_spec import agent_context
 
 SKILL = "---\nname: {name}\ndescription: {text}\n---\n{text}\n"
 
@@ -80,7 +80,7 @@ def test_offline_the_fetch_is_tried_once_and_its_failure_logged_once(fetches, tm
     build_twice(tmp_path, tmp_path / "trio")
     assert fetches.count == 1
     problems = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert [r.name for r in problems] == ["trio_acp.openhands.public_skills"]
+    assert [r.name for r in problems] == ["trio_acp.openhands.setup.public_skills"]
     assert "Could not resolve host: github.com" in problems[0].getMessage()
     assert "\n" not in problems[0].getMessage()
     # Remembered in trio-acp's persistence directory, never beside the SDK's clone in HOME.

@@ -12,8 +12,8 @@ from types import SimpleNamespace as NS
 import trio
 
 from trio_acp import schema
-from trio_acp.openhands.journal import JournalRecord, Shown, TurnJournal
-from trio_acp.openhands.recovery import plan_recovery, turn_tail
+from trio_acp.openhands.sessions.journal import JournalRecord, Shown, TurnJournal
+from trio_acp.openhands.sessions.recovery import plan_recovery, turn_tail
 from trio_acp.openhands.translate import Translator, message_id
 from trio_acp.openhands.translate.interruptions import (
     CANCEL_NOTE,

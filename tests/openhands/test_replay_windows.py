@@ -48,9 +48,9 @@ from openhands.tools.terminal import TerminalAction, TerminalObservation
 from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.conversation import LocalConversation
-from trio_acp.openhands.outbox import Outbox
+from trio_acp.openhands.backends.conversation import LocalConversation
 from trio_acp.openhands.sdk import import_sdk
+from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.translate import Translator, coalesce
 from trio_acp.openhands.translate.replay import replay_windows
 from trio_acp.testing import ScriptedLLM, scenario_prompt

@@ -8,7 +8,7 @@ import trio
 from test_agent_in_process import Client, _start, _text, env, llm, loader  # noqa: F401  (fixtures)
 
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.session import Session
+from trio_acp.openhands.sessions.session import Session
 from trio_acp.rpc import RequestError
 from trio_acp.testing import scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair

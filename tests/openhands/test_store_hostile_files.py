@@ -1,4 +1,4 @@
-"""Hostile files in the persistence directory (trio_acp.openhands.store): whatever a file
+"""Hostile files in the persistence directory (trio_acp.openhands.sessions.store): whatever a file
 holds, session/list answers, a damaged session lists as damaged, the cache file never
 speaks for a session against its own files, and what is shown is fit to be shown."""
 
@@ -12,9 +12,9 @@ import orjson
 import pytest
 from test_store_list_cache import make  # one stored session, as the cache tests build it
 
-from trio_acp.openhands import store as store_mod
-from trio_acp.openhands.damage import find_damage
-from trio_acp.openhands.store import (
+from trio_acp.openhands.sessions import store as store_mod
+from trio_acp.openhands.sessions.damage import find_damage
+from trio_acp.openhands.sessions.store import (
     DAMAGED,
     LIST_CACHE_FILE,
     SET_ASIDE_CACHE_FILE,

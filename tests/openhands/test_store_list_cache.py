@@ -1,4 +1,4 @@
-"""session/list keeps parsed entries between lists (trio_acp.openhands.store): a list after
+"""session/list keeps parsed entries between lists (trio_acp.openhands.sessions.store): a list after
 a session's files change, appear or vanish sees the change; unchanged ones are not re-read."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trio_acp.openhands import store as store_mod
-from trio_acp.openhands.store import DAMAGED, SessionStore
+from trio_acp.openhands.sessions import store as store_mod
+from trio_acp.openhands.sessions.store import DAMAGED, SessionStore
 
 
 def make(root: Path, cwd: str, *, title: str, updated: str, aged: bool = True) -> uuid.UUID:

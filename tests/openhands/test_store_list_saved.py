@@ -1,4 +1,4 @@
-"""session/list's cache saved for the next process (trio_acp.openhands.store, LIST_CACHE_FILE):
+"""session/list's cache saved for the next process (trio_acp.openhands.sessions.store, LIST_CACHE_FILE):
 a new process's first list uses it for the sessions whose files have not changed, and only for
 those; a damaged or foreign cache file costs reads, never a wrong list."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_store_list_cache import age, make  # one stored session, as the cache tests build it
 
-from trio_acp.openhands import store as store_mod
-from trio_acp.openhands.store import DAMAGED, LIST_CACHE_FILE, PAGE_SIZE, SessionStore
+from trio_acp.openhands.sessions import store as store_mod
+from trio_acp.openhands.sessions.store import DAMAGED, LIST_CACHE_FILE, PAGE_SIZE, SessionStore
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""session/list's pages after the first (trio_acp.openhands.store): they follow the order the
+"""session/list's pages after the first (trio_acp.openhands.sessions.store): they follow the order the
 first page's list found and check only the sessions they show, each read as it is now."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from test_store_list_cache import make  # one stored session, as the cache tests build it
 
-from trio_acp.openhands import store as store_mod
-from trio_acp.openhands.store import PAGE_SIZE, SessionStore
+from trio_acp.openhands.sessions import store as store_mod
+from trio_acp.openhands.sessions.store import PAGE_SIZE, SessionStore
 
 
 def retitle(root: Path, sid: uuid.UUID, cwd: str, title: str, updated: str) -> None:

@@ -1,5 +1,5 @@
 """A cancel while a sub-agent's events are still on their way from its thread: the turn
-answers only once they are shown (openhands/subagents.py, translate/subagents.py).
+answers only once they are shown (openhands/setup/subagents.py, translate/subagents.py).
 
 The real SDK in process, on the scripted model: the parent delegates with the `task` tool
 and the sub-agent runs a terminal command. The sub-agent's thread is held as it delivers

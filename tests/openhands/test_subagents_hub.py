@@ -1,4 +1,4 @@
-"""The sub-agents' hub (openhands/subagents.py): a sub-agent's thread asks the running turn
+"""The sub-agents' hub (openhands/setup/subagents.py): a sub-agent's thread asks the running turn
 and waits; every way a turn can end releases it; nothing is approved by default; stopping
 waits for the sub-agent's thread. Real threads, no SDK."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import trio
 import trio.testing
 
-from trio_acp.openhands.confirm import CANCELLED
-from trio_acp.openhands.subagents import (
+from trio_acp.openhands.permissions.confirm import CANCELLED
+from trio_acp.openhands.setup.subagents import (
     REJECT,
     RUN,
     STOP,

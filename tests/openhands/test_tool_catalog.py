@@ -12,8 +12,8 @@ import pytest
 import trio
 
 from trio_acp import schema
-from trio_acp.openhands.confirm import ask, preview
-from trio_acp.openhands.permissions import ALLOW_ONCE, Rule, RuleBook, Scope, action_scope
+from trio_acp.openhands.permissions.confirm import ask, preview
+from trio_acp.openhands.permissions.policy import ALLOW_ONCE, Rule, RuleBook, Scope, action_scope
 from trio_acp.openhands.translate import Translator, present, tool_arguments, tools
 from trio_acp.openhands.translate.paths import abs_path
 from trio_acp.openhands.translate.tools import GENERIC, ToolSpec, lookup, path_scope, register

@@ -19,10 +19,11 @@ import trio.testing
 
 from trio_acp import schema
 from trio_acp.credentials import SecretValues, UpdateMask
-from trio_acp.openhands import confirm, turn
-from trio_acp.openhands.bridge_items import TokenChunk
-from trio_acp.openhands.outbox import Outbox
-from trio_acp.openhands.permissions import RuleBook
+from trio_acp.openhands.permissions import confirm
+from trio_acp.openhands.permissions.policy import RuleBook
+from trio_acp.openhands.sessions import turn
+from trio_acp.openhands.sessions.bridge_items import TokenChunk
+from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.translate import Translator
 from trio_acp.testing.fake_conversation import Failure, FakeConversation, Reply, Tool
 
@@ -241,7 +242,7 @@ async def test_a_failed_model_call_ends_the_turn_with_an_error_after_its_updates
 
 def test_the_turn_the_outbox_and_the_fake_import_no_sdk():
     code = (
-        "import sys, trio_acp.openhands.turn, trio_acp.openhands.outbox, trio_acp.testing.fake_conversation;"
+        "import sys, trio_acp.openhands.sessions.turn, trio_acp.openhands.sessions.outbox, trio_acp.testing.fake_conversation;"
         "print(sorted(m for m in sys.modules if m == 'openhands' or m.startswith('openhands.')))"
     )
     out = subprocess.run(

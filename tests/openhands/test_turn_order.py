@@ -286,7 +286,7 @@ async def test_property_a_cancel_ends_every_prompt_received_before_it(env, tmp_p
 async def test_closing_a_session_removes_the_file_editors_temporary_history(env, tmp_path):
     # The SDK's file editor makes an `oh_editor_history_*` directory per session and never
     # removes it; a long-running editor agent would pile them up in the temp directory.
-    from trio_acp.openhands.tool_processes import editor_history_dirs
+    from trio_acp.openhands.permissions.tool_processes import editor_history_dirs
 
     agent_stream, client_stream = trio.testing.memory_stream_pair()
     raw = RawClient(client_stream)

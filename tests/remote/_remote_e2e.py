@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from trio_acp.openhands.remote import MARKER_VAR
+from trio_acp.openhands.backends.remote import MARKER_VAR
 from trio_acp.testing import ScriptedLLM, scripted_env
 from trio_acp.testing.agent_server import AgentServer
 from trio_acp.testing.raw_agent import RawAgent

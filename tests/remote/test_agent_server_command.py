@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from trio_acp.openhands.agent_server_command import (
+from trio_acp.openhands.backends.agent_server_command import (
     CONFIG_FILE,
     KEYS_FILE,
     AgentServerCommandError,

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from trio_acp.openhands.agent_server_config import (
+from trio_acp.openhands.backends.agent_server_config import (
     ENV_API_KEY,
     ENV_STALL_TIMEOUT,
     ENV_URL,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from trio_acp.openhands.agent_server_config import AgentServerTarget
-from trio_acp.openhands.remote import RemoteConversationDriver
+from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
+from trio_acp.openhands.backends.remote import RemoteConversationDriver
 from trio_acp.testing import ScriptedLLM, fast_llm_kwargs, scenario_prompt
 
 pytestmark = pytest.mark.timeout(180)
@@ -69,7 +69,7 @@ async def test_cancel_during_an_approved_command_stops_it_after_a_reattach(sdk, 
     import psutil
     import trio
 
-    from trio_acp.openhands.remote import MARKER_VAR
+    from trio_acp.openhands.backends.remote import MARKER_VAR
     from trio_acp.openhands.sdk import build_agent, confirmation_setup
 
     def marked_sleeps(marker: str) -> list[psutil.Process]:

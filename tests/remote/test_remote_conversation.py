@@ -20,8 +20,8 @@ import psutil
 import pytest
 import trio
 
-from trio_acp.openhands.agent_server_config import AgentServerTarget
-from trio_acp.openhands.remote import (
+from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
+from trio_acp.openhands.backends.remote import (
     INTERRUPTION_NOTE,
     MARKER_VAR,
     RemoteConversationDriver,
@@ -331,7 +331,7 @@ async def test_the_key_never_appears_in_errors_logs_or_files(sdk, target, llm, s
 async def test_a_delete_the_server_refuses_removes_nothing(sdk, target, llm, server):
     """The server answers, and says no (here: a wrong key): session/delete fails, saying
     nothing was removed; the conversation is still there to delete once the key is right."""
-    from trio_acp.openhands.remote_conversation import delete_on_server
+    from trio_acp.openhands.backends.remote_conversation import delete_on_server
     from trio_acp.rpc import RequestError
 
     driver = await open_driver(sdk, target, llm, server, Seen())
@@ -441,7 +441,7 @@ async def test_one_response_id_per_response_and_late_deltas_dropped(sdk):
     response is complete (the server publishes them on another path than events)."""
     from openhands.sdk.event import MessageEvent, StreamingDeltaEvent
 
-    from trio_acp.openhands.remote import _Inbox
+    from trio_acp.openhands.backends.remote import _Inbox
 
     tokens: list[Any] = []
     inbox = _Inbox(trio.lowlevel.current_trio_token(), lambda event: None, tokens.append)

@@ -10,9 +10,9 @@ import pytest
 import trio
 
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.agent_server_config import AgentServerTarget
-from trio_acp.openhands.remote_conversation import delete_on_server, session_server
-from trio_acp.openhands.store import SessionStore
+from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
+from trio_acp.openhands.backends.remote_conversation import delete_on_server, session_server
+from trio_acp.openhands.sessions.store import SessionStore
 from trio_acp.rpc import ErrorCode, RequestError
 from trio_acp.testing import open_in_memory_pair, scripted_env
 

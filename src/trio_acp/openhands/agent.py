@@ -17,18 +17,23 @@ from typing import Any
 
 import trio
 
-from .. import __version__, schema
-from ..credentials import SecretValues, secret_values
-from ..rpc import RequestError, after_response, current_request_id
-from ..schema import unstable
-from . import commands
-from .agent_server_api import RemoteError
-from .agent_server_config import AgentServerConfigError, AgentServerTarget, load_agent_server
-from .agent_spec import session_tools
-from .collector import collector_paused
-from .conversation import fork_stored
-from .critic_review import settings_notice
-from .errors import (
+from trio_acp import __version__, schema
+from trio_acp.credentials import SecretValues, secret_values
+from trio_acp.openhands.backends.agent_server_api import RemoteError
+from trio_acp.openhands.backends.agent_server_config import (
+    AgentServerConfigError,
+    AgentServerTarget,
+    load_agent_server,
+)
+from trio_acp.openhands.backends.conversation import fork_stored
+from trio_acp.openhands.backends.remote_conversation import (
+    delete_on_server,
+    fork_on_server,
+    preload_remote_client,
+    session_server,
+)
+from trio_acp.openhands.editor.session_roots import RootsError, SessionRoots, parse_roots
+from trio_acp.openhands.errors import (
     busy,
     explained,
     internal,
@@ -37,25 +42,30 @@ from .errors import (
     reraise,
     unknown_session,
 )
-from .models import model_choices
-from .remote_conversation import (
-    delete_on_server,
-    fork_on_server,
-    preload_remote_client,
-    session_server,
+from trio_acp.openhands.sdk import SdkLoader, build_agent, build_llm
+from trio_acp.openhands.sessions import commands
+from trio_acp.openhands.sessions.build import SessionPlan, build_session, open_failure, short
+from trio_acp.openhands.sessions.collector import collector_paused
+from trio_acp.openhands.sessions.session import Session
+from trio_acp.openhands.sessions.store import (
+    RULES_FILE,
+    DeleteError,
+    SessionStore,
+    parse_session_id,
 )
-from .sdk import (
-    SdkLoader,
-    build_agent,
-    build_llm,
+from trio_acp.openhands.setup.agent_spec import session_tools
+from trio_acp.openhands.setup.critic_review import settings_notice
+from trio_acp.openhands.setup.models import model_choices
+from trio_acp.openhands.setup.settings import (
+    TERMINAL_AUTH_METHOD_NAME,
+    Settings,
+    SettingsError,
+    load_settings,
 )
-from .session import Session
-from .session_build import SessionPlan, build_session, open_failure, short
-from .session_roots import RootsError, SessionRoots, parse_roots
-from .settings import TERMINAL_AUTH_METHOD_NAME, Settings, SettingsError, load_settings
-from .store import RULES_FILE, DeleteError, SessionStore, parse_session_id
-from .terminal_setup import SETUP_ARG
-from .user_setup import stored_tools
+from trio_acp.openhands.setup.terminal_setup import SETUP_ARG
+from trio_acp.openhands.setup.user_setup import stored_tools
+from trio_acp.rpc import RequestError, after_response, current_request_id
+from trio_acp.schema import unstable
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ..exception_groups import leaves as leaves
-from ..exception_groups import reraise as reraise
-from ..rpc import ErrorCode, RequestError
+from trio_acp.exception_groups import leaves as leaves
+from trio_acp.exception_groups import reraise as reraise
+from trio_acp.rpc import ErrorCode, RequestError
 
 log = logging.getLogger(__name__)
 

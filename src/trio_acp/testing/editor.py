@@ -1,7 +1,7 @@
 """An editor-shaped ACP client, in process: its files are buffers (a dict that may differ
 from the disk), it runs terminals itself (real processes), and it records every call —
 for tests and benchmarks of the agent's `fs/*` and `terminal/*` use
-(`trio_acp.openhands.editor_workspace`). `editor_pair` connects it to a bare agent and
+(`trio_acp.openhands.editor.workspace`). `editor_pair` connects it to a bare agent and
 yields that agent's `ClientProxy`, for making client calls the way a session does.
 POSIX only (terminals are process groups)."""
 

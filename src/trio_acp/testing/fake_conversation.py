@@ -122,7 +122,7 @@ class FakeConversation:
         return []
 
     def llm_options(self) -> Any:
-        from trio_acp.openhands.conversation import LlmOptions
+        from trio_acp.openhands.backends.conversation import LlmOptions
 
         return LlmOptions(reasoning_effort=None, stream=True)
 
@@ -146,7 +146,7 @@ class FakeConversation:
         return len(self.events)
 
     def critic_outcome(self, since: int) -> Any:
-        from trio_acp.openhands.critic_review import outcome_of
+        from trio_acp.openhands.setup.critic_review import outcome_of
 
         if not self.with_critic:
             return None
@@ -302,7 +302,7 @@ class FakeConversation:
         return list(self.events)
 
     async def condense(self) -> Any:
-        from trio_acp.openhands.conversation import Condensed
+        from trio_acp.openhands.backends.conversation import Condensed
 
         return Condensed(empty=True)
 

@@ -17,14 +17,24 @@ One concern per module, all pure (no trio, no `openhands.*`, no litellm):
 
 from __future__ import annotations
 
-from .args import ArgScanner, tool_arguments
-from .content import tool_locations
-from .paths import abs_path, file_uri_to_path, local_path, path_to_file_uri
-from .streams import message_id
-from .text import MAX_RAW_STRING_BYTES, MAX_TEXT_BYTES, one_line, strip_ansi
-from .tools import permission_preview, present, rule_scope, tool_family
-from .translator import Translator, conversation_error
-from .updates import coalesce
+from trio_acp.openhands.translate.args import ArgScanner, tool_arguments
+from trio_acp.openhands.translate.content import tool_locations
+from trio_acp.openhands.translate.paths import (
+    abs_path,
+    file_uri_to_path,
+    local_path,
+    path_to_file_uri,
+)
+from trio_acp.openhands.translate.streams import message_id
+from trio_acp.openhands.translate.text import (
+    MAX_RAW_STRING_BYTES,
+    MAX_TEXT_BYTES,
+    one_line,
+    strip_ansi,
+)
+from trio_acp.openhands.translate.tools import permission_preview, present, rule_scope, tool_family
+from trio_acp.openhands.translate.translator import Translator, conversation_error
+from trio_acp.openhands.translate.updates import coalesce
 
 __all__ = [
     "MAX_RAW_STRING_BYTES",

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ... import schema
+from trio_acp import schema
 
 __all__ = [
     "class_names",

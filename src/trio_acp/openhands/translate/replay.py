@@ -24,9 +24,9 @@ from typing import Any
 
 import attrs
 
-from ... import schema
-from .translator import Translator
-from .updates import _TOOL_FIELDS, Coalescer
+from trio_acp import schema
+from trio_acp.openhands.translate.translator import Translator
+from trio_acp.openhands.translate.updates import _TOOL_FIELDS, Coalescer
 
 log = logging.getLogger(__name__)
 

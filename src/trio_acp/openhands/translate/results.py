@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import schema
-from .content import content_item, diff_item, image_block, text_item, text_of
-from .paths import abs_path
-from .text import MAX_TEXT_BYTES, cap_text, fence, strip_ansi, utf8_len
+from trio_acp import schema
+from trio_acp.openhands.translate.content import (
+    content_item,
+    diff_item,
+    image_block,
+    text_item,
+    text_of,
+)
+from trio_acp.openhands.translate.paths import abs_path
+from trio_acp.openhands.translate.text import MAX_TEXT_BYTES, cap_text, fence, strip_ansi, utf8_len
 
 __all__ = ["edit_line", "editor_payload", "generic_payload", "plan_updates", "terminal_payload"]
 

@@ -41,8 +41,8 @@ from typing import Any
 
 import attrs
 
-from ... import schema
-from .content import text_block
+from trio_acp import schema
+from trio_acp.openhands.translate.content import text_block
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The `task` tool (the OpenHands CLI's delegation) runs a sub-agent in a conversation of its
 own; its events reach the session wrapped in a `SubagentEvent` naming the delegating tool
-call (`openhands/subagents.py`). ACP v1 has no update for sub-agents (the schema has no
+call (`openhands/setup/subagents.py`). ACP v1 has no update for sub-agents (the schema has no
 `subagent_update`), so they are shown with what every client renders:
 
 * each tool call of the sub-agent is a tool call of its own, with the id
@@ -36,9 +36,9 @@ from typing import Any
 
 import attrs
 
-from ... import schema
-from .content import text_item
-from .text import one_line
+from trio_acp import schema
+from trio_acp.openhands.translate.content import text_item
+from trio_acp.openhands.translate.text import one_line
 
 __all__ = [
     "META_KEY",

@@ -43,10 +43,15 @@ from typing import Any
 
 import attrs
 
-from ... import schema
-from .paths import abs_path, is_dir_safe
-from .results import editor_payload, generic_payload, plan_updates, terminal_payload
-from .text import one_line
+from trio_acp import schema
+from trio_acp.openhands.translate.paths import abs_path, is_dir_safe
+from trio_acp.openhands.translate.results import (
+    editor_payload,
+    generic_payload,
+    plan_updates,
+    terminal_payload,
+)
+from trio_acp.openhands.translate.text import one_line
 
 __all__ = [
     "GENERIC",

@@ -52,9 +52,9 @@ from typing import Any
 
 import attrs
 
-from ... import schema
-from .args import ArgScanner, tool_arguments
-from .content import (
+from trio_acp import schema
+from trio_acp.openhands.translate.args import ArgScanner, tool_arguments
+from trio_acp.openhands.translate.content import (
     class_names,
     image_block,
     is_a,
@@ -64,13 +64,33 @@ from .content import (
     text_item,
     text_of,
 )
-from .fields import field
-from .interruptions import CANCEL_NOTE, CANCEL_SENDER, CANCEL_TEXT, STOPPED_SENDER, interrupted_meta
-from .streams import CUT_OFF, Streams, message_id, remainder, response_text, text_chunk
-from .subagents import SubagentViews
-from .text import MAX_RAW_STRING_BYTES, cap_json, cap_text, strip_ansi
-from .tools import Presentation, lookup, present, spec_for_result, text_tool, tool_family
-from .updates import coalesce, fold_tool_calls
+from trio_acp.openhands.translate.fields import field
+from trio_acp.openhands.translate.interruptions import (
+    CANCEL_NOTE,
+    CANCEL_SENDER,
+    CANCEL_TEXT,
+    STOPPED_SENDER,
+    interrupted_meta,
+)
+from trio_acp.openhands.translate.streams import (
+    CUT_OFF,
+    Streams,
+    message_id,
+    remainder,
+    response_text,
+    text_chunk,
+)
+from trio_acp.openhands.translate.subagents import SubagentViews
+from trio_acp.openhands.translate.text import MAX_RAW_STRING_BYTES, cap_json, cap_text, strip_ansi
+from trio_acp.openhands.translate.tools import (
+    Presentation,
+    lookup,
+    present,
+    spec_for_result,
+    text_tool,
+    tool_family,
+)
+from trio_acp.openhands.translate.updates import coalesce, fold_tool_calls
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from ... import schema
+from trio_acp import schema
 
 log = logging.getLogger(__name__)
 

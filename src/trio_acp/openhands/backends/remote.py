@@ -1,0 +1,794 @@
+"""A conversation on an OpenHands agent-server, driven from Trio (docs/agent-server.md).
+
+The engine is the SDK's own: `RemoteWorkspace` (HTTP, `X-Session-API-Key`) and
+`RemoteConversation` (REST for commands, a WebSocket for the event stream, with its own
+reconnect-and-replay). This module adds what a Trio session needs on top:
+
+- **Events without blocking.** The SDK calls our callback on its WebSocket thread; the
+  callback only hands the event on (`on_event` / `on_token`, which must not block: the
+  session's `ThreadBridge.post`). The server streams token deltas over the socket
+  (`StreamingDeltaEvent`, when the agent's LLM has `stream=True`); they are handed on as the
+  same `ModelResponseStream` chunks a local conversation's token callback gets.
+- **Exactly once.** Every event is handed on at most once (by id), across the SDK's own
+  replay after a socket reconnect and ours after re-attaching; an event the server recorded
+  while we were away is handed on when we re-attach.
+- **A run that ends.** `run()` triggers the server's run and waits, in Trio, for the server's
+  post-run state snapshot on the socket, with a REST poll as fallback and health check. A
+  server that refuses connections for `unreachable_grace` seconds, or gives no sign of life
+  for the target's `stall_timeout`, ends the turn with `RemoteError` naming it instead of
+  the SDK's one-hour poll; the next call re-attaches.
+- **Cancel reaches the server.** `interrupt()` asks the server to interrupt the run, then
+  stops what the run's terminal started: the server's interrupt only sends SIGINT to the
+  terminal's process group, and an interactive shell runs each command in a group of its
+  own, so `sleep 30` would survive it (as locally, see tool_processes.py). Our terminal
+  carries a marker variable (`tag_terminal`); a command run through the server's bash API
+  stops the processes that carry it, leaving the shell itself alive.
+
+The session API key is given to the SDK and nowhere else: not logged, not in `repr`, not in
+an error message (`RemoteError` texts are scrubbed of it), not written to a file.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from trio_acp.openhands.backends.agent_server_api import (
+    REQUEST_TIMEOUT,
+    RemoteError,
+    _describe,
+    _is_transport_error,
+    _redactor,
+    _scrub,
+    delete_conversation,
+    get_conversation,
+    list_conversations,
+)
+from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
+from trio_acp.openhands.translate.interruptions import CANCEL_NOTE
+
+__all__ = [
+    "INTERRUPTION_NOTE",
+    "MARKER_VAR",
+    "RemoteConversationDriver",
+    "RemoteError",
+    "delete_conversation",
+    "get_conversation",
+    "list_conversations",
+]
+
+log = logging.getLogger(__name__)
+
+TERMINAL_TOOL = "terminal"
+# The environment variable that marks the processes of one conversation's terminal.
+MARKER_VAR = "TRIO_ACP_TERMINAL"
+# How often the run's REST health check polls the server while a run is under way.
+POLL_INTERVAL = 1.0
+# A REST status that says the run is over is believed after this many polls in a row
+# without the socket's post-run snapshot (the socket may have dropped it).
+TERMINAL_POLLS = 3
+# How long a server may stop answering during a run before the turn ends with an error.
+UNREACHABLE_GRACE = 5.0
+# How long closing a conversation (its socket, its HTTP client) may take before we let it
+# finish on its own: milliseconds with a server that answers.
+CLOSE_TIMEOUT = 1.0
+# Budget for asking the server to interrupt a run (the server itself waits up to 5 s for
+# the run task to end before it answers).
+INTERRUPT_TIMEOUT = 10.0
+# A cancelled turn leaves the server's conversation with the user's message and no answer,
+# and the SDK merges consecutive user messages: the model would take the cancelled request
+# and the next one for one message and answer both. Locally the session appends an
+# assistant note (sdk.interruption_event); the server accepts only user messages, so the
+# note opens the next one instead.
+# (session/load shows it as what it is, never as the user's words: translate/interruptions.py)
+INTERRUPTION_NOTE = CANCEL_NOTE
+
+
+def _use_stoppable_sockets() -> None:
+    """Have the SDK's `RemoteConversation` use an events-socket client a close stops at once.
+
+    The SDK's `WebSocketCallbackClient` checks its stop flag only when a message arrives:
+    on a quiet socket its `stop()` waited out its thread join (5 s), so closing a remote
+    session, and exiting on stdin EOF with one open, took 5 s and editors killed the agent.
+    This subclass also cancels the socket's task, which closes the connection (its close
+    handshake with the server: milliseconds); the join stays the SDK's, as a bound. The
+    SDK builds the client by this module-level name, once per conversation, in this
+    process only trio-acp's.
+    """
+    import asyncio
+
+    from openhands.sdk.conversation.impl import remote_conversation as module
+
+    base = module.WebSocketCallbackClient
+    if getattr(base, "trio_acp_stoppable", False):
+        return
+
+    class StoppableSocket(base):  # type: ignore[misc, valid-type]
+        trio_acp_stoppable = True
+        _loop: asyncio.AbstractEventLoop | None = None
+        _task: asyncio.Task[Any] | None = None
+
+        async def _client_loop(self) -> None:
+            # Noted first, then the flag read: `stop()` sets the flag first, then reads
+            # these, so either the loop never starts or `stop()` cancels it.
+            self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+            if self._stop.is_set():
+                return
+            try:
+                await super()._client_loop()
+            except asyncio.CancelledError:
+                pass  # stopped: the thread ends quietly
+
+        def stop(self) -> None:
+            self._stop.set()
+            loop, task = self._loop, self._task
+            if loop is not None and task is not None:
+                try:
+                    loop.call_soon_threadsafe(task.cancel)
+                except RuntimeError:  # its loop is closed: the thread is over
+                    pass
+            super().stop()
+
+    module.WebSocketCallbackClient = StoppableSocket  # type: ignore[misc]
+
+
+def tag_terminal(agent: Any, marker: str) -> Any:
+    """`agent` with its terminal tool's processes carrying `MARKER_VAR=marker`.
+
+    The terminal tool takes extra environment variables as a parameter (`env`), which
+    travels with the agent spec to the server.
+    """
+    tools = []
+    for tool in agent.tools:
+        if tool.name == TERMINAL_TOOL:
+            params = dict(tool.params or {})
+            params["env"] = {**dict(params.get("env") or {}), MARKER_VAR: marker}
+            tool = tool.model_copy(update={"params": params})
+        tools.append(tool)
+    return agent.model_copy(update={"tools": tools})
+
+
+def terminal_marker(agent: Any) -> str | None:
+    for tool in getattr(agent, "tools", None) or ():
+        env = (tool.params or {}).get("env") or {}
+        if MARKER_VAR in env:
+            return str(env[MARKER_VAR])
+    return None
+
+
+def _stop_marked_command(marker: str) -> str:
+    """A POSIX sh script that stops the marked processes whose parent is marked too.
+
+    The terminal's shell is the one marked process with an unmarked parent (the server):
+    it stays, so the conversation's terminal keeps working. TERM first, then KILL what has
+    not exited 0.5 s later (checked every 50 ms: a `sleep` is gone at once).
+
+    It runs during a cancel, on a server that may host hundreds of processes: one `grep`
+    reads every environment, and the rest is shell builtins (a few processes per process
+    scanned took 2 s on a loaded machine).
+    """
+    return (
+        f"m='{MARKER_VAR}={marker}'; "
+        'marked=" $(echo $(grep -lzxF "$m" /proc/[0-9]*/environ 2>/dev/null)) "; '
+        "victims=''; "
+        "for f in $marked; do p=${f#/proc/}; p=${p%/environ}; "
+        "read -r line < /proc/$p/stat 2>/dev/null || continue; "
+        "rest=${line##*) }; set -- $rest; "
+        'case "$marked" in *" /proc/$2/environ "*) victims="$victims $p";; esac; done; '
+        '[ -z "$victims" ] && exit 0; '
+        "kill -TERM $victims 2>/dev/null; "
+        "for i in 1 2 3 4 5 6 7 8 9 10; do alive=''; "
+        'for p in $victims; do [ -d /proc/$p ] && alive="$alive $p"; done; '
+        '[ -z "$alive" ] && break; sleep 0.05; done; '
+        '[ -n "$alive" ] && kill -KILL $alive 2>/dev/null; '
+        "echo stopped:$victims"
+    )
+
+
+# Events that answer a response's actions: the next model call may stream after them.
+_ANSWERS = frozenset(
+    {"ObservationEvent", "UserRejectObservation", "AgentErrorEvent", "ConversationErrorEvent"}
+)
+
+
+class _Inbox:
+    """What the SDK's WebSocket thread calls: dedupe, hand on, track the run's end.
+
+    Runs on the SDK's thread; never blocks (a set, a deque append via `on_event`, and
+    `run_sync_soon`).
+    """
+
+    def __init__(
+        self,
+        token: trio.lowlevel.TrioToken,
+        on_event: Callable[[Any], None],
+        on_token: Callable[[Any], None],
+    ):
+        from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
+        from openhands.sdk.event import ConversationStateUpdateEvent, StreamingDeltaEvent
+
+        self._token = token
+        self._on_event = on_event
+        self._on_token = on_token
+        self._state_update = ConversationStateUpdateEvent
+        self._delta = StreamingDeltaEvent
+        # Deltas carry no response id, and each has an id of its own. The chunks of one model
+        # response must share one (the translator matches the final message to what was
+        # streamed under it, and repeats nothing): a response's deltas are those between two
+        # conversation events.
+        self._response = uuid.uuid4().hex
+        self._chunk = lambda event: ModelResponseStream(
+            id=self._response,
+            choices=[
+                StreamingChoices(
+                    index=0,
+                    delta=Delta(content=event.content, reasoning_content=event.reasoning_content),
+                )
+            ],
+        )
+        self.seen: set[str] = set()
+        # Deltas now would be late ones of a response already complete (`_track_quiet`).
+        self.quiet = False
+        self.terminal_calls: set[str] = set()
+        self.status: str | None = None
+        # The run being waited for: armed before the run is triggered; `running` once the
+        # server said so; `over` set (in Trio) by the first non-running snapshot after that.
+        self.armed = False
+        self.running = False
+        self.over: trio.Event | None = None
+        self.over_status: str | None = None
+        self.forwarded = 0
+        # When the socket last brought anything: a sign of life (`_watch`).
+        self.heard = time.monotonic()
+
+    def __call__(self, event: Any) -> None:
+        self.heard = time.monotonic()
+        if isinstance(event, self._delta):
+            if not self.quiet:
+                self._on_token(self._chunk(event))
+            return
+        if isinstance(event, self._state_update):
+            self._state(event)
+            return
+        self.deliver(event)
+
+    def deliver(self, event: Any) -> None:
+        if event.id in self.seen:
+            return
+        self.seen.add(event.id)
+        self.forwarded += 1
+        self._response = uuid.uuid4().hex
+        self._track_quiet(event)
+        self._track_terminal(event)
+        self._on_event(event)
+
+    def _track_quiet(self, event: Any) -> None:
+        # The server publishes deltas and events on separate paths, and a fast reply's last
+        # deltas can reach the socket after the event that completes the response: taken
+        # for a new response, they would repeat its text. No model call can stream between
+        # a response's end (its actions, or its final message) and what answers it (the
+        # actions' observations, or the user's next message): deltas arriving then are late.
+        name = type(event).__name__
+        source = getattr(event, "source", None)
+        if name == "ActionEvent" or (name == "MessageEvent" and source == "agent"):
+            self.quiet = True
+        elif name == "MessageEvent" or name in _ANSWERS:
+            self.quiet = False
+
+    def _track_terminal(self, event: Any) -> None:
+        # Terminal calls announced and not yet answered: what a cancel may have to stop.
+        call_id = getattr(event, "tool_call_id", None)
+        if call_id is None:
+            return
+        if type(event).__name__ == "ActionEvent":
+            if getattr(event, "tool_name", None) == TERMINAL_TOOL:
+                self.terminal_calls.add(call_id)
+        else:  # an observation, a rejection or an error answers it
+            self.terminal_calls.discard(call_id)
+
+    def _state(self, event: Any) -> None:
+        if event.key == "full_state" and isinstance(event.value, dict):
+            status = event.value.get("execution_status")
+            full = True
+        elif event.key == "execution_status":
+            status, full = event.value, False
+        else:
+            return
+        status = str(getattr(status, "value", status))
+        self.status = status
+        if not self.armed:
+            return
+        if status == "running":
+            self.running = True
+            return
+        # A per-field status is a hint: FINISHED may still be reverted by the server's stop
+        # hooks, and ERROR comes before the error event that says why. The post-run full
+        # snapshot, published after the run's events, is what says the run is over (the
+        # REST watch stands in if the socket loses it).
+        if full and (self.running or status in ("error", "stuck")):
+            self.finish(status)
+
+    def finish(self, status: str) -> None:
+        over = self.over
+        if over is None or self.over_status is not None:
+            return
+        self.over_status = status
+        try:
+            self._token.run_sync_soon(over.set)
+        except trio.RunFinishedError:
+            pass
+
+
+class RemoteConversationDriver:
+    """One conversation on an agent-server.
+
+    Blocking SDK calls run in worker threads; nothing here blocks the Trio thread. Create
+    with `open()` (a new conversation, or an existing one by id).
+    """
+
+    def __init__(
+        self,
+        sdk: Any,
+        target: AgentServerTarget,
+        *,
+        working_dir: str,
+        on_event: Callable[[Any], None],
+        on_token: Callable[[Any], None],
+        unreachable_grace: float = UNREACHABLE_GRACE,
+        poll_interval: float = POLL_INTERVAL,
+    ) -> None:
+        self.sdk = sdk
+        self.target = target
+        if target.api_key:
+            _redactor.keys.add(target.api_key)
+        self.working_dir = working_dir
+        self.unreachable_grace = unreachable_grace
+        self.poll_interval = poll_interval
+        self._inbox = _Inbox(trio.lowlevel.current_trio_token(), on_event, on_token)
+        self._limiter = trio.CapacityLimiter(1)
+        # Cancelling must not queue behind a slow call on the main limiter.
+        self._interrupt_limiter = trio.CapacityLimiter(1)
+        self.conversation: Any = None
+        self.workspace: Any = None
+        self.id: uuid.UUID | None = None
+        self.marker: str | None = None
+        self._stale = False
+        self._tools_stopped = False
+        # The last run was cut short: the next message says so (INTERRUPTION_NOTE).
+        self._interrupted = False
+        self.round_trip: float | None = None
+        self.hook_config: Any = None
+        # Set by the health check when the server stopped answering during a run.
+        self._unreachable_message = f"lost the agent-server at {target.url} during the turn"
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        sdk: Any,
+        target: AgentServerTarget,
+        agent: Any,
+        *,
+        working_dir: str,
+        on_event: Callable[[Any], None],
+        on_token: Callable[[Any], None],
+        conversation_id: uuid.UUID | None = None,
+        create: bool = True,
+        confirmation_policy: Any = None,
+        security_analyzer: Any = None,
+        max_iterations: int = 500,
+        hook_config: Any = None,
+        **kwargs: Any,
+    ) -> RemoteConversationDriver:
+        """A new conversation with `agent`, or the server's conversation `conversation_id`.
+
+        With `create=False` the conversation must exist (session/load, resume): it keeps the
+        agent it was started with on the server. With `create=True` and an id, the
+        conversation is created under that id (session/new chooses the id).
+
+        `hook_config` (the user's OpenHands hooks) goes with the creation request: the
+        server runs the hooks, on its machine. An existing conversation keeps the hooks it
+        was created with.
+        """
+        self = cls(
+            sdk, target, working_dir=working_dir, on_event=on_event, on_token=on_token, **kwargs
+        )
+        if conversation_id is not None and not create:
+            await self._require_exists(conversation_id)
+        marker = terminal_marker(agent) or secrets.token_hex(8)
+        agent = agent if terminal_marker(agent) else tag_terminal(agent, marker)
+        self.hook_config = hook_config
+        await self._call(lambda: self._connect(agent, conversation_id, max_iterations))
+        if conversation_id is not None and not create:
+            # The server goes on with the agent the conversation was created with, and its
+            # terminal's processes carry the marker of that creation; `conversation.agent`
+            # is only the spec we passed. Without a marker (a conversation not started by
+            # trio-acp) a cancel interrupts the run but cannot stop its command.
+            self.marker = await self._call(lambda: terminal_marker(self.conversation.state.agent))
+        else:
+            self.marker = marker
+        if confirmation_policy is not None:
+            await self.set_confirmation(confirmation_policy, security_analyzer)
+        return self
+
+    def _new_workspace(self) -> Any:
+        from openhands.sdk.workspace import RemoteWorkspace
+
+        return RemoteWorkspace(
+            host=self.target.url,
+            api_key=self.target.api_key,
+            working_dir=self.working_dir,
+            read_timeout=60.0,
+        )
+
+    def _connect(self, agent: Any, conversation_id: uuid.UUID | None, max_iterations: int) -> None:
+        from openhands.sdk import RemoteConversation
+
+        _use_stoppable_sockets()
+        workspace = self._new_workspace()
+        try:
+            conversation = RemoteConversation(
+                agent=agent,
+                workspace=workspace,
+                conversation_id=conversation_id,
+                callbacks=[self._inbox],
+                visualizer=None,
+                max_iteration_per_run=max_iterations,
+                delete_on_close=False,
+                hook_config=self.hook_config,
+            )
+        except BaseException:
+            workspace.client.close()
+            raise
+        # History is history: only what the server records from now on is handed on, plus
+        # (on re-attach) what it recorded while we were not listening.
+        for event in conversation.state.events:
+            if event.id not in self._inbox.seen:
+                if self.conversation is None:
+                    self._inbox.seen.add(event.id)
+                else:
+                    self._inbox.deliver(event)
+        self.conversation, self.workspace, self.id = conversation, workspace, conversation.id
+
+    async def _require_exists(self, conversation_id: uuid.UUID) -> None:
+        info = await self.get_info(conversation_id)
+        if info is None:
+            raise RemoteError(
+                f"conversation {conversation_id} does not exist on the agent-server at {self.target.url}"
+            )
+
+    async def _reattach(self) -> None:
+        """After the server or the socket went away: a fresh connection, missed events once."""
+        old = self.conversation
+        assert self.id is not None
+        await self._require_exists(self.id)
+        await self._call(lambda: self._close_sync(old, self.workspace))
+        # `self.conversation` stays set: `_connect` then hands on the events we missed.
+        await self._call(lambda: self._connect(old.agent, self.id, old.max_iteration_per_run))
+        self._stale = False
+
+    async def _ready(self) -> Any:
+        if self._stale:
+            await self._reattach()
+        return self.conversation
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def _call(
+        self, fn: Callable[[], Any], *, limiter: trio.CapacityLimiter | None = None
+    ) -> Any:
+        """`fn()` in a worker thread; failures become one `RemoteError` without the key."""
+        try:
+            return await trio.to_thread.run_sync(
+                fn, limiter=limiter or self._limiter, abandon_on_cancel=True
+            )
+        except RemoteError:
+            raise
+        except Exception as exc:
+            if _is_transport_error(exc):
+                # The connection is gone: the next call re-attaches rather than wait for the
+                # SDK's socket to come back on its own back-off (up to 30 s).
+                self._stale = self.conversation is not None
+            raise RemoteError(
+                _scrub(f"agent-server {self.target.url}: {_describe(exc)}", self.target.api_key),
+                unreachable=_is_transport_error(exc),
+            ) from None
+
+    async def call(self, fn: Callable[[], Any]) -> Any:
+        """A blocking call on the SDK's conversation, as the driver makes its own (`_call`)."""
+        await self._ready()
+        return await self._call(fn)
+
+    def mark_interrupted(self) -> None:
+        """The last message was cut short: the next one opens with `INTERRUPTION_NOTE`."""
+        self._interrupted = True
+
+    async def send_message(self, message: Any) -> None:
+        conv = await self._ready()
+        if self._interrupted:
+            message = message.model_copy(
+                update={"content": [self.sdk.TextContent(text=INTERRUPTION_NOTE), *message.content]}
+            )
+        await self._call(lambda: conv.send_message(message))
+        self._interrupted = False
+
+    async def set_confirmation(self, policy: Any, analyzer: Any = None) -> None:
+        conv = await self._ready()
+
+        def apply() -> None:
+            conv.set_confirmation_policy(policy)
+            conv.set_security_analyzer(analyzer)
+
+        await self._call(apply)
+
+    async def events(self) -> list[Any]:
+        conv = await self._ready()
+        return await self._call(lambda: list(conv.state.events))
+
+    async def pending_actions(self) -> list[Any]:
+        """Actions the server holds for approval (an approval is another `run()`)."""
+        events = await self.events()
+        return self.sdk.ConversationState.get_unmatched_actions(events)
+
+    async def reject_pending_actions(self, reason: str) -> None:
+        conv = await self._ready()
+        await self._call(lambda: conv.reject_pending_actions(reason))
+
+    @property
+    def execution_status(self) -> str | None:
+        """The last status the server reported (a string: "idle", "running", "finished", ...)."""
+        return self._inbox.status
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(self, cancel_event: trio.Event | None = None) -> str:
+        """Run until the server's run is over; returns its final execution status.
+
+        "waiting_for_confirmation" means actions wait for `run()` again (approve) or
+        `reject_pending_actions`. With `cancel_event` set, the server's run is interrupted
+        and "cancelled" returned. If this task is cancelled, the server's run is interrupted
+        too before the cancellation goes on. Raises `RemoteError` when the server fails or
+        stops answering.
+        """
+        conv = await self._ready()
+        inbox = self._inbox
+        inbox.over, inbox.over_status, inbox.running, inbox.armed = trio.Event(), None, False, True
+        inbox.quiet = False
+        self._tools_stopped = False
+        try:
+            try:
+                await self._call(lambda: conv.run(blocking=False))
+            except RemoteError as exc:
+                if not exc.unreachable:
+                    raise
+                # The server went away while starting the run: it may well have started
+                # it (under load its answer comes after the run's first command), so this
+                # is the server lost during the turn, as the health check reports it.
+                self._stale = True
+                detail = str(exc).removeprefix(f"agent-server {self.target.url}: ")
+                raise RemoteError(self._lost(detail), unreachable=True) from None
+            async with trio.open_nursery() as nursery:
+                if cancel_event is not None:
+                    nursery.start_soon(self._interrupt_when, cancel_event)
+                nursery.start_soon(self._watch, conv)
+                await inbox.over.wait()
+                nursery.cancel_scope.cancel()
+        except BaseException as exc:
+            if isinstance(exc, RemoteError):
+                raise
+            # Cancelled from outside (connection closing, $/cancel_request): the server's
+            # run must stop before we let go of it.
+            with trio.move_on_after(INTERRUPT_TIMEOUT, shield=True):
+                await self.interrupt()
+            raise
+        finally:
+            inbox.armed = False
+        if cancel_event is not None and cancel_event.is_set():
+            self._interrupted = self._inbox.status != "finished"
+            return "cancelled"
+        status = inbox.over_status or "finished"
+        if status == "unreachable":
+            self._stale = True
+            raise RemoteError(self._unreachable_message, unreachable=True)
+        if status == "gone":
+            raise RemoteError(
+                f"conversation {self.id} no longer exists on the agent-server at {self.target.url}"
+            )
+        return status
+
+    async def _interrupt_when(self, cancel_event: trio.Event) -> None:
+        await cancel_event.wait()
+        # Shielded: the run may report itself over (the interrupt's own state update) while
+        # the terminal's processes are still being stopped; that must finish first.
+        with trio.move_on_after(INTERRUPT_TIMEOUT, shield=True):
+            try:
+                await self.interrupt()
+            except RemoteError as exc:
+                # The user asked to stop: the turn ends cancelled either way.
+                log.warning("interrupting the remote run failed: %s", exc)
+        self._inbox.finish("paused")
+
+    def _lost(self, detail: str) -> str:
+        return _scrub(
+            f"lost the agent-server at {self.target.url} during the turn ({detail}); the turn "
+            "was ended. The conversation stays on the server; the next prompt reconnects to it.",
+            self.target.api_key,
+        )
+
+    async def _watch(self, conv: Any) -> None:
+        """REST fallback and health check while the socket carries the run."""
+        import httpx
+
+        terminal_polls = 0
+        rest_saw_running = False
+        path = f"/api/conversations/{conv.id}"
+        stall = self.target.stall_timeout
+        # Lost: refused (gone: down, restarted, unreachable) for `unreachable_grace`
+        # seconds in a row; or silent (stalled, SIGSTOPped, a dead link) for the target's
+        # `stall_timeout` since its last sign of life, an answer here or a message on its
+        # socket. A poll waits for its answer only until that bound, so the error comes
+        # within it, not a request timeout or two later.
+        heard = time.monotonic()
+        down_since: float | None = None
+        while True:
+            await trio.sleep(self.poll_interval)
+            heard = max(heard, self._inbox.heard)
+            wait = max(0.5, min(REQUEST_TIMEOUT, stall - (time.monotonic() - heard)))
+            try:
+                response = await trio.to_thread.run_sync(
+                    functools.partial(self.workspace.client.get, path, timeout=wait),
+                    abandon_on_cancel=True,
+                )
+            except httpx.HTTPError as exc:
+                now = time.monotonic()
+                heard = max(heard, self._inbox.heard)
+                if isinstance(exc, httpx.TimeoutException):
+                    down_since = None
+                    if now - heard < stall:
+                        continue
+                    detail = f"it did not answer for {stall:g} s: {_describe(exc)}"
+                else:
+                    down_since = down_since or now
+                    if now - down_since < self.unreachable_grace:
+                        continue
+                    detail = f"{_describe(exc)} for {now - down_since:.0f} s"
+                self._unreachable_message = self._lost(detail)
+                self._inbox.finish("unreachable")
+                return
+            heard, down_since = time.monotonic(), None
+            if response.status_code == 404:
+                self._inbox.finish("gone")
+                return
+            if response.status_code != 200:
+                continue
+            status = response.json().get("execution_status")
+            if status == "running":
+                self._inbox.running = rest_saw_running = True
+                terminal_polls = 0
+            elif (
+                status == "waiting_for_confirmation"
+                and not rest_saw_running
+                and self._inbox.status == "running"
+            ):
+                # Stale: the server's conversation info is its saved `base_state.json`, and
+                # the SDK saves it only when a step lets go of the state's lock. The step that
+                # runs an approved action keeps the status it started with until the action
+                # is done (minutes, for a long command), while the socket already said
+                # "running". A real new wait for confirmation comes after a step, so the
+                # watch would have seen "running" first, or the socket says so itself.
+                terminal_polls = 0
+            elif self._inbox.running or status in ("error", "stuck", "waiting_for_confirmation"):
+                terminal_polls += 1
+                if terminal_polls >= TERMINAL_POLLS or status in ("error", "stuck"):
+                    # The socket did not bring the post-run snapshot (dropped, reconnecting):
+                    # take the server's word, and hand on what the socket missed.
+                    try:
+                        await self._catch_up(conv)
+                    except RemoteError as exc:
+                        log.warning("catching up with the agent-server's events failed: %s", exc)
+                    self._inbox.finish(status)
+                    return
+
+    async def catch_up(self) -> None:
+        """Hand on what the server recorded and the socket did not bring (once, by id)."""
+        await self._catch_up(await self._ready())
+
+    async def _catch_up(self, conv: Any) -> None:
+        def sync() -> None:
+            conv.state.events.reconcile()
+            for event in conv.state.events:
+                self._inbox.deliver(event)
+
+        await self._call(sync)
+
+    async def interrupt(self) -> None:
+        """Stop the server's run now (LLM stream or tool), and the terminal's command.
+
+        Both requests go out at once: the server answers the interrupt only once its run
+        task has ended (up to 5 s), and that can wait on the very command we stop.
+        """
+        conv = self.conversation
+        if conv is None:
+            return
+        stop = not self._tools_stopped and self.marker and self._inbox.terminal_calls
+        failed: RemoteError | None = None
+        async with trio.open_nursery() as nursery:
+            if stop:
+                # Only while a terminal call is under way: the stop is one more request (and
+                # a command on the server), which a cancel mid-stream need not wait for.
+                self._tools_stopped = True
+                nursery.start_soon(self.stop_terminal_processes)
+            try:
+                await self._call(conv.interrupt, limiter=self._interrupt_limiter)
+            except RemoteError as exc:  # raised once the stop is over too, not as a group
+                failed = exc
+        if failed is not None:
+            raise failed
+
+    async def stop_terminal_processes(self) -> str:
+        """Stop what the conversation's terminal runs, on the server (via its bash API)."""
+        assert self.marker is not None
+        workspace = self.workspace
+        command = _stop_marked_command(self.marker)
+        try:
+            result = await self._call(
+                lambda: workspace.execute_command(command, timeout=10.0),
+                limiter=trio.CapacityLimiter(1),
+            )
+        except RemoteError:
+            log.warning(
+                "could not stop the terminal's processes on the agent-server", exc_info=True
+            )
+            return ""
+        stopped = (result.stdout or "").strip()
+        log.info("terminal processes stopped on the agent-server: %s", stopped or "none")
+        return stopped
+
+    async def measure_round_trip(self) -> float:
+        """Seconds for one small authenticated request to the server and back."""
+        path = f"/api/conversations/{self.id}"
+        start = time.perf_counter()
+        await self._call(
+            lambda: self.workspace.client.get(path, timeout=REQUEST_TIMEOUT).raise_for_status()
+        )
+        self.round_trip = time.perf_counter() - start
+        return self.round_trip
+
+    # -- catalogue -------------------------------------------------------------------------
+
+    async def get_info(self, conversation_id: uuid.UUID) -> dict[str, Any] | None:
+        return await get_conversation(self.target, conversation_id)
+
+    async def close(self) -> None:
+        """Stop listening; the conversation stays on the server.
+
+        Bounded (`CLOSE_TIMEOUT`): a server that stopped answering must not hold up a
+        session's close or the process's exit; the socket's thread then ends on its own.
+        """
+        conv, self.conversation = self.conversation, None
+        workspace, self.workspace = self.workspace, None
+        with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            await trio.to_thread.run_sync(
+                lambda: self._close_sync(conv, workspace), abandon_on_cancel=True
+            )
+
+    @staticmethod
+    def _close_sync(conv: Any, workspace: Any = None) -> None:
+        if conv is not None:
+            try:
+                conv.close()
+            except Exception:
+                log.debug("closing the remote conversation failed", exc_info=True)
+        if workspace is not None:
+            try:
+                workspace.client.close()
+            except Exception:
+                pass

@@ -1,0 +1,584 @@
+"""The terminal tool running its commands in the editor's terminals (`terminal/*`).
+
+When the client advertises `terminal`, each command the model runs is one client
+terminal, so the user watches it live in the editor:
+
+    terminal/create (command, cwd, env, outputByteLimit)
+      → announce the terminal id (the tool call's content becomes
+        ``{"type": "terminal", "terminalId": …}``: the editor embeds it)
+      → terminal/wait_for_exit, raced against the command's timeout
+        (on timeout: terminal/kill)
+      → terminal/output: the model's result (output, truncation, exit status)
+      → terminal/release, always.
+
+A client that answers ``terminal/create`` with an error (acpx: its user or its policy
+refused the command) fails the tool call with its own reason (`client_reason`: acpx's
+``data.details``, not its generic ``"Internal error"``); the command never ran, so it has
+no exit code (`CommandNotStarted`).
+
+On the turn's cancel the Trio task running this is cancelled: the pending request gets
+``$/cancel_request`` (rpc layer), then ``terminal/kill`` and ``terminal/release`` are sent,
+shielded, within `CLEANUP_BUDGET` (`client_calls.ClientCalls.cancel_turn_and_wait` lets
+the turn wait for them before it answers `cancelled`). `terminal/create` itself may wait
+for a person (the client may ask its user first), so it has no short timeout and a cancel
+does not wait for it: the request is cancelled, and a terminal the client still creates
+afterwards is killed and released as soon as its answer arrives (``on_late``).
+
+A client terminal runs one command, where the SDK's terminal is a shell session that
+lives across commands. The client is asked for exactly the command the model wrote:
+``terminal/create`` carries ``bash`` and ``["-c", <the command>]``, which is what editors
+show (acpx asks the user to approve that line, Zed and Toad head the terminal with it).
+What trio-acp adds runs unseen: ``env`` (which clients pass to the process but do not
+show) sets ``BASH_ENV`` to a small set-up script trio-acp writes for the command in a
+private directory of the session, and bash sources it before it runs the command
+(`setup_script`). The set-up keeps the working directory (the directory the command ends
+in is written to a private file, read back after exit, so ``cd src`` still holds for the
+next command), and stops the whole command when it should:
+
+* `terminal/kill` must stop the whole command, whatever the client signals: some clients
+  (acpx 0.15) signal only the process they spawned, which left a ``sleep`` under that bash
+  running. So the command runs in its own session (util-linux ``setsid``), and a watcher,
+  also in a session of its own, holds the read end of a pipe only the spawned bash writes
+  to: when that bash dies in any way (signal, SIGKILL, its group killed), the pipe closes
+  and the watcher sends the command's process group SIGTERM, then SIGKILL after
+  `KILL_GRACE` seconds.
+* The session's end, and the agent's death however it comes (SIGKILL included), stop the
+  command and what it left running in the background: the watcher also waits on the
+  session's lifeline, a FIFO whose only writer is this process (`_Private`); the kernel
+  closes it when the process dies, and the watcher then stops the group.
+
+A client that drops ``env`` runs the bare command (no set-up ran: its private file is
+untouched); from then on the session passes ``BASH_ENV`` on the command line instead
+(``BASH_ENV=… exec bash -c '<the command>'``, still far shorter than the script itself).
+Exported variables do not carry over; input to a running process (``is_input``) is
+refused with an explanation, and ``reset`` starts again from the session's directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import shlex
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from trio_acp import schema
+from trio_acp.openhands.editor.client_calls import (
+    CLEANUP_BUDGET,
+    ClientCallError,
+    ClientCallFailed,
+    ClientCalls,
+    ClientCallTimeout,
+    client_reason,
+)
+from trio_acp.rpc import RequestError
+
+log = logging.getLogger(__name__)
+
+#: Seconds a command may run when the model sets no timeout (then it is killed).
+DEFAULT_COMMAND_TIMEOUT = 600.0
+#: Seconds the client may take to answer `terminal/kill` and `terminal/output` (it answers
+#: them itself; `terminal/create` may wait for a person: no such bound).
+ANSWER_BUDGET = 30.0
+#: The most output the editor keeps per command (its `outputByteLimit`), and the model sees.
+OUTPUT_BYTE_LIMIT = 256 * 1024
+#: Seconds the command's processes get between SIGTERM and SIGKILL once the terminal's
+#: own process has died without the command finishing.
+KILL_GRACE = 2.0
+
+
+class CommandNotStarted(ClientCallFailed):
+    """The client answered `terminal/create` with an error (acpx: the user or its policy
+    refused the command): nothing ran. The message carries the client's own reason."""
+
+    def __init__(self, code: int | None, reason: str) -> None:
+        super().__init__("terminal/create", code, reason)
+        self.args = (f"The editor did not run the command: {reason}",)
+
+
+@attrs.frozen
+class CommandResult:
+    terminal_id: str
+    output: str
+    truncated: bool
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
+
+
+async def run_in_client_terminal(
+    client: Any,
+    session_id: str,
+    *,
+    command: str,
+    args: list[str] | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    output_byte_limit: int | None = OUTPUT_BYTE_LIMIT,
+    timeout: float = DEFAULT_COMMAND_TIMEOUT,
+    on_created: Callable[[str], Any] | None = None,
+    cleanup_budget: float = CLEANUP_BUDGET,
+    create_timeout: float = math.inf,
+) -> CommandResult:
+    """Run one command in a client terminal (see the module doc). Trio side.
+
+    ``create_timeout``: how long `terminal/create` may wait. The client may ask its user
+    first (acpx does), so the default is no bound (`ClientCalls.answer_timeout`); the
+    turn's cancel, the session's end or the client's exit end the wait."""
+
+    def created_late(late: schema.CreateTerminalResponse) -> None:
+        # The create was given up (cancel, timeout) after it was sent, and the client
+        # created the terminal anyway (a person said yes late, or the client ignores
+        # `$/cancel_request`): nobody will use it, so it must not run.
+        ids = {"session_id": session_id, "terminal_id": late.terminal_id}
+        log.info("terminal %s was created after its command was given up", late.terminal_id)
+        trio.lowlevel.spawn_system_task(_discard_terminal, client, ids, cleanup_budget)
+
+    with trio.move_on_after(create_timeout) as creating:
+        try:
+            created = await client.create_terminal(
+                session_id=session_id,
+                command=command,
+                args=args or None,
+                cwd=cwd,
+                env=[schema.EnvVariable(name=k, value=v) for k, v in (env or {}).items()] or None,
+                output_byte_limit=output_byte_limit,
+                on_late=created_late,
+            )
+        except RequestError as exc:
+            raise CommandNotStarted(exc.code, client_reason(exc)) from exc
+    if creating.cancelled_caught:
+        raise ClientCallTimeout("terminal/create", create_timeout)
+    tid = created.terminal_id
+    ids = {"session_id": session_id, "terminal_id": tid}
+    try:
+        await trio.lowlevel.checkpoint()
+        if on_created is not None:
+            on_created(tid)
+        timed_out = False
+        with trio.move_on_after(timeout) as waited:
+            await client.wait_for_terminal_exit(**ids)
+        # The client answers these itself, not a person: a bound, so a client that never
+        # does fails the command rather than hold it until a cancel.
+        with trio.move_on_after(ANSWER_BUDGET) as answering:
+            if waited.cancelled_caught:
+                timed_out = True
+                await client.kill_terminal(**ids)
+            out = await client.terminal_output(**ids)
+        if answering.cancelled_caught:
+            raise ClientCallTimeout("terminal/output", ANSWER_BUDGET)
+        status = out.exit_status
+        return CommandResult(
+            terminal_id=tid,
+            output=out.output,
+            truncated=out.truncated,
+            exit_code=status.exit_code if status is not None else None,
+            signal=status.signal if status is not None else None,
+            timed_out=timed_out,
+        )
+    except BaseException:
+        # Cancelled (the turn, the session) or failed: the command must not go on.
+        with trio.move_on_after(cleanup_budget, shield=True):
+            await _quietly(client.kill_terminal(**ids))
+        raise
+    finally:
+        with trio.move_on_after(cleanup_budget, shield=True):
+            await _quietly(client.release_terminal(**ids))
+
+
+async def _discard_terminal(client: Any, ids: dict[str, str], budget: float) -> None:
+    """Kill and release a terminal nobody uses (a system task: it must never raise)."""
+    try:
+        with trio.move_on_after(budget):
+            await _quietly(client.kill_terminal(**ids))
+            await _quietly(client.release_terminal(**ids))
+    except Exception:  # an exception out of a system task would crash the whole run
+        log.debug("could not discard terminal %s", ids.get("terminal_id"), exc_info=True)
+
+
+async def _quietly(request: Any) -> None:
+    try:
+        await request
+    except Exception:
+        log.debug("terminal cleanup request failed", exc_info=True)
+
+
+def make_executor(
+    calls: ClientCalls,
+    client: Any,
+    session_id: str,
+    working_dir: str,
+    *,
+    announce: Callable[[Any, str], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> Any:
+    """A terminal `ToolExecutor` running commands in the client's terminals.
+
+    ``announce(action, terminal_id)`` is called on the Trio thread once the terminal
+    exists, for the session to put ``{"type":"terminal","terminalId"}`` into the tool
+    call whose action this is. ``env``: variables every command gets.
+    """
+    from openhands.sdk.tool import ToolExecutor
+    from openhands.tools.terminal.definition import TerminalObservation
+    from openhands.tools.terminal.metadata import CmdOutputMetadata
+
+    class ClientTerminalExecutor(ToolExecutor):
+        def __init__(self) -> None:
+            self.root = working_dir
+            self.cwd = working_dir
+            self._lock = threading.Lock()
+            # The session's private directory and lifeline (module doc), made on first use.
+            self._private: _Private | None = None
+            self._closed = False
+            self._commands = 0
+            # Set once the client is seen dropping `env`: BASH_ENV goes on the command line.
+            self._env_dropped = False
+
+        def private(self) -> _Private | None:
+            with self._lock:
+                if self._private is None and not self._closed:
+                    self._private = _Private.open()
+                return self._private
+
+        def close(self) -> None:
+            # The SDK calls this when the conversation closes: what the session's commands
+            # left running in the background is stopped (their watchers see the FIFO end).
+            with self._lock:
+                private, self._private = self._private, None
+                self._closed = True
+            if private is not None:
+                private.close()
+
+        def interrupt(self) -> None:
+            # The SDK calls this from another thread when the conversation is
+            # interrupted: the command's wait ends, its terminal is killed and released.
+            calls.cancel_pending()
+
+        def _observation(
+            self,
+            text: str,
+            command: str,
+            *,
+            error: bool = False,
+            exit_code: int | None = None,
+            timeout: bool = False,
+        ) -> Any:
+            return TerminalObservation.from_text(
+                text=text,
+                command=command,
+                is_error=error,
+                exit_code=exit_code,
+                timeout=timeout,
+                metadata=CmdOutputMetadata(
+                    exit_code=-1 if exit_code is None else exit_code, working_dir=self.cwd
+                ),
+            )
+
+        def _launch(self, command: str) -> Launch:
+            private = self.private()
+            with self._lock:
+                self._commands += 1
+                n = self._commands
+                env_dropped = self._env_dropped
+            if private is None:
+                return Launch.bare(command, env)
+            return private.launch(command, n, env, on_command_line=env_dropped)
+
+        def __call__(self, action: Any, conversation: Any = None) -> Any:
+            command = action.command
+            if action.reset:
+                with self._lock:
+                    self.cwd = self.root
+                return self._observation(
+                    "The terminal was reset; commands run in " + self.root, command, exit_code=0
+                )
+            if action.is_input:
+                return self._observation(
+                    "Input cannot be sent to a running process: each command runs to completion in "
+                    "its own terminal of the editor. Run the command non-interactively instead.",
+                    command,
+                    error=True,
+                )
+            if not command.strip():
+                return self._observation(
+                    "No command is running: each command runs to completion.", command, error=True
+                )
+            timeout = action.timeout if action.timeout else DEFAULT_COMMAND_TIMEOUT
+            with self._lock:
+                cwd = self.cwd
+            launch = self._launch(command)
+
+            def on_created(tid: str) -> None:
+                if announce is not None:
+                    try:
+                        announce(action, tid)
+                    except Exception:
+                        log.warning("could not announce terminal %s", tid, exc_info=True)
+
+            try:
+                result = calls.call(
+                    lambda: run_in_client_terminal(
+                        client,
+                        session_id,
+                        command=launch.command,
+                        args=launch.args,
+                        cwd=cwd,
+                        env=launch.env,
+                        timeout=timeout,
+                        on_created=on_created,
+                        create_timeout=calls.answer_timeout,
+                    ),
+                    what=f"running `{_short(command)}` in the editor's terminal",
+                    # The create waits for whoever the client asks (no bound unless
+                    # configured), then the command its own timeout.
+                    timeout=calls.answer_timeout + timeout + 4 * CLEANUP_BUDGET + 30,
+                )
+            except ClientCallError as exc:
+                launch.finish()
+                return self._observation(str(exc), command, error=True)
+            new_cwd, set_up = launch.finish()
+            if new_cwd:
+                with self._lock:
+                    self.cwd = new_cwd
+            if not set_up and not result.timed_out and result.signal is None:
+                # The command ran to its end without our set-up: the client dropped `env`.
+                with self._lock:
+                    if not self._env_dropped:
+                        log.info(
+                            "the client ran the terminal command without the environment it "
+                            "was given (BASH_ENV): the set-up goes on the command line from now"
+                        )
+                    self._env_dropped = True
+            text = result.output
+            if result.truncated:
+                text = f"[output truncated to its last {OUTPUT_BYTE_LIMIT} bytes]\n{text}"
+            if result.timed_out:
+                text += f"\n[The command did not finish within {timeout:g} s and was killed.]"
+                return self._observation(text, command, error=True, timeout=True)
+            if result.signal:
+                text += f"\n[The command was terminated by {result.signal}.]"
+            return self._observation(text, command, exit_code=result.exit_code)
+
+    return ClientTerminalExecutor()
+
+
+@attrs.frozen
+class Launch:
+    """One command as the client is asked to run it, and the private files of its set-up.
+
+    ``command`` + ``args`` are what the client shows: ``bash -c <the command>``; the set-up
+    comes in through ``env`` (``BASH_ENV``), or, once the client is known to drop ``env``,
+    as a short prefix on the command line.
+    """
+
+    command: str
+    args: list[str]
+    env: dict[str, str] | None
+    setup_file: str | None = None
+    cwd_file: str | None = None
+
+    @classmethod
+    def bare(cls, command: str, env: dict[str, str] | None) -> Launch:
+        """The command alone (no private directory could be made: no set-up)."""
+        return cls("bash", ["-c", command], env)
+
+    def finish(self) -> tuple[str | None, bool]:
+        """(the directory the command ended in, or None; whether the set-up ran), once the
+        command is over; removes the command's private files."""
+        if self.cwd_file is None:
+            return None, True
+        ran = not _untouched(self.cwd_file)
+        cwd = _read_cwd(self.cwd_file)
+        if self.setup_file is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.setup_file)
+        return cwd, ran
+
+
+def _untouched(cwd_file: str) -> bool:
+    # The set-up's first act writes a line into the file we made empty (module doc).
+    try:
+        return os.stat(cwd_file).st_size == 0
+    except OSError:
+        return False
+
+
+class _Private:
+    """The session's private directory (0700): the lifeline FIFO, held open by this
+    process alone, and each command's set-up script and directory file."""
+
+    def __init__(self, directory: str, lifeline: str | None, fd: int | None) -> None:
+        self.directory = directory
+        self.lifeline = lifeline
+        self._fd = fd
+
+    @classmethod
+    def open(cls) -> _Private | None:
+        try:
+            directory = tempfile.mkdtemp(prefix="trio-acp-session-")
+        except OSError:
+            log.warning("no private directory for the editor terminal's commands", exc_info=True)
+            return None
+        path = os.path.join(directory, "lifeline")
+        try:
+            os.mkfifo(path, 0o600)
+            # Read-write, so opening it never blocks; not inherited by our children
+            # (PEP 446), so the kernel closes its last writer when this process dies.
+            return cls(directory, path, os.open(path, os.O_RDWR))
+        except OSError:
+            log.warning("no lifeline for the editor terminal's processes", exc_info=True)
+            return cls(directory, None, None)
+
+    def launch(
+        self, command: str, n: int, env: dict[str, str] | None, *, on_command_line: bool = False
+    ) -> Launch:
+        setup_file = os.path.join(self.directory, f"setup-{n}.sh")
+        cwd_file = os.path.join(self.directory, f"cwd-{n}")
+        try:
+            Path(cwd_file).write_bytes(b"")
+            fd = os.open(setup_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(setup_script(cwd_file, command=command, lifeline=self.lifeline))
+        except OSError:
+            log.warning("could not write the editor terminal's set-up", exc_info=True)
+            for path in (setup_file, cwd_file):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            return Launch.bare(command, env)
+        if on_command_line:
+            line = f"BASH_ENV={shlex.quote(setup_file)} exec bash -c {shlex.quote(command)}"
+            return Launch("bash", ["-c", line], env, setup_file, cwd_file)
+        return Launch(
+            "bash", ["-c", command], {**(env or {}), "BASH_ENV": setup_file}, setup_file, cwd_file
+        )
+
+    def close(self) -> None:
+        # The FIFO is unlinked before it is closed: a watcher opens it while we still
+        # hold it, or not at all.
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self.directory)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def setup_script(
+    cwd_file: str,
+    *,
+    command: str | None = None,
+    lifeline: str | None = None,
+    kill_grace: float = KILL_GRACE,
+) -> str:
+    """The script bash sources (``BASH_ENV``) before a client terminal's command (module doc).
+
+    With ``command``, only a bash running exactly that command takes the set-up: a client
+    may wrap what it was asked in a shell of its own (Toad runs ``$SHELL -c "bash -c
+    '<the command>'"``), and when that shell is bash it reads ``BASH_ENV`` too; the set-up
+    then waits for the command's own bash, or ``cd`` would be tracked in the wrong shell.
+
+    It is sourced twice. First by the bash the client spawned, ``bash -c <the command>``:
+    there it writes an empty line to ``cwd_file`` (the sign that the set-up ran: a builtin,
+    where ``rm`` would cost a process on the command's path) and runs the command
+    (``$BASH_EXECUTION_STRING``) in a new bash, in a session of its own, then exits with
+    that bash's status before its own ``-c`` runs. Then by that new bash, which runs the
+    command exactly as ``bash -c`` would, after the set-up's second part: tell the watcher
+    its pid (its session's process group) and close the pipe, so nothing the command starts
+    keeps it open; drop ``BASH_ENV`` and our marker from the environment; and write the
+    directory it ends in to ``cwd_file`` on exit (an EXIT trap: ``exit 3`` and syntax errors
+    keep it too; a command that sets its own EXIT trap or ``exec``s does not).
+
+    The command's stdin, stdout and stderr are the terminal's. It runs in the foreground (a
+    background job would get /dev/null for stdin and SIGINT ignored), with no controlling
+    terminal, so a command that opens /dev/tty fails at once instead of waiting for input
+    nobody can send.
+
+    The watcher stops the command's group (SIGTERM, then SIGKILL after ``kill_grace``
+    seconds) when the spawned bash dies before the command has finished, or when
+    ``lifeline`` reaches its end (the session closed or the agent died), whichever comes
+    first; what a finished command left in the background (``server &``) keeps running
+    until the lifeline's end. Without a lifeline (or if it is not on this machine) such
+    processes are left alone.
+
+    If the command's shell itself dies of a signal, the status is 128+N (the spawned bash
+    outlives it), where a plain ``bash -c`` would have died of it. Without ``setsid`` the
+    command runs as before, unwatched.
+    """
+    ticks = max(1, round(kill_grace * 10))
+    life = shlex.quote(lifeline) if lifeline else "''"
+    cwd = shlex.quote(cwd_file)
+    # POSIX sh (dash on Debian starts in a fraction of bash's time): no `kill --`. The
+    # lifeline is opened read-write first, then read-only (which cannot block while we
+    # hold a writer), then the read-write end is closed: its only writer is the agent's,
+    # and if the agent is already dead the read ends at once.
+    watch = (
+        "read -r pg || exit 0\n"
+        'case "$pg" in ""|*[!0-9]*|0|1) exit 0;; esac\n'
+        'stop() { kill -TERM "-$pg" 2>/dev/null || return 0\n'
+        f"  for _ in $(seq {ticks}); do sleep 0.1; "
+        'kill -0 "-$pg" 2>/dev/null || return 0; done\n'
+        '  kill -KILL "-$pg" 2>/dev/null; }\n'
+        "life=\n"
+        f"if [ -p {life} ]; then\n"
+        f"  {{ exec 7<>{life} 8<{life} 7>&-; read -r _ <&8; stop; }} &\n"
+        "  life=$!\n"
+        "fi\n"
+        "read -r how\n"
+        'if [ "$how" = done ] && [ -n "$life" ] && kill -0 "-$pg" 2>/dev/null; then\n'
+        '  wait "$life"; exit 0\n'
+        "fi\n"
+        '[ -z "$life" ] || kill "$life" 2>/dev/null\n'
+        '[ "$how" = done ] || stop'
+    )
+    # fd 3 carries the terminal's stderr to the command, while the spawned bash's own
+    # report of a shell killed by a signal ("Terminated") goes to /dev/null. SIGPIPE is
+    # ignored only after the command, so that a watcher gone cannot fail a finished command.
+    gate = (
+        ""
+        if command is None
+        else 'if [ "${TRIO_ACP_TERMINAL-}" != command ] && '
+        f'[ "${{BASH_EXECUTION_STRING-}}" != {shlex.quote(command)} ]; then return 0; fi\n'
+    )
+    return (
+        "# trio-acp: the set-up of an editor terminal's command (trio_acp.openhands.editor.terminal)\n"
+        + gate
+        + 'if [ "${TRIO_ACP_TERMINAL-}" != command ]; then\n'
+        f"echo > {cwd}\n"
+        "export TRIO_ACP_TERMINAL=command\n"
+        "if command -v setsid >/dev/null 2>&1; then\n"
+        f"exec 9> >(exec setsid sh -c {shlex.quote(watch)} >/dev/null 2>&1); __trio_acp_s=setsid\n"
+        "else exec 9>/dev/null; __trio_acp_s=; fi\n"
+        '{ $__trio_acp_s bash -c "$BASH_EXECUTION_STRING" 2>&3 3>&-; } 3>&2 2>/dev/null\n'
+        "__trio_acp_status=$?\ntrap '' PIPE\necho done >&9 2>/dev/null\n"
+        "exit $__trio_acp_status\n"
+        "fi\n"
+        "unset TRIO_ACP_TERMINAL BASH_ENV\n"
+        "trap '' PIPE; echo $$ >&9 2>/dev/null; trap - PIPE; exec 9>&-\n"
+        f"trap {shlex.quote(f'pwd -P > {cwd} 2>/dev/null')} EXIT\n"
+    )
+
+
+def _read_cwd(path: str) -> str | None:
+    try:
+        text = Path(path).read_text().strip()
+    except OSError:
+        text = ""
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return text if text and os.path.isabs(text) and os.path.isdir(text) else None
+
+
+def _short(command: str) -> str:
+    line = " ".join(command.split())
+    return line if len(line) <= 80 else line[:79] + "…"

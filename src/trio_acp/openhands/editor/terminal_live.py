@@ -1,0 +1,167 @@
+"""The SDK's own terminal, its command's output shown live through Zed's `_meta` convention.
+
+For a client that asks for `_meta.terminal_output` and offers no terminals of its own
+(`terminal_meta.supports_terminal_meta`), the commands still run in the SDK's shell, but
+the tool call embeds a pseudo-terminal and receives the output as it comes
+(`terminal_meta.TerminalMetaStream`: `terminal_info`, `terminal_output` with only the new
+text, `terminal_exit`). The SDK's executor has no output callback; it keeps the shell's
+screen, which it polls itself while a command runs. `LiveTerminalExecutor` wraps it: while
+the SDK's executor runs the command (in its tool thread), a watcher thread reads the same
+screen every `POLL_INTERVAL` seconds and streams what was added since the command began.
+
+Only whole lines are streamed while the command runs (the rest at the end): a credential
+split across two updates would be in no single frame, where the writer's masking finds
+whole values (credentials.py). The prompt markers the SDK puts on the screen
+(`###PS1JSON###`) end the streamed part; the model's result is the SDK's observation, as
+without this.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from trio_acp.openhands.editor.terminal_meta import TerminalMetaStream
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two reads of the screen while a command runs.
+POLL_INTERVAL = 0.1
+_PS1_MARK = "###PS1JSON###"
+# The shell's bracketed-paste toggles around each command: noise on a client's terminal
+# (colours and the like are kept: a terminal renders them).
+_PASTE_MODE = re.compile(r"\x1b\[\?2004[hl]")
+
+
+class _Watch:
+    """One command's screen watcher (its own daemon thread)."""
+
+    def __init__(self, read_screen: Callable[[], str], stream: TerminalMetaStream, post: Any):
+        self._read = read_screen
+        self._stream = stream
+        self._post = post
+        self._stop = threading.Event()
+        self._start = self._screen()
+        self._sent = 0  # characters of the new text already streamed
+        self._thread = threading.Thread(
+            target=self._run, name="trio-acp-terminal-live", daemon=True
+        )
+
+    def _screen(self) -> str | None:
+        try:
+            return self._read()
+        except Exception:
+            return None
+
+    def _new_text(self) -> str | None:
+        screen = self._screen()
+        start = self._start
+        if screen is None or start is None or not screen.startswith(start):
+            return None  # the screen was cleared or replaced: nothing we can place
+        text = _PASTE_MODE.sub("", screen[len(start) :])
+        mark = text.find(_PS1_MARK)
+        if mark >= 0:
+            text = text[:mark]
+            text = text[: text.rfind("\n") + 1]  # the marker's own line is not output
+        return text
+
+    def _feed(self, *, whole_lines: bool) -> None:
+        text = self._new_text()
+        if text is None or len(text) <= self._sent:
+            return
+        fresh = text[self._sent :]
+        if whole_lines:
+            cut = fresh.rfind("\n")
+            if cut < 0:
+                return
+            fresh = fresh[: cut + 1]
+        self._sent += len(fresh)
+        for update in self._stream.feed(fresh):
+            self._post(update)
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_INTERVAL):
+            try:
+                self._feed(whole_lines=True)
+            except Exception:
+                log.debug("reading the terminal's screen failed", exc_info=True)
+                return
+
+    def start(self) -> None:
+        self._post(self._stream.start())
+        self._thread.start()
+
+    def finish(self, exit_code: int | None) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2 * POLL_INTERVAL + 1)
+        try:
+            self._feed(whole_lines=False)
+        except Exception:
+            log.debug("reading the terminal's screen failed", exc_info=True)
+        self._post(self._stream.exit(exit_code))
+
+
+def wrap_executor(
+    executor: Any,
+    *,
+    tool_call_id: Callable[[Any], str | None],
+    post: Callable[[Any], None],
+    embed: Callable[[str, str], None],
+) -> Any:
+    """The SDK's `TerminalExecutor`, streaming each command's output (module doc).
+
+    ``tool_call_id(action)`` names the tool call of an action; ``post(update)`` sends an
+    update of the running turn (from any thread); ``embed(tool_call_id, terminal_id)``
+    keeps the pseudo-terminal in the tool call's last update.
+    """
+    from openhands.sdk.tool import ToolExecutor
+
+    class LiveTerminalExecutor(ToolExecutor):
+        def __init__(self) -> None:
+            self.inner = executor
+
+        def __getattr__(self, name: str) -> Any:
+            # Whoever inspects the SDK's executor (its shell's process: tool_processes.py)
+            # finds it through the wrapper.
+            if name == "inner":
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+
+        def interrupt(self) -> None:
+            self.inner.interrupt()
+
+        def close(self) -> None:
+            self.inner.close()
+
+        def __call__(self, action: Any, conversation: Any = None) -> Any:
+            call_id = tool_call_id(action)
+            read = _screen_reader(self.inner)
+            if call_id is None or read is None or action.is_input or not action.command.strip():
+                return self.inner(action, conversation)
+            stream = TerminalMetaStream(call_id, cwd=getattr(self.inner, "working_dir", None))
+            embed(call_id, stream.terminal_id)
+            watch = _Watch(read, stream, post)
+            watch.start()
+            exit_code: int | None = None
+            try:
+                observation = self.inner(action, conversation)
+                exit_code = getattr(observation, "exit_code", None)
+                if exit_code == -1:
+                    exit_code = None  # still running (the SDK's timeout)
+                return observation
+            finally:
+                watch.finish(exit_code)
+
+    return LiveTerminalExecutor()
+
+
+def _screen_reader(executor: Any) -> Callable[[], str] | None:
+    """The screen of the executor's single shell session, or None (pooled tmux panes:
+    which pane a command gets is only known inside the SDK)."""
+    session = getattr(executor, "_session", None)
+    terminal = getattr(session, "terminal", None)
+    read = getattr(terminal, "read_screen", None)
+    return read if callable(read) else None

@@ -1,0 +1,285 @@
+"""Stopping what the agent's tools started, when a turn is cancelled, and removing what
+they leave behind when a session closes.
+
+The SDK's `interrupt()` asks each tool to stop; for the subprocess terminal that is a
+SIGINT to the shell's process group. But the shell is interactive (`bash -i`), so with
+job control the running command sits in a process group of its own and never sees that
+signal: `sleep 30` survives a cancel. So after interrupting we stop every descendant of
+each terminal shell ourselves (SIGINT, then SIGKILL), leaving the shell alive so the
+session's terminal keeps working. Sub-agents (the `task` tool) run on threads the
+interrupt does not end: they are stopped here too, with their own tools' processes
+(`subagents.py`).
+
+A cancel can also land while a tool's thread is about to hand the shell its command,
+after the SDK's checks and before there is any process to find. So the shell takes a
+command only through the run's gate (`run_gate.py`, installed by `gate_terminals`), and
+stopping closes the gate first: a command that comes later is refused. One that got in
+holds the gate until its job is in the terminal's foreground (or over: `_until_started`),
+in a shell the gate names, which then gets a Ctrl-C through its terminal: the job dies of
+SIGINT, and the shell drops the rest of a command list such as `sleep 30; touch done`
+(after a SIGTERM of `sleep` it would go on with `touch`). Then every descendant is
+stopped with SIGINT (then SIGKILL), again until none is left (bounded).
+
+The terminal tool's shell is `bash -i` in the user's HOME: on exit it would save its
+history, the SDK's set-up lines and every command the agent ran, to the user's own
+`~/.bash_history`, and at start it loads that file, so the agent could read the user's
+past commands. `terminal_params` runs it with `HISTFILE` empty: no history read or
+saved (the shell still keeps the session's history in memory, for `history`).
+
+The file editor keeps its undo history in a temporary directory of its own
+(`oh_editor_history_*`) and never removes it: one per session, piling up in the
+temporary directory of a long-running editor. Closing a session removes it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psutil  # type: ignore[import-untyped]
+
+from trio_acp.openhands.permissions import run_gate
+from trio_acp.openhands.permissions.run_gate import RunGate
+
+log = logging.getLogger(__name__)
+
+# Rounds of looking for (and stopping) the shells' descendants after a cancel.
+KILL_ROUNDS = 4
+# How long a command's write may hold the run's gate until its job is in the foreground.
+START_WAIT = 0.2
+# Between two SIGINTs to a process that is still there (it may not have exec'd yet).
+SIGINT_EVERY = 0.05
+
+
+def terminal_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The terminal tool's params as trio-acp runs it, whatever was stored: the subprocess
+    terminal (no tmux server that could outlive us; killed with its process group on
+    interrupt) and a shell that neither reads nor writes a history file (see above)."""
+    params = dict(params or {})
+    env = dict(params.get("env") or {})
+    env["HISTFILE"] = ""
+    return {**params, "terminal_type": "subprocess", "env": env}
+
+
+@functools.cache
+def gate_terminals() -> None:
+    """Make the SDK's subprocess terminal take a command from a run only through the run's
+    gate (`run_gate.py`); once, after the SDK import. Outside a run (no gate current: the
+    terminal's own set-up, our Ctrl-C when stopping) it sends as before."""
+    from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
+    from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
+
+    send_keys = SubprocessTerminal.send_keys
+    prompt_end = CMD_OUTPUT_PS1_END.strip()
+
+    def gated_send_keys(self: Any, text: str, enter: bool = True) -> None:
+        gate = run_gate.current()
+        if gate is None:
+            send_keys(self, text, enter)
+            return
+
+        def send() -> None:
+            prompts = _prompts(self, prompt_end)
+            send_keys(self, text, enter)
+            _until_started(self, prompts, prompt_end)
+
+        gate.admit(send, shell=self)
+
+    def interrupt(self: Any) -> bool:
+        # The SDK's own interrupt (on a cancel, from the run's thread) signals the shell's
+        # process group: a SIGINT that can cost the shell a line it is reading but not
+        # the rest of it (`_until_started`). A Ctrl-C through the terminal instead, and
+        # never while the run's gate hands a command to the shell.
+        def ctrl_c() -> bool:
+            try:
+                send_keys(self, "C-c", False)
+            except Exception:
+                return False
+            return True
+
+        gate = run_gate.current()
+        return gate.exclusive(ctrl_c) if gate is not None else ctrl_c()
+
+    SubprocessTerminal.send_keys = gated_send_keys  # type: ignore[method-assign]
+    SubprocessTerminal.interrupt = interrupt  # type: ignore[method-assign]
+
+
+def _prompts(terminal: Any, prompt_end: str) -> int:
+    """How many prompts the terminal's screen shows (SubprocessTerminal's own buffer)."""
+    try:
+        with terminal.output_lock:
+            return "".join(terminal.output_buffer).count(prompt_end)
+    except Exception:
+        return 0
+
+
+def _until_started(terminal: Any, prompts: int, prompt_end: str) -> None:
+    """Wait (at most `START_WAIT` s) until the shell has handed its terminal to the
+    command's foreground job, or is back at its prompt (a builtin).
+
+    Held under the gate's lock, so that a cancel finds the command in one of those two
+    states. In between, the shell itself may have read the line and be forking, and a
+    signal then does not stop it reliably: bash goes on with the rest of a command list
+    when its child dies of anything but a SIGINT it got itself, and a SIGINT while it
+    reads may cost it the line's first character but not the rest of the line
+    (`sleep 30; touch done` became `leep: command not found`, then `touch`). Once the
+    job is in the foreground, the Ctrl-C reaches it and bash drops the rest of the line."""
+    deadline = time.monotonic() + START_WAIT
+    try:
+        fd = terminal._pty_master_fd
+        shell = os.getpgid(terminal.process.pid)
+    except Exception:
+        return
+    while time.monotonic() < deadline:
+        try:
+            if os.tcgetpgrp(fd) != shell:
+                return
+        except OSError:
+            return
+        if _prompts(terminal, prompt_end) > prompts:
+            return
+        time.sleep(0.001)
+
+
+def terminal_shell_pids(conversation: Any) -> list[int]:
+    """PIDs of the shells behind the conversation's terminal tools (best effort)."""
+    pids: list[int] = []
+    try:
+        tools = conversation.agent.tools_map.values()
+    except Exception:
+        return pids
+    for tool in tools:
+        executor = getattr(tool, "executor", None)
+        session = getattr(executor, "_session", None)
+        process = getattr(getattr(session, "terminal", None), "process", None)
+        pid = getattr(process, "pid", None)
+        if isinstance(pid, int):
+            pids.append(pid)
+    return pids
+
+
+def kill_descendants(
+    pids: list[int], *, grace: float = 1.0, rounds: int = KILL_ROUNDS
+) -> list[int]:
+    """Terminate (then kill) every descendant of `pids`, looking again until none is left
+    (at most `rounds` times); returns the PIDs signalled."""
+    stopped: list[int] = []
+    for _ in range(rounds):
+        victims = _descendants(pids)
+        if not victims:
+            break
+        stopped.extend(_stop(victims, grace))
+    if stopped:
+        log.info("stopped tool processes: %s", stopped)
+    return stopped
+
+
+def _descendants(pids: list[int]) -> list[psutil.Process]:
+    victims: list[psutil.Process] = []
+    for pid in pids:
+        try:
+            victims.extend(psutil.Process(pid).children(recursive=True))
+        except psutil.Error:
+            continue
+    return victims
+
+
+def _stop(victims: list[psutil.Process], grace: float) -> list[int]:
+    """SIGINT, again while it lasts (a process the shell has forked but that has not
+    exec'd yet keeps the shell's handler), then SIGKILL after `grace`. A SIGINT, not a
+    SIGTERM: bash drops the rest of a command list only when its child dies of SIGINT."""
+    alive = victims
+    deadline = time.monotonic() + grace
+    while alive and time.monotonic() < deadline:
+        for proc in alive:
+            try:
+                proc.send_signal(signal.SIGINT)
+            except psutil.Error:
+                pass
+        _, alive = psutil.wait_procs(alive, timeout=SIGINT_EVERY)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return [p.pid for p in victims]
+
+
+def stop_tool_processes(conversation: Any, gate: RunGate | None = None) -> list[int]:
+    """Stop what the tools of `conversation` started (see the module's docstring); with
+    `gate`, the run's gate, close it first. Blocking."""
+    shells = gate.close() if gate is not None else []
+    for shell in shells:
+        _interrupt_shell(shell)
+    stop_subagents(conversation)
+    pids = terminal_shell_pids(conversation) + _shell_pids(shells)
+    return kill_descendants(list(dict.fromkeys(pids)))
+
+
+def _interrupt_shell(shell: Any) -> None:
+    """A Ctrl-C through the shell's terminal, as a user at that terminal stops a command:
+    the terminal drops what the shell has not read yet and interrupts the foreground job.
+    (Not a SIGINT to the shell itself as well: it would make the shell drop what it was
+    reading and then read the rest of the command, see `_until_started`.)"""
+    try:
+        shell.send_keys("C-c", enter=False)
+    except Exception:
+        log.debug("interrupting a shell failed", exc_info=True)
+
+
+def _shell_pids(shells: list[Any]) -> list[int]:
+    pids = []
+    for shell in shells:
+        pid = getattr(getattr(shell, "process", None), "pid", None)
+        if isinstance(pid, int):
+            pids.append(pid)
+    return pids
+
+
+def stop_subagents(conversation: Any) -> None:
+    """Stop the sub-agents the conversation's `task` tool runs, with their processes, and
+    wait for them (bounded): they run on threads an interrupt does not end
+    (`subagents.py`)."""
+    try:
+        tools = list(conversation.agent.tools_map.values())
+    except Exception:
+        return
+    for tool in tools:
+        stop = getattr(getattr(tool, "executor", None), "stop_subagents", None)
+        if callable(stop):
+            try:
+                stop(stop_tool_processes)
+            except Exception:
+                log.warning("stopping the sub-agents failed", exc_info=True)
+
+
+def editor_history_dirs(conversation: Any) -> list[Path]:
+    """The file editors' temporary undo-history directories (best effort: SDK internals)."""
+    dirs: list[Path] = []
+    try:
+        tools = conversation.agent.tools_map.values()
+    except Exception:
+        return dirs
+    temp = Path(tempfile.gettempdir()).resolve()
+    for tool in tools:
+        editor = getattr(getattr(tool, "executor", None), "editor", None)
+        cache = getattr(getattr(editor, "_history_manager", None), "cache", None)
+        directory = getattr(cache, "directory", None)
+        if isinstance(directory, Path) and directory.name.startswith("oh_editor_history_"):
+            # Only what the SDK made in the temporary directory: never a path of the user's.
+            if directory.resolve().parent == temp:
+                dirs.append(directory)
+    return dirs
+
+
+def remove_editor_history(conversation: Any) -> None:
+    for directory in editor_history_dirs(conversation):
+        shutil.rmtree(directory, ignore_errors=True)

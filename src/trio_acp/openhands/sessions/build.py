@@ -1,0 +1,243 @@
+"""What a session is made of, built from the agent's settings: its model, the user's
+OpenHands set-up (`user_setup.py`), its SDK agent (`agent_spec.py`), and where its
+conversation runs (in this process, or on an agent-server: docs/agent-server.md).
+
+`agent.py` decides *which* session to open (new, reopened, forked) and registers it; this
+module assembles one, and says what to tell the user when it cannot be opened.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from trio_acp import schema
+from trio_acp.credentials import SecretValues
+from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
+from trio_acp.openhands.backends.remote_conversation import ServerConversation
+from trio_acp.openhands.editor.session_roots import SessionRoots
+from trio_acp.openhands.errors import SEE_LOG, describe, internal, not_configured
+from trio_acp.openhands.permissions.credential_files import CredentialFiles
+from trio_acp.openhands.sdk import build_choice_llm, build_llm, mask_in_conversation
+from trio_acp.openhands.sessions.damage import find_damage
+from trio_acp.openhands.sessions.session import Session
+from trio_acp.openhands.sessions.store import RULES_FILE, SessionStore
+from trio_acp.openhands.setup.agent_spec import build_session_agent, for_agent_server, hook_config
+from trio_acp.openhands.setup.mcp_startup import McpStartup, mcp_timeout
+from trio_acp.openhands.setup.models import PROFILES_DIR
+from trio_acp.openhands.setup.settings import Settings, SettingsError
+from trio_acp.openhands.setup.subagents import subagent_view
+from trio_acp.openhands.setup.user_setup import SessionSetup, cli_config_path, read_session_setup
+from trio_acp.rpc import RequestError
+
+log = logging.getLogger(__name__)
+
+
+def use_profile_store(directory: Path) -> None:
+    """The SDK's LLM profiles are the ones the `model` option lists (models.py): in the
+    persistence directory. The SDK's default store is `~/.openhands/profiles` (made, with
+    `provider-connections` beside it, by every conversation and by the agent's check for a
+    vision profile, whatever the persistence directory); its module default is read on
+    every `LLMProfileStore()`, so pointing it here moves them all, for this process."""
+    from openhands.sdk.llm import llm_profile_store
+
+    llm_profile_store._DEFAULT_PROFILE_DIR = directory  # type: ignore[misc]
+
+
+@attrs.frozen
+class SessionPlan:
+    """Which session to build, as `agent.py` decided it."""
+
+    sid: uuid.UUID
+    cwd: str
+    roots: SessionRoots
+    mcp_servers: list[Any] | None
+    settings: Settings
+    models: list[Any]
+    store: SessionStore
+    existing: bool  # its conversation is on disk (or on its server) already
+    fresh: bool  # session/new (not a fork's new id)
+    server: AgentServerTarget | None  # where the conversation runs; None: here
+
+
+async def build_session(
+    plan: SessionPlan, sdk: Any, *, env: Any, secrets: SecretValues, client: Any
+) -> tuple[Session, SessionSetup]:
+    """The session (not started) and the set-up it was built from. Bad settings or set-up
+    files are the client's error, with the file named."""
+    sid, cwd, roots, mcp_servers = plan.sid, plan.cwd, plan.roots, plan.mcp_servers
+    settings, models, store = plan.settings, plan.models, plan.store
+    existing, fresh, server = plan.existing, plan.fresh, plan.server
+    assert settings.llm is not None
+    profiles = settings.persistence_dir / PROFILES_DIR
+    use_profile_store(profiles)
+    retries = RetryRelay()
+    try:
+        llm = build_llm(sdk, settings.llm, retry_listener=retries, sources=settings.sources)
+    except Exception as exc:
+        raise not_configured(
+            f"the model settings are not usable: {short(exc)} (from {settings.settings_file} / LLM_*)"
+        ) from None
+    try:
+        setup = read_session_setup(
+            settings, cwd, store.dir_for(sid), mcp_config(mcp_servers or []), env
+        )
+    except SettingsError as exc:
+        raise RequestError.invalid_params(str(exc)) from None
+    try:
+        # Skills are read from disk (the project's, the user's): off the Trio thread.
+        agent = await trio.to_thread.run_sync(
+            lambda: build_session_agent(
+                sdk, llm, setup, lambda fields: build_llm(sdk, fields, retry_listener=retries)
+            )
+        )
+        hooks = hook_config(setup)
+    except Exception as exc:
+        raise RequestError.invalid_params(
+            f"the session's set-up is not usable: {short(exc)}"
+        ) from None
+    store.root.mkdir(parents=True, exist_ok=True)
+
+    def make_llm(choice: Any) -> Any:
+        return build_choice_llm(sdk, choice, env=env, retry_listener=retries)
+
+    open_conversation = None
+    if server is not None:
+        agent = for_agent_server(agent)
+        # The conversation runs on the agent-server: a new session creates it there
+        # under its own id; a fork finds it there (the server made it); a load attaches.
+        open_conversation = functools.partial(
+            ServerConversation.open,
+            sdk,
+            server,
+            agent,
+            working_dir=cwd,
+            conversation_id=sid,
+            create=False if existing else (True if fresh else None),
+            make_llm=make_llm,
+            max_iterations=settings.max_iterations,
+            hook_config=hooks,  # run by the server (docs/agent-server.md)
+        )
+
+    def factory(callbacks, token_callbacks):
+        # With an existing directory the SDK resumes that conversation: same id,
+        # same events, the runtime agent and LLM replacing the persisted ones.
+        conversation = sdk.LocalConversation(
+            agent=agent,
+            workspace=cwd,
+            persistence_dir=str(store.root),
+            # The SDK's own store for that directory, masking the agent's credentials.
+            file_store=sdk.MaskingFileStore(
+                str(store.dir_for(sid)),
+                secrets=secrets,
+                cache_limit_size=settings.max_iterations,
+            ),
+            conversation_id=sid,
+            profile_store_dir=str(profiles),
+            callbacks=callbacks,
+            token_callbacks=token_callbacks,
+            # Shows nothing itself; makes the sub-agents' work visible (subagents.py).
+            visualizer=subagent_view(callbacks[0], secrets),
+            max_iteration_per_run=settings.max_iterations,
+            hook_config=hooks,
+            # MCP servers start bounded, each on its own, failures named (mcp_startup.py).
+            mcp_tool_provider=McpStartup(mcp_timeout(env)),
+        )
+        mask_in_conversation(conversation, secrets.forms)
+        return conversation
+
+    session = Session(
+        session_id=sid,
+        cwd=cwd,
+        sdk=sdk,
+        conversation_factory=factory,
+        client=client,
+        model=str(settings.llm.get("model")),
+        mode=settings.default_mode,
+        rules_path=store.dir_for(sid) / RULES_FILE,
+        store=store,
+        models=models,
+        make_llm=make_llm,
+        secrets=secrets,
+        critic=setup.cli.critic if agent.critic is not None else None,
+        roots=roots,
+        open_conversation=open_conversation,
+        credential_files=CredentialFiles.under(
+            settings.persistence_dir,
+            [(str(cli_config_path(settings.persistence_dir, env)), "the critic's settings")],
+        ),
+    )
+    retries.session = session
+    return session, setup
+
+
+class RetryRelay:
+    """The LLM's retry listener (called in the SDK's thread) → a note in the session.
+
+    The LLM is built before its session exists, hence the late-bound session.
+    """
+
+    def __init__(self) -> None:
+        self.session: Session | None = None
+
+    def __call__(self, attempt: int, total: int, error: BaseException | None) -> None:
+        if self.session is not None:
+            self.session.note_retry(attempt, total, error)
+
+
+def mcp_config(servers: list[Any]) -> dict[str, Any]:
+    """ACP MCP servers → the SDK's `mcp_config` entries (server name → its settings).
+
+    stdio servers become a command the SDK starts; http and sse servers a URL it connects
+    to, with the client's headers (both advertised in `mcpCapabilities`)."""
+    out: dict[str, Any] = {}
+    for server in servers:
+        if isinstance(server, schema.McpServerStdio):
+            out[server.name] = {
+                "command": server.command,
+                "args": list(server.args or []),
+                "env": {e.name: e.value for e in (server.env or [])},
+            }
+        elif isinstance(server, schema.McpServerHttp | schema.McpServerSse):
+            out[server.name] = {
+                "url": server.url,
+                "transport": "http" if isinstance(server, schema.McpServerHttp) else "sse",
+                "headers": {h.name: h.value for h in (server.headers or [])},
+            }
+    return out
+
+
+async def open_failure(
+    sdk: Any, store: SessionStore, sid: uuid.UUID, exc: Exception, *, existing: bool
+) -> RequestError:
+    """What to tell the user when a session's conversation could not be opened."""
+    if not existing:
+        return internal(f"could not start the session: {describe(exc)} ({SEE_LOG})")
+    directory = store.dir_for(sid)
+    try:
+        damage = await trio.to_thread.run_sync(
+            lambda: find_damage(
+                directory,
+                check_state=sdk.ConversationState.model_validate,
+                check_event=sdk.Event.model_validate,
+            )
+        )
+    except Exception:
+        log.exception("looking for damage in %s failed", directory)
+        damage = None
+    if damage is not None:
+        return internal(damage.message(str(sid)), {"path": str(damage.path)})
+    return internal(
+        f"session {sid} cannot be opened: {describe(exc)}. Its files are in {directory}; "
+        f"delete the session (session/delete) if they cannot be repaired ({SEE_LOG})",
+    )
+
+
+def short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:500] or type(exc).__name__

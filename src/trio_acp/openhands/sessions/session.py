@@ -1,0 +1,684 @@
+"""One ACP session: one OpenHands conversation, living in a nursery of its own.
+
+Threads and who owns what:
+- the conversation (`conversation.py`) owns the SDK, its threads and its limiters;
+  the session only awaits it;
+- SDK callbacks (events, tokens) only `post()` to the session's outbox (`outbox.py`),
+  whose pump, in the session's nursery, translates and sends them to the client in order;
+- a prompt turn (`turn.py`) runs the conversation and ends with the outbox's end-of-turn
+  rule: every update of the turn has been queued on the connection's writer before the
+  response (docs/ARCHITECTURE.md#d5-every-update-of-a-turn-before-its-response).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import trio
+
+from trio_acp import schema
+from trio_acp.credentials import SecretValues, UpdateMask
+from trio_acp.openhands.backends.conversation import (
+    WAITING_FOR_CONFIRMATION,
+    Conversation,
+    LocalConversation,
+)
+from trio_acp.openhands.editor import workspace as editor_workspace
+from trio_acp.openhands.editor.session_roots import SessionRoots, roots_prompt
+from trio_acp.openhands.editor.workspace import EditorWorkspace
+from trio_acp.openhands.errors import (
+    SEE_LOG,
+    closed_session,
+    describe,
+    internal,
+    leaves,
+    sole_error,
+)
+from trio_acp.openhands.permissions import turn_points
+from trio_acp.openhands.permissions.confirm import CANCELLED, confirm_pending
+from trio_acp.openhands.permissions.credential_files import CredentialFiles
+from trio_acp.openhands.permissions.policy import (
+    ALWAYS_APPROVE,
+    ALWAYS_ASK,
+    MODE_IDS,
+    RuleBook,
+    mode_option,
+    mode_state,
+)
+from trio_acp.openhands.sdk import REASONING_EFFORTS
+from trio_acp.openhands.sessions import commands, turn
+from trio_acp.openhands.sessions.journal import JOURNAL_FILE, TurnJournal
+from trio_acp.openhands.sessions.outbox import Outbox
+from trio_acp.openhands.sessions.store import now_iso
+from trio_acp.openhands.sessions.turn_queue import TurnQueue
+from trio_acp.openhands.setup.config_options import (
+    client_takes_booleans,
+    model_option,
+    stream_option,
+)
+from trio_acp.openhands.translate import Translator, one_line
+from trio_acp.openhands.translate.notices import (
+    mcp_failure_note,
+    mcp_failure_notices,
+    retry_note,
+    supports_compaction,
+)
+from trio_acp.rpc import PeerClosed, RequestError
+
+log = logging.getLogger(__name__)
+
+CANCEL_DEADLINE = turn.CANCEL_DEADLINE
+# How long closing a session may take (tool executors, terminals).
+CLOSE_DEADLINE = 5.0
+
+
+class Session:
+    def __init__(
+        self,
+        *,
+        session_id: uuid.UUID,
+        cwd: str,
+        sdk: SimpleNamespace,
+        conversation_factory: Any,
+        client: Any,
+        model: str = "",
+        mode: str = ALWAYS_ASK,
+        rules_path: Any = None,
+        store: Any = None,
+        models: list[Any] | None = None,
+        make_llm: Any = None,
+        secrets: SecretValues | None = None,
+        critic: Any = None,
+        roots: SessionRoots | None = None,
+        open_conversation: Any = None,
+        credential_files: CredentialFiles | None = None,
+    ) -> None:
+        # Parsed once, where the request came in (agent.py); str() only on the wire.
+        self.id = session_id
+        self.cwd = cwd
+        # `cwd` + the client's additionalDirectories (session_roots.py).
+        self.roots = roots if roots is not None else SessionRoots(cwd)
+        # The model is told about the extra roots with the first prompt of this opening.
+        self._roots_told = not self.roots.additional
+        self.sdk = sdk
+        self.client = client
+        # What the client offers of itself: its buffers (fs/*), its terminals
+        # (docs/editor-workspace.md). Without either, the SDK's own tools work on disk.
+        self.workspace = EditorWorkspace(client, str(session_id), post_update=self._post_editor)
+        # A conversation on an agent-server runs its tools there, not through this editor.
+        self._editor_routed = self.workspace.routes_tools and open_conversation is None
+        self.model = model
+        self.mode = mode
+        # The critic settings (user_setup.CriticSettings) when the agent has a critic.
+        self.critic = critic
+        secrets = secrets if secrets is not None else SecretValues()
+        self.rules = RuleBook(rules_path, mask=secrets.mask)
+        # trio-acp's own credential files: reading one is always asked (confirm.py).
+        self.credential_files = credential_files
+        self._store = store
+        self._titled = False
+        # The model's reasoning effort, when it has one to choose (else no option).
+        self.reasoning_effort: str | None = None
+        # The models the `model` option offers (models.ModelChoice, `model` is one's id),
+        # and how to build one's LLM (blocking: a worker thread calls it).
+        self.models: list[Any] = list(models or [])
+        self._make_llm = make_llm
+        # Whether replies stream token by token (the `stream` boolean option).
+        self.stream = True
+        # One LLM switch at a time: each builds on the LLM the last one installed.
+        self._llm_switch = trio.Lock()
+        self._conversation_factory = conversation_factory
+        # How the conversation is opened, when not in this process: an async callable
+        # taking on_event, on_token and name (an agent-server's, remote_conversation.py).
+        self._open_conversation = open_conversation
+        self.conversation: Conversation | None = None
+        # A credential split across streamed chunks is in no single frame: the outbox
+        # masks what it sends.
+        self.outbox = Outbox(
+            Translator(
+                cwd,
+                compaction=supports_compaction(client),
+                terminal_content=self.workspace.terminal_content,
+            ),
+            UpdateMask(secrets),
+            self.send_update,
+        )
+        # What a turn showed and what was approved, until the SDK has saved it: for a
+        # session reopened after this process stopped mid-turn (journal.py, recovery.py).
+        # Local conversations only: an agent-server's run outlives us.
+        self._journal: TurnJournal | None = None
+        if store is not None and open_conversation is None:
+            self._journal = TurnJournal(store.dir_for(session_id) / JOURNAL_FILE)
+            self.outbox.journal = self._journal
+        # Prompts in the order the client sent them; one turn at a time (turn_queue.py).
+        self._queue = TurnQueue()
+        self._turns = 0
+        self._closed = trio.Event()
+        self._stopped = trio.Event()
+        # Set once the client has the session id (the response to session/new, load...):
+        # nothing about the session may reach it before.
+        self._published = trio.Event()
+        # Set when the warm-up after session/new is over; what each step did.
+        self.warmed = trio.Event()
+        self.warm_up_report: dict[str, str] = {}
+        # What the client should read at the start of its next turn (`record_turn`).
+        self._turn_notes: list[Any] = []
+        # The session's own nursery, while it serves.
+        self._nursery: trio.Nursery | None = None
+        # What ended the session, if a failure did (`serve`, the session's error boundary).
+        self.failure: str | None = None
+
+    # --- lifetime -------------------------------------------------------------------
+
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The session's own nursery: lives until `close()`; builds the conversation.
+
+        Once started, it is the session's error boundary (as a server's per-request one):
+        a failure inside the session's tasks is logged and ends this session — its turn
+        answers with the failure, later requests for it too — and never reaches the
+        agent's nursery, where it would take the agent and the other sessions down.
+        """
+        started = False
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self.outbox.pump)
+                await nursery.start(self.workspace.calls.run)
+                if self._editor_routed:
+                    # Before the conversation exists: its tools are built from the registry,
+                    # which then finds this session's workspace (editor_workspace.py).
+                    editor_workspace.attach(self.id, self.workspace)
+                opener = self._open_conversation or functools.partial(
+                    LocalConversation.open,
+                    self.sdk,
+                    self._conversation_factory,
+                    make_llm=self._make_llm,
+                    credential_files=self.credential_files,
+                    cwd=self.cwd,
+                )
+                self.conversation = await opener(
+                    on_event=self._on_sdk_event,
+                    on_token=self._on_sdk_token,
+                    name=f"trio-acp-session-{self.id.hex[:8]}",
+                )
+                await self._recover()
+                await self._apply_mode(self.mode)
+                llm = self.conversation.llm_options()
+                self.reasoning_effort = llm.reasoning_effort
+                self.stream = llm.stream
+                await self._restore_options()
+                nursery.start_soon(self._warm_up)
+                task_status.started()
+                started = True
+                await self._closed.wait()
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            if started and all(
+                isinstance(leaf, (Exception, trio.Cancelled)) for leaf in leaves(group)
+            ):
+                self._fail(group)
+                return
+            # The conversation could not be built (damaged files, ...): that one failure
+            # is what the caller reports, not Trio's "Exceptions from Trio nursery".
+            error = sole_error(group)
+            if not isinstance(error, Exception) or isinstance(error, BaseExceptionGroup):
+                raise
+            raise error from None
+        finally:
+            # Tool threads waiting on the client are released before the SDK is closed.
+            self.workspace.calls.close()
+            with trio.move_on_after(CLOSE_DEADLINE, shield=True):
+                await self._shutdown_sdk()
+            editor_workspace.detach(self.id)
+            self._stopped.set()
+
+    async def _recover(self) -> None:
+        """Close what a process that stopped mid-turn left of this conversation, keeping
+        what it had shown (recovery.py); before anything replays or runs it."""
+        journal, conv = self._journal, self.conversation
+        if journal is None or not isinstance(conv, LocalConversation):
+            return
+        record = await trio.to_thread.run_sync(journal.read)
+        try:
+            plan = await conv.recover(record, self.cwd)
+        except Exception:
+            log.exception("session %s: closing its interrupted turn failed", self.id)
+            return
+        if plan:
+            log.warning(
+                "session %s: its last turn was cut short when its process stopped; "
+                "%d tool call(s) closed, shown text %s",
+                self.id,
+                len(plan.endings),
+                "kept" if plan.text is not None else "all saved",
+            )
+        if record:
+            await journal.cleared()
+
+    def _on_sdk_event(self, event: Any) -> None:
+        # The SDK's thread: the workspace learns which tool call an action is (before its
+        # tool runs), then the event goes to the client like any other.
+        turn_points.reached("event", event)
+        self.workspace.note_event(event)
+        self.outbox.post_event(event)
+
+    def _on_sdk_token(self, chunk: Any) -> None:
+        # The SDK's thread, once per streamed chunk.
+        turn_points.reached("token", chunk)
+        self.outbox.post_token(chunk)
+
+    def _post_editor(self, update: Any) -> None:
+        # Any thread, never waits (editor_workspace.py): a client terminal embedded in its
+        # tool call, or a command's live output, in order with the turn's other updates.
+        self.outbox.post_note(update)
+
+    def _fail(self, group: BaseExceptionGroup) -> None:
+        self.failure = describe(group)
+        log.error("session %s failed; it is closed", self.id, exc_info=group)
+        # The running turn and the queued ones end now, answered with the failure.
+        self._queue.cancel_all()
+
+    def check_alive(self) -> None:
+        """Raise the session's failure, if it failed (see `serve`)."""
+        if self.failure is not None:
+            raise internal(f"session {self.id} failed: {self.failure} ({SEE_LOG})")
+
+    async def _warm_up(self) -> None:
+        """Start the tools while the user types (`Conversation.warm_up`); say which MCP
+        servers failed, once the client knows the session."""
+        assert self.conversation is not None
+        # Not before the response: session/load's replay of a long history is CPU-bound
+        # on the Trio thread, and the warm-up's imports and tool start-up would take the
+        # GIL from it (bench/README.md, "Big histories").
+        await self._published.wait()
+        mcp_failures = await self.conversation.warm_up(self.warm_up_report)
+        self.warmed.set()
+        notices = mcp_failure_notices(self.client, mcp_failures)
+        for notice in notices:
+            await self.send_update(notice)
+        if mcp_failures and not notices:
+            # A client without notices reads it in a turn: the one under way, else the next.
+            note = mcp_failure_note(mcp_failures)
+            if self.outbox.turn_seq is not None:
+                self.outbox.post_note(note)
+            else:
+                self._turn_notes.append(note)
+
+    async def published(self) -> None:
+        """The client has been told the session id (run after the response)."""
+        self._published.set()
+
+    async def _shutdown_sdk(self) -> None:
+        if self.conversation is not None:
+            try:
+                await self.conversation.close()
+            except Exception:
+                log.exception("closing the conversation of session %s failed", self.id)
+        self.outbox.close()
+        if self._journal is not None:
+            await self._journal.aclose()
+
+    async def close(self) -> None:
+        """Cancel any turn as if by session/cancel, let it answer, then free everything."""
+        self.request_cancel()
+        # The turn needs the pump and the loop thread to finish properly (its last
+        # updates, then its `cancelled` response): only then does the nursery go.
+        with trio.move_on_after(CANCEL_DEADLINE):
+            await self._queue.wait_idle()
+        self._closed.set()
+        await self._stopped.wait()
+
+    # --- modes and config options -------------------------------------------------
+
+    def mode_state(self) -> schema.SessionModeState:
+        return mode_state(self.mode)
+
+    def config_options(self) -> list[Any]:
+        options = [mode_option(self.mode), model_option(self.model, self.models)]
+        if self.reasoning_effort is not None:
+            options.append(
+                schema.SessionConfigOptionSelect(
+                    id="thought_level",
+                    name="Reasoning effort",
+                    category="thought_level",
+                    current_value=self.reasoning_effort,
+                    options=[
+                        schema.SessionConfigSelectOption(value=v, name=v.capitalize())
+                        for v in REASONING_EFFORTS
+                    ],
+                )
+            )
+        if client_takes_booleans(self.client):
+            options.append(stream_option(self.stream))
+        return options
+
+    def config_values(self) -> dict[str, Any]:
+        """{config id: value} of every option, offered to this client or not: what a
+        fork carries over, and what `set_config_option` re-applies."""
+        values: dict[str, Any] = {"mode": self.mode, "model": self.model}
+        if self.reasoning_effort is not None:
+            values["thought_level"] = self.reasoning_effort
+        values["stream"] = self.stream
+        return values
+
+    async def _set_model(self, value: Any) -> None:
+        """Switch the session's LLM to another configured model; the next request uses it.
+
+        The reasoning effort follows the new model: kept where it has one (the new
+        model's own, or "high", if none was chosen), gone where it has none. Streaming
+        stays as the session has it.
+        """
+        choice = (
+            next((c for c in self.models if c.id == value), None)
+            if isinstance(value, str)
+            else None
+        )
+        if choice is None:
+            ids = [c.id for c in self.models] or [self.model]
+            raise RequestError.invalid_params(
+                f"unknown model {value!r}; the configured models are: {', '.join(ids)}",
+            )
+        if choice.id == self.model:
+            return
+        assert self.conversation is not None
+        try:
+            new_effort = await self.conversation.use_model(
+                choice, reasoning_effort=self.reasoning_effort, stream=self.stream
+            )
+        except Exception as exc:
+            log.warning(
+                "switching session %s to model %s failed", self.id, choice.id, exc_info=True
+            )
+            raise internal(f"model {choice.id!r} cannot be used: {one_line(exc, 500)}") from None
+        self.model = choice.id
+        self.reasoning_effort = new_effort
+
+    async def _set_stream(self, value: Any) -> None:
+        if not isinstance(value, bool):
+            raise RequestError.invalid_params("the stream option takes a boolean value")
+        assert self.conversation is not None
+        await self.conversation.update_llm(stream=value)
+        self.stream = value
+
+    async def _set_reasoning_effort(self, value: Any) -> None:
+        if self.reasoning_effort is None:
+            raise RequestError.invalid_params("this model has no reasoning effort to choose")
+        if value not in REASONING_EFFORTS:
+            raise RequestError.invalid_params(
+                f"reasoning effort must be one of {', '.join(REASONING_EFFORTS)}"
+            )
+        assert self.conversation is not None
+        await self.conversation.update_llm(reasoning_effort=value)
+        self.reasoning_effort = value
+
+    async def _apply_mode(self, mode: str) -> None:
+        assert self.conversation is not None
+        await self.conversation.set_mode(mode)
+        self.outbox.actions_run_unasked(mode == ALWAYS_APPROVE)
+
+    async def set_mode(self, mode: str, *, announce: bool) -> None:
+        """Switch the approval mode; `announce` sends current_mode_update and config_option_update."""
+        if mode not in MODE_IDS:
+            raise RequestError.invalid_params(
+                f"unknown mode {mode!r}; one of: {', '.join(MODE_IDS)}"
+            )
+        await self._apply_mode(mode)
+        self.mode = mode
+        self._save_options()
+        if announce:
+            await self.announce_mode()
+
+    async def announce_mode(self) -> None:
+        await self.send_update(schema.CurrentModeUpdate(current_mode_id=self.mode))
+        await self.send_update(schema.ConfigOptionUpdate(config_options=self.config_options()))
+
+    async def set_config_option(self, config_id: str, value: Any) -> list[Any]:
+        if config_id == "mode":
+            if not isinstance(value, str):
+                raise RequestError.invalid_params("the mode option takes a string value")
+            await self.set_mode(value, announce=False)
+        elif config_id in ("thought_level", "model", "stream"):
+            async with self._llm_switch:
+                if config_id == "thought_level":
+                    await self._set_reasoning_effort(value)
+                elif config_id == "model":
+                    await self._set_model(value)
+                else:
+                    # Accepted from any client (a saved value is re-applied this way),
+                    # though only clients that take boolean options are offered it.
+                    await self._set_stream(value)
+        else:
+            raise RequestError.invalid_params(f"unknown config option {config_id!r}")
+        self._save_options()
+        return self.config_options()
+
+    # A session keeps its settings: every config option value is saved with it (the
+    # session index, store.py) and re-applied when it is loaded or resumed. The model
+    # comes before the reasoning effort, which depends on what the model supports.
+    _RESTORE_ORDER = ("mode", "model", "thought_level", "stream")
+
+    def _current_options(self) -> dict[str, Any]:
+        # Every option, offered to this client or not (a boolean one is kept for a client
+        # that takes them).
+        return self.config_values()
+
+    def _save_options(self) -> None:
+        if self._store is None:
+            return
+        try:
+            self._store.write_options(self.id, self._current_options())
+        except OSError:
+            log.warning("could not save the settings of session %s", self.id, exc_info=True)
+
+    async def _restore_options(self) -> None:
+        if self._store is None:
+            return
+        saved = self._store.read_options(self.id)
+        order = {config_id: i for i, config_id in enumerate(self._RESTORE_ORDER)}
+        for config_id in sorted(saved, key=lambda c: (order.get(c, len(order)), c)):
+            if self._current_options().get(config_id) == saved[config_id]:
+                continue
+            try:
+                await self.set_config_option(config_id, saved[config_id])
+            except RequestError as exc:
+                # E.g. a model no longer configured: the session opens with the default.
+                log.warning(
+                    "session %s: not restoring %s=%r: %s",
+                    self.id,
+                    config_id,
+                    saved[config_id],
+                    exc.message,
+                )
+        self._save_options()
+
+    async def fork_conversation(self, fork_id: uuid.UUID) -> None:
+        """session/fork: copy this conversation, history and all, to `fork_id` on disk."""
+        assert self.conversation is not None
+        await self.conversation.fork(fork_id)
+
+    def keep_title(self) -> None:
+        """The session already has its title (a fork's): the first prompt does not rename it."""
+        self._titled = True
+
+    async def flush_turn_updates(self) -> None:
+        """Wait until everything the SDK posted so far has been sent to the client."""
+        await self.outbox.flush()
+
+    def note_retry(self, attempt: int, total: int, error: BaseException | None) -> None:
+        """SDK thread: a model call failed and will be retried — say so, it can take a while.
+
+        What the failed call streamed is closed as cut off first: the retried call's
+        reply starts over in a message of its own (translate/streams.py).
+        """
+        self.outbox.post_retry(retry_note(self.client, attempt, total, error))
+
+    async def send_update(self, update: Any) -> None:
+        try:
+            await self.client.session_update(session_id=str(self.id), update=update)
+        except PeerClosed:
+            pass  # the client is gone; keep draining so flushes still complete
+        except Exception:
+            log.exception("sending a session/update failed")
+
+    # --- turns ----------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """A turn runs or a prompt is queued."""
+        return self._queue.busy
+
+    @property
+    def queued(self) -> int:
+        """Prompts waiting behind the running turn."""
+        return self._queue.waiting
+
+    async def replay_history(self) -> None:
+        """session/load: the whole conversation as updates, user messages included."""
+        assert self.conversation is not None
+        await self.outbox.replay(await self.conversation.history(), self.critic)
+        self._titled = True  # a loaded session keeps the title it had
+
+    def record_turn(self, blocks: list[Any], seq: int) -> None:
+        """Keep `session/list` current; the first prompt also names the session. (And
+        the notes kept for the next turn go out first.)"""
+        for note in self._turn_notes:
+            self.outbox.post_note(note, seq)
+        self._turn_notes.clear()
+        if self._store is None:
+            return
+        title = None
+        if not self._titled:
+            text = next((b.text for b in blocks if isinstance(b, schema.TextContent)), "")
+            title = _title_from(text)
+            self._titled = True
+        try:
+            self._store.write_index(self.id, cwd=self.cwd, title=title, roots=self.roots)
+        except OSError:
+            log.warning("could not update the session index of %s", self.id, exc_info=True)
+            return
+        if title:
+            update = schema.SessionInfoUpdate(title=title, updated_at=now_iso())
+            self.outbox.post_note(update, seq)
+
+    def prompt_received(self, key: Any) -> None:
+        """The connection's reader read a prompt for this session (wire order, synchronous)."""
+        self._queue.received(key)
+
+    def forget_prompt(self, key: Any) -> None:
+        """A prompt registered by `prompt_received` failed before reaching `prompt`."""
+        self._queue.forget(key)
+
+    def request_cancel(self) -> None:
+        """session/cancel: every prompt received before it ends `cancelled`, the running
+        turn and the queued ones alike. Prompts received later run. A no-op while idle."""
+        self._queue.cancel_all()
+
+    async def prompt(self, blocks: list[Any], *, key: Any = None) -> schema.PromptResponse:
+        """Queue the prompt behind the turns received before it, then run it.
+
+        `key` is the request id the reader registered it under (`prompt_received`).
+        """
+        ticket = self._queue.claim(key)
+        try:
+            try:
+                may_run = await self._queue.wait_turn(ticket)
+            except BaseException as exc:
+                # `$/cancel_request` for a queued prompt: it ends as a cancelled turn would.
+                if not turn.only_cancelled(exc):
+                    raise
+                may_run = False
+            self.check_alive()
+            if not may_run:
+                return schema.PromptResponse(stop_reason="cancelled")
+            if self._closed.is_set():
+                raise closed_session(self.id)
+            self._turns += 1
+            if not self._roots_told and commands.parse(blocks) is None:
+                blocks = [*blocks, schema.TextContent(text=roots_prompt(self.roots) or "")]
+                self._roots_told = True
+            try:
+                response = await self._play_with_editor(blocks, ticket.cancelled)
+            finally:
+                self.check_alive()  # the session failed during the turn: that is the answer
+            return response
+        finally:
+            # Last, and synchronous: the next turn starts only once this response is
+            # about to be queued, so none of its updates can precede it on the wire.
+            self._queue.release(ticket)
+
+    async def _play_with_editor(self, blocks: list[Any], cancel_event: trio.Event) -> Any:
+        """The turn, with the tool threads' waits on the client tied to its cancel.
+
+        On cancel (session/cancel, `$/cancel_request`, closing) every pending client call
+        fails at once — so the SDK's interrupt is never held up by a client that does not
+        answer — and the response waits (within the cleanup budget) until the cancelled
+        requests' cleanup (`terminal/kill` + `terminal/release`) is sent.
+        """
+        calls = self.workspace.calls
+        calls.begin_turn()
+        # The watcher lives in the session's nursery, not in this request's scope: a
+        # `$/cancel_request` for the prompt cancels this task, and the turn turns that
+        # into its `cancelled` answer (turn.py), which a cancelled child here would undo.
+        watch = trio.CancelScope()
+
+        async def fail_waits_on_cancel() -> None:
+            with watch:
+                await cancel_event.wait()
+                calls.cancel_turn()
+
+        if self._nursery is not None:
+            self._nursery.start_soon(fail_waits_on_cancel)
+        over = False
+        try:
+            response = await turn.play_prompt(self, blocks, cancel_event, self._turns)
+            over = response.stop_reason != "cancelled"
+        finally:
+            watch.cancel()
+            if not over:
+                await calls.cancel_turn_and_wait()  # shielded, bounded
+        return response
+
+    async def execute_command(self, name: str, arg: str) -> str:
+        return await commands.execute(self, name, arg)
+
+    async def confirm_pending(self, conv: Conversation, cancel_event: trio.Event) -> str:
+        decision = await confirm_pending(self, conv, cancel_event)
+        if (
+            decision != CANCELLED
+            and self._journal is not None
+            # The session's own actions; a sub-agent's batch (subagents.py) runs inside
+            # its delegating call, which the journal already covers.
+            and conv is self.conversation
+            and conv.status() == WAITING_FOR_CONFIRMATION  # not rejected: they run next
+        ):
+            # On disk before they can run: a session reopened after this process stopped
+            # tells "approved, may have run" from "never approved" (recovery.py).
+            pending = await conv.pending_actions()
+            await self._journal.approved([str(a.tool_call_id) for a in pending])
+        return decision
+
+    def post_usage(self, seq: int) -> None:
+        assert self.conversation is not None
+        usage = self.conversation.usage()
+        if usage is None or usage.context_window <= 0:
+            return
+        cost = usage.cost
+        update = schema.UsageUpdate(
+            used=usage.last_used,
+            size=usage.context_window,
+            cost=schema.Cost(amount=cost, currency="USD") if cost else None,
+        )
+        self.outbox.post_note(update, seq)
+
+
+def _title_from(text: str) -> str | None:
+    # Scenario tags and the like are noise in a title; the first real words are not.
+    words = " ".join(re.sub(r"\[[^\]\n]*\]", " ", text).split())
+    if not words:
+        return None
+    return words if len(words) <= 80 else words[:79].rstrip() + "…"

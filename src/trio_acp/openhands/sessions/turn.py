@@ -1,0 +1,339 @@
+"""One prompt turn: run the conversation until it is over, asking permission as it stops
+for it, interrupting it on cancel, and answering with the stop reason.
+
+The turn reaches its session only through `TurnHost` (the conversation, the outbox and
+the few session duties a turn has: slash commands, the session index, usage, asking
+permission), so it runs as well on a fake conversation (`trio_acp.testing`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Protocol
+
+import trio
+
+from trio_acp import schema
+from trio_acp.openhands.backends.conversation import (
+    ERROR,
+    FINISHED,
+    STUCK,
+    WAITING_FOR_CONFIRMATION,
+    Conversation,
+    Run,
+)
+from trio_acp.openhands.errors import internal
+from trio_acp.openhands.permissions.confirm import CANCELLED, PermissionFailed
+from trio_acp.openhands.sessions import commands
+from trio_acp.openhands.sessions.outbox import Outbox
+from trio_acp.openhands.setup.critic_review import (
+    refinement_message,
+    refinement_update,
+    review_updates,
+)
+from trio_acp.openhands.setup.subagents import serve_subagents, wait_for_subagents
+from trio_acp.openhands.translate import one_line
+from trio_acp.openhands.translate.model_failures import describe_model_failure
+from trio_acp.openhands.translate.prompt import TextPart, prompt_to_parts
+from trio_acp.rpc import RequestError
+
+log = logging.getLogger(__name__)
+
+# How long a cancelled turn may take to stop the conversation before we give up waiting
+# and answer anyway. interrupt() lands in milliseconds; this bounds a misbehaving tool.
+CANCEL_DEADLINE = 10.0
+
+STUCK_MESSAGE = (
+    "\n\nI stopped: I was going around in circles (repeating the same step with the same "
+    "result). Tell me what to try differently, or give me more to go on."
+)
+
+
+class TurnHost(Protocol):
+    """What a turn needs of its session."""
+
+    conversation: Conversation | None
+    outbox: Outbox
+    model: str
+    client: Any
+    # The critic settings of cli_config.json when the agent has a critic, else None.
+    critic: Any
+
+    async def execute_command(self, name: str, arg: str) -> str: ...
+
+    def record_turn(self, blocks: list[Any], seq: int) -> None: ...
+
+    def post_usage(self, seq: int) -> None: ...
+
+    async def confirm_pending(self, conv: Conversation, cancel_event: trio.Event) -> str: ...
+
+    async def send_update(self, update: Any) -> None: ...
+
+
+async def play_prompt(
+    host: TurnHost, blocks: list[Any], cancel_event: trio.Event, seq: int
+) -> schema.PromptResponse:
+    """Turn `seq`: a slash command, or the prompt sent to the conversation and run."""
+    outbox = host.outbox
+    outbox.begin_turn(seq)
+    stop_reason: str | None = None
+    sent = False
+    try:
+        command = commands.parse(blocks)
+        if command is not None:
+            text = await host.execute_command(*command)
+            await host.send_update(schema.AgentMessageChunk(content=schema.TextContent(text=text)))
+            stop_reason = "cancelled" if cancel_event.is_set() else "end_turn"
+            return schema.PromptResponse(stop_reason=stop_reason)
+        parts = prompt_to_parts(blocks)
+        if not parts:
+            raise RequestError.invalid_params("the prompt has no content")
+        host.record_turn(blocks, seq)
+        conv = host.conversation
+        assert conv is not None
+        if conv.status() == WAITING_FOR_CONFIRMATION:
+            # Left waiting by an earlier process (crash, kill) or turn: the SDK would run
+            # those actions as approved on the next run. Nobody approved them.
+            await _reject_pending(
+                conv, "Not approved before the session was reopened; nothing was run."
+            )
+        start = conv.event_count()
+        sent = True  # from here the message may reach the conversation, even if cut short
+        await _send_unless_cancelled(conv, parts, cancel_event)
+        if cancel_event.is_set():
+            stop_reason = "cancelled"
+        else:
+            stop_reason = await _run_until_over(host, conv, cancel_event, start)
+            if host.critic is not None:
+                stop_reason = await _review_and_refine(host, conv, cancel_event, start, stop_reason)
+            if stop_reason == "end_turn" and conv.status() == STUCK:
+                # The SDK's stuck detector stopped a loop (the same action and result
+                # over and over, or talking to itself): the turn is over, say why.
+                await host.send_update(
+                    schema.AgentMessageChunk(content=schema.TextContent(text=STUCK_MESSAGE))
+                )
+        host.post_usage(seq)
+    finally:
+        # Every update of this turn goes out before its response, errors included;
+        # tool calls the turn announced but never finished are closed as failed.
+        fail_open = (
+            None
+            if stop_reason == "end_turn"
+            else ("Cancelled." if stop_reason == "cancelled" else "The turn ended with an error.")
+        )
+        with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+            if sent and host.conversation is not None:
+                # The sub-agents' last events come from their own threads (subagents.py).
+                await wait_for_subagents(host.conversation)
+                if stop_reason == "cancelled":
+                    await _note_interruption(host.conversation)
+            await outbox.end_turn(seq, fail_open)
+        outbox.close_turn(seq)
+    if stop_reason == "end_turn":
+        stop_reason = {"length": "max_tokens", "content_filter": "refusal"}.get(
+            outbox.finish_reason or "", "end_turn"
+        )
+    return schema.PromptResponse(stop_reason=stop_reason)
+
+
+async def _send_unless_cancelled(
+    conv: Conversation, parts: list[Any], cancel_event: trio.Event
+) -> None:
+    """Send the prompt; a cancel meanwhile stops waiting for it where the conversation
+    says its sending may be left to finish on its own (`send_abandonable`: an
+    agent-server's first message waits for the server to start the tools, seconds).
+    The message still arrives; the turn ends `cancelled`, and the conversation notes the
+    interruption (`note_interruption`). A local send is short and waits for the
+    conversation's own lock: it is awaited whole, as before."""
+    if cancel_event.is_set() or not getattr(conv, "send_abandonable", False):
+        await conv.send_message(parts)
+        return
+    async with trio.open_nursery() as nursery:
+
+        async def cut_short() -> None:
+            await cancel_event.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(cut_short)
+        await conv.send_message(parts)
+        nursery.cancel_scope.cancel()
+
+
+async def _review_and_refine(
+    host: TurnHost, conv: Conversation, cancel_event: trio.Event, start: int, stop_reason: str
+) -> str:
+    """Show the critic's verdict on each answer; while it calls for refinement, send the
+    CLI's follow-up and run again, in this same turn (critic_review.py). The counter
+    starts at 0 with every prompt."""
+    iteration = 0
+    while stop_reason == "end_turn" and conv.status() == FINISHED:
+        outcome = conv.critic_outcome(start)
+        if outcome is None:
+            break
+        updates, following = review_updates(host.client, outcome, host.critic, iteration)
+        for update in updates:
+            host.outbox.post_note(update)
+        if following is None or cancel_event.is_set():
+            break
+        iteration = following
+        text = refinement_message(outcome, iteration, host.critic)
+        host.outbox.post_note(refinement_update(text, iteration, host.critic, str(uuid.uuid4())))
+        start = conv.event_count()
+        try:
+            await conv.send_message([TextPart(text)])
+        except BaseException as exc:
+            # This request cancelled ($/cancel_request, the connection closing): the turn
+            # ends as a session/cancel would (see _run_until_over).
+            if not only_cancelled(exc):
+                raise
+            cancel_event.set()
+        if cancel_event.is_set():
+            return "cancelled"
+        stop_reason = await _run_until_over(host, conv, cancel_event, start)
+    return stop_reason
+
+
+async def _run_until_over(
+    host: TurnHost, conv: Conversation, cancel_event: trio.Event, start: int
+) -> str:
+    """Run the conversation until the turn is over, asking permission as it stops for it.
+
+    If this request itself is cancelled — `$/cancel_request` for the prompt (also while
+    a permission request is pending), or the connection closing — the turn ends as a
+    session/cancel would: the conversation is stopped, nothing pending runs, and the
+    answer is the `cancelled` stop reason rather than an error.
+    """
+    try:
+        return await _confirm_loop(host, conv, cancel_event, start)
+    except BaseException as exc:
+        if not only_cancelled(exc):
+            raise
+    # Swallowing the Cancelled is deliberate; everything from here to the response
+    # is shielded or synchronous, so the still-cancelled scope cannot interrupt it.
+    cancel_event.set()
+    with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+        if conv.status() == WAITING_FOR_CONFIRMATION:
+            await _reject_pending(conv, "The user cancelled before approving this action.")
+    return "cancelled"
+
+
+async def _confirm_loop(
+    host: TurnHost, conv: Conversation, cancel_event: trio.Event, start: int
+) -> str:
+    while True:
+        outcome = await _run_conversation_once(conv, cancel_event, start, host.model, host)
+        if outcome != "confirm":
+            return outcome
+        try:
+            decision = await host.confirm_pending(conv, cancel_event)
+        except PermissionFailed as exc:
+            # Fail closed: nothing pending runs, and the turn ends with the reason.
+            await _reject_pending(conv, "The permission request failed; nothing was run.")
+            raise internal(f"{exc}; nothing was run") from None
+        except BaseException:
+            # Whatever else went wrong (a cancel is handled in _run_until_over), the
+            # actions that were waiting must not be left pending: the next run would take
+            # them as approved.
+            await _reject_pending(conv, "No approval was given; nothing was run.")
+            raise
+        if decision == CANCELLED or cancel_event.is_set():
+            # Rejected now, or the next run would take the pending actions as approved.
+            await _reject_pending(conv, "The user cancelled before approving this action.")
+            return "cancelled"
+
+
+async def _note_interruption(conv: Conversation) -> None:
+    """Record in the conversation that the user cut this turn short (sdk.interruption_event)."""
+    try:
+        await conv.note_interruption()
+    except Exception:
+        log.warning("could not record the interruption", exc_info=True)
+
+
+async def _reject_pending(conv: Conversation, reason: str) -> None:
+    with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+        await conv.reject_pending(reason)
+
+
+async def _run_conversation_once(
+    conv: Conversation, cancel_event: trio.Event, start: int, model: str, host: Any = None
+) -> str:
+    run = conv.start_run()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_interrupt_when, cancel_event, conv, run)
+            if host is not None:  # sub-agents ask the user through the running turn
+                await nursery.start(serve_subagents, host, conv, cancel_event)
+            error = await run.outcome()
+            nursery.cancel_scope.cancel()
+    except BaseException:
+        # The handler itself was cancelled (connection closing, $/cancel_request):
+        # the conversation must still stop before we let go of it.
+        with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+            cancel_event.set()
+            await interrupt_until_done(conv, run)
+        raise
+    if cancel_event.is_set():
+        return "cancelled"
+    return stop_reason(conv, start, error, model)
+
+
+async def _interrupt_when(cancel_event: trio.Event, conv: Conversation, run: Run) -> None:
+    await cancel_event.wait()
+    with trio.move_on_after(CANCEL_DEADLINE):
+        await interrupt_until_done(conv, run)
+
+
+async def interrupt_until_done(conv: Conversation, run: Run) -> None:
+    # interrupt() lands only once arun() has registered its task; a cancel that races
+    # the run's first instructions falls back to pause(), which arun() then
+    # overrides. Interrupting again until the run is over closes that window.
+    delay = 0.02
+    first = True
+    while not run.done():
+        await conv.interrupt()
+        if first:
+            first = False
+            # Shielded: the interrupt may end the run before it returns, and the caller
+            # then cancels us; the tools' processes and the sub-agents, which the
+            # interrupt does not reach, must still be stopped (bounded: subagents.py).
+            with trio.move_on_after(CANCEL_DEADLINE, shield=True):
+                await conv.stop_tools()
+        with trio.move_on_after(delay):
+            await run.wait_done()
+        delay = min(delay * 2, 0.5)
+
+
+def stop_reason(conv: Conversation, start: int, error: BaseException | None, model: str) -> str:
+    """How a run that was not cancelled ended: a stop reason, "confirm", or a RequestError."""
+    status = conv.status()
+    if status == FINISHED and error is None:
+        return "end_turn"
+    if status == WAITING_FOR_CONFIRMATION and error is None:
+        return "confirm"
+    code, detail = conv.last_error(start)
+    if code == "MaxIterationsReached":
+        return "max_turn_requests"
+    if error is not None or status == ERROR:
+        failure = describe_model_failure(error, code, detail, model)
+        if failure is not None:  # the model call failed: say what, and what to do
+            raise internal(
+                failure.message,
+                {"code": code, "status": status, "model": failure.data()},
+            )
+        message = detail or (str(error) if error is not None else "the agent failed")
+        raise internal(
+            f"the agent's turn failed ({code or type(error).__name__}): {one_line(message, 2000)}",
+            {"code": code, "status": status},
+        )
+    # PAUSED, STUCK, IDLE: the turn is over without an error.
+    return "end_turn"
+
+
+def only_cancelled(exc: BaseException) -> bool:
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(only_cancelled(e) for e in exc.exceptions)
+    return False

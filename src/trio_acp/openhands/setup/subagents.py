@@ -1,0 +1,568 @@
+"""Sub-agents: the `task` tool (the OpenHands CLI's delegation), run so that the client sees
+their work, the session's approval mode covers their actions, and a cancel stops them.
+
+The SDK's task tool (`openhands.tools.task`) runs a sub-agent as an SDK conversation of its
+own, with the blocking `run()`, on the parent's tool thread; its events reach no callback of
+the parent's, it approves a waiting sub-agent's actions by itself when it was given no
+confirmation handler (the CLI gives none: there a sub-agent runs tools unasked whatever the
+mode), and interrupting the parent does not reach it. So the session registers its own
+variant of the tool set under the same name (`task_tool_set`: stored conversations and the
+CLI's keep working unchanged):
+
+- **Visible.** The parent conversation's visualizer is a `SubagentView` (no output of its
+  own): the SDK asks it for a sub-visualizer when it creates a sub-agent's conversation, and
+  that one posts each of the sub-agent's events to the session's outbox as a `SubagentEvent`
+  naming the delegating tool call (`translate/subagents.py` shows them nested under it).
+  Its thread posts `SubagentBegan` first and `SubagentEnded` last: the delegating call's
+  result, which a cancel makes the parent post early from its own thread, is shown after
+  them; and a turn answers only once its sub-agents are done (`wait_for_subagents`,
+  bounded), so what they did up to a stop is shown in the turn.
+  A task resumed with `resume` runs without visualizer in the SDK: its steps are not shown,
+  its result is.
+- **Asked.** The sub-agent gets the session's confirmation policy and security analyzer
+  (an agent file's own `permission_mode` may only ask more). When it stops for
+  confirmation, its tool thread hands the batch to the running turn (`Hub.serve`), which
+  puts it to the user exactly as the parent's actions are (`confirm.confirm_pending`: the
+  same "always" rules, preview and fail-closed answers) and waits for the decision. With no
+  turn to ask (cancelled, or over), the sub-agent is stopped: it never runs a tool unasked.
+- **Stopped.** A cancel interrupts the parent's `arun()`, but the sub-agent keeps running on
+  the parent's tool thread and its `run()` can only pause between steps. So stopping the
+  session's tools (`tool_processes.stop_tool_processes`) also stops every live sub-agent:
+  its pending question is answered "stop", its tools are interrupted and their processes
+  killed, it is paused, and we wait (bounded) until its thread is done.
+- The sub-agent's terminal runs as a plain subprocess, as the session's does, and the
+  agent's credentials are masked in its tool output as in the session's
+  (`sdk.mask_in_conversation`). Its conversation's files, under the session's
+  `subagents/` directory and deleted when it ends, are written by the SDK's own store,
+  without our masking of tool arguments (`sdk.MaskingFileStore`).
+
+Threads: sub-agents run on the parent's tool threads; their callbacks only post (never
+wait); a sub-agent waiting for a decision waits on a `threading.Event` that the turn's answer,
+a cancel, or the end of the turn's serving always sets.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
+from typing import Any
+
+import attrs
+import trio
+
+from trio_acp.openhands.permissions import run_gate, turn_points
+from trio_acp.openhands.permissions.confirm import CANCELLED
+from trio_acp.openhands.permissions.tool_processes import terminal_params
+from trio_acp.openhands.sdk import mask_in_conversation
+from trio_acp.openhands.translate.subagents import (
+    META_KEY,
+    SubagentBegan,
+    SubagentEnded,
+    SubagentEvent,
+    nested_id,
+)
+
+log = logging.getLogger(__name__)
+
+RUN, REJECT, STOP = "run", "reject", "stop"
+# How long stopping the tools waits for the sub-agents' threads to end.
+STOP_WAIT = 5.0
+# How far back the delegating call's ActionEvent is looked for.
+_LOOK_BACK = 200
+
+_current = threading.local()
+
+
+class SubagentStopped(Exception):
+    """The sub-agent was stopped (a cancel, or no one to ask)."""
+
+
+@attrs.define(eq=False)
+class Delegation:
+    """One running `task` call: the delegating tool call and its sub-agent's conversation."""
+
+    parent_tool_call_id: str
+    label: str
+    conversation: Any = None
+    stopped: threading.Event = attrs.Factory(threading.Event)
+    finished: threading.Event = attrs.Factory(threading.Event)
+
+
+@attrs.define(eq=False)
+class Ask:
+    """A sub-agent's batch of actions waiting for the user's decision."""
+
+    delegation: Delegation
+    actions: list[Any]
+    answer: str | None = None
+    reason: str = ""
+    done: threading.Event = attrs.Factory(threading.Event)
+
+
+class Hub:
+    """The sub-agents of one session: what they post, ask, and how they are stopped."""
+
+    def __init__(self, post: Callable[[Any], None] | None = None, secrets: Any = None) -> None:
+        self._post = post
+        # The agent's credentials (`credentials.SecretValues`): masked in the sub-agents'
+        # conversations as in the session's.
+        self.secrets = secrets
+        self._lock = threading.Lock()
+        self._live: list[Delegation] = []
+        self._asks: list[Ask] = []
+        self._serving: tuple[trio.lowlevel.TrioToken, trio.MemorySendChannel[Ask]] | None = None
+        # Set by a cancel: delegations that start afterwards stop at once. A turn's
+        # serving clears it.
+        self._cancelled = False
+        # Trio tasks waiting until no sub-agent runs (`wait_ended`), and when the wait for
+        # stopped sub-agents gives up (set by `stop_all`, cleared by a turn's serving).
+        self._idle_waiters: list[tuple[trio.lowlevel.TrioToken, trio.Event]] = []
+        self._stop_deadline: float | None = None
+
+    # --- the sub-agent's threads ----------------------------------------------------------
+
+    def begin(self, parent_tool_call_id: str, label: str) -> Delegation:
+        d = Delegation(parent_tool_call_id, label)
+        with self._lock:
+            self._live.append(d)
+            if self._cancelled:
+                d.stopped.set()
+        # In the stream of the session's events, before any of the sub-agent's: until its
+        # end, the delegating call's result waits for them (translate/subagents.py).
+        self._send(SubagentBegan(parent_tool_call_id))
+        return d
+
+    def end(self, d: Delegation) -> None:
+        # After every event of the sub-agent, and before the delegating call's result.
+        self._send(SubagentEnded(d.parent_tool_call_id))
+        with self._lock:
+            if d in self._live:
+                self._live.remove(d)
+            waiters = [] if self._live else self._idle_waiters
+            if not self._live:
+                self._idle_waiters = []
+        d.finished.set()
+        for token, idle in waiters:  # wakes the turn; never waits for it
+            try:
+                token.run_sync_soon(idle.set)
+            except trio.RunFinishedError:
+                pass
+
+    def post(self, d: Delegation, event: Any) -> None:
+        turn_points.reached("subagent", event)
+        self._send(SubagentEvent(d.parent_tool_call_id, d.label, event))
+
+    def _send(self, item: Any) -> None:
+        if self._post is None:
+            return
+        try:
+            self._post(item)
+        except Exception:  # a callback must never fail the sub-agent's step
+            log.exception("posting a sub-agent's event failed")
+
+    def ask(self, d: Delegation, actions: list[Any]) -> tuple[str, str]:
+        """Block until the user decided on `actions`: (RUN | REJECT | STOP, reason)."""
+        ask = Ask(d, actions)
+        with self._lock:
+            serving = self._serving
+            if d.stopped.is_set() or serving is None:
+                return STOP, "No one could be asked to approve it."
+            self._asks.append(ask)
+        token, send = serving
+
+        def deliver() -> None:  # on the Trio thread: must not raise
+            try:
+                send.send_nowait(ask)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, trio.WouldBlock):
+                self._settle(ask, STOP, "The turn is over.")
+
+        try:
+            token.run_sync_soon(deliver)
+        except trio.RunFinishedError:
+            self._settle(ask, STOP, "The session is closed.")
+        ask.done.wait()
+        with self._lock:
+            if ask in self._asks:
+                self._asks.remove(ask)
+        return ask.answer or STOP, ask.reason
+
+    def _settle(self, ask: Ask, answer: str, reason: str = "") -> None:
+        with self._lock:
+            if ask.done.is_set():
+                return
+            ask.answer, ask.reason = answer, reason
+            ask.done.set()
+
+    # --- stopping -------------------------------------------------------------------------
+
+    def interrupt(self) -> None:
+        """Mark every sub-agent stopped and release its question; never blocks."""
+        with self._lock:
+            self._cancelled = True
+            live, asks = list(self._live), list(self._asks)
+        for d in live:
+            d.stopped.set()
+        for ask in asks:
+            self._settle(ask, STOP, "The user cancelled.")
+
+    def stop_all(self, stop_processes: Callable[[Any], Any], wait: float = STOP_WAIT) -> None:
+        """Stop every live sub-agent and wait (at most `wait` s) for its thread; blocking."""
+        self.interrupt()
+        with self._lock:
+            live = list(self._live)
+        for d in live:
+            conv = d.conversation
+            if conv is None:
+                continue
+            _interrupt_tools(conv)
+            try:
+                stop_processes(conv)
+            except Exception:
+                log.warning("stopping a sub-agent's processes failed", exc_info=True)
+            # interrupt() sets the run's cancel token (pending tools are skipped) and
+            # pauses, which waits for the step in progress: in a thread of its own.
+            threading.Thread(target=_quietly(conv.interrupt), daemon=True).start()
+        deadline = time.monotonic() + wait
+        with self._lock:
+            self._stop_deadline = deadline
+        for d in live:
+            if not d.finished.wait(max(0.0, deadline - time.monotonic())):
+                log.warning("sub-agent %s did not stop within %.0f s", d.label, wait)
+
+    # --- the turn (Trio) ------------------------------------------------------------------
+
+    async def wait_ended(self, timeout: float = STOP_WAIT) -> bool:
+        """Wait until no sub-agent runs, so that everything they posted is in the session's
+        stream: at most `timeout` s, and no longer than `stop_all` waited for them. True
+        if none runs. Waits on Trio only (woken by `end`, from the sub-agent's thread)."""
+        idle = trio.Event()
+        with self._lock:
+            if not self._live:
+                return True
+            if self._stop_deadline is not None:
+                timeout = min(timeout, self._stop_deadline - time.monotonic())
+            entry = (trio.lowlevel.current_trio_token(), idle)
+            self._idle_waiters.append(entry)
+        with trio.move_on_after(max(0.0, timeout)):
+            await idle.wait()
+            return True
+        with self._lock:
+            if entry in self._idle_waiters:
+                self._idle_waiters.remove(entry)
+        log.warning("a sub-agent was still running when its turn ended")
+        return False
+
+    async def serve(
+        self,
+        decide: Callable[[Ask], Awaitable[tuple[str, str]]],
+        *,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Answer the sub-agents' questions with `decide`, one at a time, until cancelled."""
+        send, receive = trio.open_memory_channel[Ask](math.inf)
+        with self._lock:
+            self._serving = (trio.lowlevel.current_trio_token(), send)
+            self._cancelled = False
+            self._stop_deadline = None
+        task_status.started()
+        try:
+            async with receive:
+                async for ask in receive:
+                    if ask.done.is_set():
+                        continue
+                    try:
+                        answer, reason = await decide(ask)
+                    except Exception:
+                        log.exception("asking about a sub-agent's actions failed")
+                        answer, reason = REJECT, "The permission request failed; nothing was run."
+                    self._settle(ask, answer, reason)
+        finally:
+            with self._lock:
+                self._serving = None
+                asks = list(self._asks)
+            send.close()
+            for ask in asks:
+                self._settle(ask, STOP, "The turn is over.")
+
+
+def _quietly(fn: Callable[[], Any]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            fn()
+        except Exception:
+            log.debug("%r failed", fn, exc_info=True)
+
+    return run
+
+
+def _interrupt_tools(conv: Any) -> None:
+    try:
+        tools = list(conv.agent.tools_map.values())
+    except Exception:
+        return
+    for tool in tools:
+        executor = getattr(tool, "executor", None)
+        if executor is not None:
+            _quietly(executor.interrupt)()
+
+
+def hub_of(conversation: Any) -> Hub | None:
+    """The sub-agent hub of a session's conversation (`LocalConversation`), if it has one."""
+    sdk_conv = getattr(conversation, "sdk_conversation", conversation)
+    view = getattr(sdk_conv, "_visualizer", None)
+    hub = getattr(view, "hub", None)
+    return hub if isinstance(hub, Hub) else None
+
+
+def _delegating_call_id(conversation: Any, action: Any) -> str:
+    """The tool call id of the ActionEvent whose action the executor was handed."""
+    try:
+        events = conversation.state.events
+        n = len(events)
+        recent = [events[i] for i in range(n - 1, max(-1, n - 1 - _LOOK_BACK), -1)]
+    except Exception:
+        recent = []
+    for match in (lambda e: e.action is action, lambda e: e.action == action):
+        for event in recent:
+            if getattr(event, "action", None) is not None and match(event):
+                return str(event.tool_call_id)
+    return f"task-{uuid.uuid4().hex[:12]}"
+
+
+# --- the SDK classes (built after the SDK import) ---------------------------------------------
+
+
+@functools.cache
+def sdk_classes() -> SimpleNamespace:
+    """The SDK subclasses; registers ours as `task_tool_set`. Call after the SDK import."""
+    from openhands.sdk import Agent
+    from openhands.sdk.conversation.state import (
+        ConversationExecutionStatus,
+        ConversationState,
+    )
+    from openhands.sdk.conversation.visualizer import ConversationVisualizerBase
+    from openhands.sdk.security import AlwaysConfirm
+    from openhands.sdk.subagent import SubAgentScope
+    from openhands.sdk.tool import register_tool
+    from openhands.tools.task import TaskToolSet
+    from openhands.tools.task.impl import TaskExecutor
+    from openhands.tools.task.manager import TaskManager
+    from openhands.tools.terminal import TerminalTool
+
+    class SubagentView(ConversationVisualizerBase):
+        """The session conversation's visualizer: shows nothing itself; hands the SDK a
+        sub-visualizer for each sub-agent (the SDK's hook for showing delegation)."""
+
+        def __init__(self, hub: Hub | None = None) -> None:
+            super().__init__()
+            self.hub = hub
+
+        def on_event(self, event: Any) -> None:
+            pass  # the session's own callbacks show the conversation's events
+
+        def create_sub_visualizer(self, agent_id: str) -> Any:
+            d = getattr(_current, "delegation", None)
+            if self.hub is None or d is None:
+                return None
+            return _SubView(self.hub, d)
+
+    class _SubView(ConversationVisualizerBase):
+        def __init__(self, hub: Hub, d: Delegation) -> None:
+            super().__init__()
+            self._hub, self._d = hub, d
+
+        def on_event(self, event: Any) -> None:
+            self._hub.post(self._d, event)
+            # The sub-agent's own thread, in its step: once its turn is cancelled, it takes
+            # no further step (no model call) — its run ends here, with this event shown.
+            # (Stopping it otherwise waits for the step to end and a pause to win its lock.)
+            gate = run_gate.current()
+            if self._d.stopped.is_set() or (gate is not None and gate.closed.is_set()):
+                raise SubagentStopped("The user cancelled; the sub-agent was stopped.")
+
+    class SessionTaskManager(TaskManager):
+        def _get_sub_agent_from_factory(self, factory: Any) -> Agent:
+            agent = super()._get_sub_agent_from_factory(factory)
+            tools = [
+                t.model_copy(update={"params": terminal_params(t.params)})
+                if t.name == TerminalTool.name
+                else t
+                for t in agent.tools
+            ]
+            return agent.model_copy(update={"tools": tools})
+
+        def _set_confirmation_policy(self, conversation: Any, policy: Any) -> None:
+            parent = self.parent_conversation.state
+            own = policy if isinstance(policy, AlwaysConfirm) else parent.confirmation_policy
+            conversation.set_confirmation_policy(own)
+            conversation.set_security_analyzer(parent.security_analyzer)
+
+        def _run_until_finished(self, task_id: str, conversation: Any) -> None:
+            d: Delegation | None = getattr(_current, "delegation", None)
+            hub = getattr(_current, "hub", None)
+            if d is not None:
+                d.conversation = conversation
+            if isinstance(hub, Hub) and hub.secrets is not None:
+                mask_in_conversation(conversation, hub.secrets.forms)
+            waiting = ConversationExecutionStatus.WAITING_FOR_CONFIRMATION
+            while True:
+                if d is not None and d.stopped.is_set():
+                    raise SubagentStopped("The user cancelled; the sub-agent was stopped.")
+                conversation.run()
+                if d is not None and d.stopped.is_set():
+                    raise SubagentStopped("The user cancelled; the sub-agent was stopped.")
+                if conversation.state.execution_status != waiting:
+                    return
+                pending = ConversationState.get_unmatched_actions(conversation.state.events)
+                if not pending:
+                    return
+                if not isinstance(hub, Hub) or d is None:
+                    answer, reason = STOP, "No one could be asked to approve it."
+                else:
+                    answer, reason = hub.ask(d, pending)
+                if answer == STOP:
+                    conversation.reject_pending_actions(reason or "Not approved.")
+                    raise SubagentStopped(f"The sub-agent was stopped: {reason}")
+                if answer == REJECT:
+                    conversation.reject_pending_actions(reason or "The user rejected it.")
+
+    class SessionTaskExecutor(TaskExecutor):
+        def __init__(self, manager: TaskManager) -> None:
+            super().__init__(manager)
+            self._hub: Hub | None = None
+
+        def __call__(self, action: Any, conversation: Any = None) -> Any:
+            try:
+                turn_points.reached("task", action)
+                return self._delegate(action, conversation)
+            finally:
+                turn_points.reached("task:over", action)
+
+        def _delegate(self, action: Any, conversation: Any) -> Any:
+            # Without the session's hub (a conversation not made by a session) nobody can
+            # be asked: a hub that serves no turn stops a sub-agent at its first question.
+            hub = hub_of(conversation) or Hub()
+            self._hub = hub
+            label = action.description or action.subagent_type or "sub-agent"
+            call_id = _delegating_call_id(conversation, action)
+            # Through the run's gate (run_gate.py): a sub-agent either starts before a
+            # cancel closes it, and is then stopped and waited for by the turn, or never.
+            gate = run_gate.current()
+            begin = functools.partial(hub.begin, call_id, label)
+            d = gate.admit(begin, what="sub-agent") if gate is not None else begin()
+            _current.delegation, _current.hub = d, hub
+            try:
+                return super().__call__(action, conversation)
+            finally:
+                _current.delegation = _current.hub = None
+                hub.end(d)
+
+        def interrupt(self) -> None:
+            if self._hub is not None:
+                self._hub.interrupt()
+
+        def stop_subagents(self, stop_processes: Callable[[Any], Any]) -> None:
+            if self._hub is not None:
+                self._hub.stop_all(stop_processes)
+
+    class SessionTaskToolSet(TaskToolSet):
+        @classmethod
+        def create(
+            cls,
+            conv_state: Any,
+            confirmation_handler: Any = None,
+            sub_agent_scope: Any = None,
+        ) -> list[Any]:
+            tools = TaskToolSet.create(conv_state, sub_agent_scope=sub_agent_scope)
+            scope = SubAgentScope.model_validate(sub_agent_scope or {})
+            executor = SessionTaskExecutor(SessionTaskManager(sub_agent_scope=scope))
+            return [tool.set_executor(executor) for tool in tools]
+
+    # Replacing the SDK's entry is the point: its "duplicate tool name" warning is not news.
+    registry_log = logging.getLogger("openhands.sdk.tool.registry")
+    level = registry_log.level
+    registry_log.setLevel(logging.ERROR)
+    try:
+        register_tool(TaskToolSet.name, SessionTaskToolSet)
+    finally:
+        registry_log.setLevel(level)
+    return SimpleNamespace(view=SubagentView, tool_set=SessionTaskToolSet)
+
+
+def subagent_view(post: Callable[[Any], None], secrets: Any = None) -> Any:
+    """The visualizer of a session's SDK conversation (call after the SDK import)."""
+    return sdk_classes().view(Hub(post, secrets))
+
+
+# --- the turn's side ---------------------------------------------------------------------------
+
+
+class _Nested:
+    """A sub-agent's pending action under the tool call id the client knows it by, with
+    the label and `_meta` its tool call has (`confirm.ask` reads `nesting`)."""
+
+    def __init__(self, action: Any, d: Delegation) -> None:
+        self._action = action
+        self.tool_call_id = nested_id(d.parent_tool_call_id, str(action.tool_call_id))
+        self.nesting = SimpleNamespace(
+            label=d.label,
+            meta={META_KEY: {"parentToolCallId": d.parent_tool_call_id, "subagent": d.label}},
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._action, name)
+
+
+class _Batch:
+    """A sub-agent's waiting actions, shaped as `confirm.confirm_pending` asks about a
+    conversation's: it lists them and records a rejection."""
+
+    def __init__(self, ask: Ask) -> None:
+        self._ask = ask
+        self.rejected: str | None = None
+
+    async def pending_actions(self) -> list[Any]:
+        return [_Nested(a, self._ask.delegation) for a in self._ask.actions]
+
+    async def reject_pending(self, reason: str) -> None:
+        self.rejected = reason
+
+
+async def wait_for_subagents(conversation: Any) -> None:
+    """Before a turn answers: until its sub-agents are done, so their last events (the
+    action a cancel cut short, the command it killed) are shown in the turn (bounded)."""
+    hub = hub_of(conversation)
+    if hub is not None:
+        await hub.wait_ended()
+
+
+async def serve_subagents(
+    host: Any,
+    conversation: Any,
+    cancel_event: trio.Event,
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """While a turn runs: put the sub-agents' waiting actions to the user, as the turn puts
+    the conversation's (`host.confirm_pending`); returns at once without sub-agents."""
+    hub = hub_of(conversation)
+    if hub is None:
+        task_status.started()
+        return
+
+    async def decide(ask: Ask) -> tuple[str, str]:
+        batch = _Batch(ask)
+        decision = await host.confirm_pending(batch, cancel_event)
+        if decision == CANCELLED or cancel_event.is_set():
+            return STOP, "The user cancelled before approving this action."
+        if batch.rejected is not None:
+            return REJECT, batch.rejected
+        return RUN, ""
+
+    await hub.serve(decide, task_status=task_status)
