@@ -93,7 +93,17 @@ def run(peer: Peer, root: Path, out: Path) -> dict[str, Any]:
     with report.open("w") as stdout, (out / f"{peer.name}.err").open("w") as stderr:
         subprocess.run(
             [sys.executable, "-m", "trio_acp_conformance", "-v", "--json"]
-            + ["--profile", peer.profile, "--scratch", str(scratch), "--markdown", str(md)]
+            # A Python peer's start-up on a loaded machine can take over the default 30 s.
+            + [
+                "--init-timeout",
+                "120",
+                "--profile",
+                peer.profile,
+                "--scratch",
+                str(scratch),
+                "--markdown",
+                str(md),
+            ]
             + ["--", *command],
             stdout=stdout,
             stderr=stderr,
@@ -106,18 +116,18 @@ def run(peer: Peer, root: Path, out: Path) -> dict[str, Any]:
 
 
 def statuses(report: dict[str, Any]) -> dict[str, str]:
-    return {r["id"]: r["status"] for r in report.get("results", [])}
+    return {r["id"]: r["status"] for r in report.get("checks", [])}
 
 
 def summary(name: str, report: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
     info = (report.get("agent") or {}).get("agentInfo") or {}
-    counts = Counter(r["status"] for r in report.get("results", []))
+    counts = Counter(r["status"] for r in report.get("checks", []))
     lines = [
         f"## {name} ({info.get('name')} {info.get('version')}): "
         + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         + f"; {report.get('_seconds', '?')} s"
     ]
-    for r in report.get("results", []):
+    for r in report.get("checks", []):
         if r["status"] != "passed":
             lines.append(f"  {r['id']:<20} {r['level']:<10} {r['status']:<11} {r['detail'][:110]}")
     if before is not None:
