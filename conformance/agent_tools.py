@@ -16,6 +16,7 @@ Pure: no I/O, no Trio, no SDK (a scripted-model scenario calls it for each reque
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -151,9 +152,14 @@ class AgentTools:
                 self.editor, {"command": "create", "path": path, "file_text": text}, summary
             )
         if self.write is None:
-            return None
+            return self._shell_write(path, text, summary)
         args = {_path_key(self.write): path, _content_key(self.write): text}
         return _call(self.write, args, summary)
+
+    def _shell_write(self, path: str, text: str, summary: str) -> Call | None:
+        # No file tool (e.g. an agent that offers its write tool only to clients with
+        # fs.writeTextFile): the shell writes the file, so the turn still edits it.
+        return self.run(f"printf '%s' {shlex.quote(text)} > {shlex.quote(path)}", summary)
 
     def replace(self, path: str, old: str, new: str, whole: str, summary: str) -> Call | None:
         """Replace `old` by `new` in `path`; `whole` is the file's text afterwards, for agents
@@ -176,7 +182,7 @@ class AgentTools:
             if overwrite:
                 args[overwrite] = True
             return _call(self.write, args, summary)
-        return None
+        return self._shell_write(path, whole, summary) if whole else None
 
     def view(self, path: str, summary: str) -> Call | None:
         if self.editor is not None:

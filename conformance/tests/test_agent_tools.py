@@ -404,7 +404,20 @@ def test_missing_tools_are_said_not_called():
         first = replies(prompt, None)[0]
         assert first.tool_calls == ()
         assert "offers no" in first.text
-    only_shell = [OPENCODE[0]]
-    [create, *_] = replies(edit_prompt("/w/a.txt"), only_shell)
+    only_read = [FAST_AGENT[2]]
+    [create, *_] = replies(edit_prompt("/w/a.txt"), only_read)
     assert create.tool_calls == () and "no file tool" in create.text
-    assert pick_tools(only_shell).describe() == "shell=bash"
+    assert pick_tools(only_read).describe() == "read=read_text_file"
+
+
+def test_without_file_tools_the_shell_writes_the_file():
+    # fast-agent offers no write tool to a client without fs.writeTextFile.
+    only_shell = [FAST_AGENT[0], FAST_AGENT[2]]
+    assert calls(edit_prompt("/w/a b.txt"), only_shell) == [
+        ("bash", {"command": "printf '%s' 'hello world\n' > '/w/a b.txt'"}),
+        ("bash", {"command": "printf '%s' 'hello trio\n' > '/w/a b.txt'"}),
+    ]
+    # A review needs a real replacement: no whole-file rewrite of a text it never saw.
+    assert calls(review_prompt("/w/b.py", "x", "y"), only_shell) == [
+        ("read_text_file", {"path": "/w/b.py"})
+    ]
