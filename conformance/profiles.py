@@ -186,7 +186,15 @@ def fast_agent(base_url: str, scratch: Path, extra: Mapping[str, str]) -> Prepar
     # The model is its command line's: `fast-agent-acp --model generic.scripted -x`.
     env = _common_env(base_url, scratch, {})
     _scratch_home(scratch, env)
-    env.update({"GENERIC_BASE_URL": base_url, "GENERIC_API_KEY": "scripted"})
+    # Its home (sessions, process registry, log) is `.fast-agent` in its working directory
+    # unless FAST_AGENT_HOME names one: the scratch directory, not the suite's.
+    env.update(
+        {
+            "GENERIC_BASE_URL": base_url,
+            "GENERIC_API_KEY": "scripted",
+            "FAST_AGENT_HOME": str(scratch / "fast-agent-home"),
+        }
+    )
     env.update(extra)
     return Prepared(env)
 
