@@ -2,7 +2,7 @@
 
     python -m bench.conformance_peers --install /tmp/peers          # once: npm / uv, outside the repo
     python -m bench.conformance_peers --peers /tmp/peers [--only qwen-code,opencode]
-        [--out DIR] [--before DIR]
+        [--check ACP-PERM ...] [--out DIR] [--before DIR]
 
 Each peer is installed at a pinned version into a folder of its own under `--install`
 (never into this repository's lock), then run by `python -m trio_acp_conformance` with
@@ -41,8 +41,8 @@ class Peer:
     #: The agent's command, relative to its install folder.
     command: tuple[str, ...]
     profile: str
-    #: The Python for a `uv` install (a peer may need a newer one than trio-acp's).
-    python: str = "3.12"
+    #: The Python for a `uv` install (None: this one; a peer may need a newer one).
+    python: str | None = None
 
 
 PEERS = (
@@ -76,7 +76,8 @@ def install(peer: Peer, root: Path) -> None:
         subprocess.run(cmd, check=True, timeout=900)
     else:
         uv = shutil.which("uv") or "uv"
-        subprocess.run([uv, "venv", "-q", "-p", peer.python, str(folder)], check=True, timeout=300)
+        python = peer.python or sys.executable
+        subprocess.run([uv, "venv", "-q", "-p", python, str(folder)], check=True, timeout=300)
         subprocess.run(
             [uv, "pip", "install", "-p", str(folder / "bin" / "python"), peer.package],
             check=True,
@@ -84,7 +85,7 @@ def install(peer: Peer, root: Path) -> None:
         )
 
 
-def run(peer: Peer, root: Path, out: Path) -> dict[str, Any]:
+def run(peer: Peer, root: Path, out: Path, checks: list[str]) -> dict[str, Any]:
     command = [str(root / peer.name / peer.command[0]), *peer.command[1:]]
     report, md = out / f"{peer.name}.json", out / f"{peer.name}.md"
     scratch = out / f"{peer.name}.scratch"
@@ -104,6 +105,7 @@ def run(peer: Peer, root: Path, out: Path) -> dict[str, Any]:
                 "--markdown",
                 str(md),
             ]
+            + [arg for check in checks for arg in ("--only", check)]
             + ["--", *command],
             stdout=stdout,
             stderr=stderr,
@@ -145,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated peer names")
     parser.add_argument("--out", type=Path, help="where the reports go")
     parser.add_argument("--before", type=Path, help="reports of an earlier run to compare")
+    parser.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        help="run only these checks (id or prefix, repeatable; default: all)",
+    )
     args = parser.parse_args(argv)
     chosen = [p for p in PEERS if not args.only or p.name in args.only.split(",")]
     if args.install:
@@ -156,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="conformance-peers-"))
     out.mkdir(parents=True, exist_ok=True)
     for peer in chosen:
-        report = run(peer, args.peers, out)
+        report = run(peer, args.peers, out, args.check)
         earlier = args.before / f"{peer.name}.json" if args.before else None
         before = json.loads(earlier.read_text()) if earlier and earlier.exists() else None
         print("\n".join(summary(peer.name, report, before)), flush=True)
