@@ -7,8 +7,10 @@ builds the wheel from this checkout (`uv build`), then runs the entry's own comm
 `--find-links` folder, every dependency from uv's cache at the versions of
 `constraints.txt` (= uv.lock).  The official Python client then drives it in a fresh HOME
 on the scripted model: `initialize` (the registry's auth check: an `agent` or `terminal`
-method), `session/new` and a prompt.  ~20 s: the wheel builds in ~2 s, the environment
-links in <1 s, the rest is the agent's first SDK import without compiled bytecode.
+method), `session/new` and a prompt; and, as the registry's launch check does, with stdin
+at EOF: a clean exit.  The wheel builds in ~2 s and each environment links in <1 s; the
+prompt test's ~25 s of CPU (30-60 s on a loaded 2-core machine) is the agent's first SDK
+import without compiled bytecode, as a user's first `uvx` launch has it.
 """
 
 from __future__ import annotations
@@ -130,20 +132,52 @@ async def drive(command: list[str], env: dict[str, str], workspace: str) -> None
         assert client.text() == f"Echo: {prompt}"
 
 
-def test_the_registry_entry_launches_offline_from_a_built_wheel(tmp_path):
-    wheels = tmp_path / "wheels"
-    build_wheel(wheels)
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("wheels")
+    build_wheel(folder)
+    return folder
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "TRIO_ACP_"))}
+    # Not this checkout's venv: the command makes its own environment.
+    for name in (
+        "VIRTUAL_ENV",
+        "PYTHONPATH",
+        "UV_PROJECT_ENVIRONMENT",
+        "OPENHANDS_PERSISTENCE_DIR",
+    ):
+        env.pop(name, None)
+    # uv's cache is found from HOME: the real one, where the locked wheels are.
+    env.update(HOME=str(home), UV_CACHE_DIR=cache_dir())
+    return env
+
+
+def test_the_registry_launch_check_sees_a_clean_exit(wheels, tmp_path):
+    # The registry's CI also starts each agent with stdin at EOF and no client: an agent
+    # that exits 0 (or is still running when it gives up) passes.  trio-acp exits 0 on
+    # stdin EOF, and writes nothing to stdout (only protocol frames go there).
+    home = tmp_path / "home"
+    home.mkdir()
+    done = subprocess.run(
+        registry_command(wheels),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=clean_env(home),
+        cwd=home,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    assert done.stdout == b""
+
+
+def test_the_registry_entry_launches_offline_from_a_built_wheel(wheels, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as workspace:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "TRIO_ACP_"))}
-        # Not this checkout's venv: the command makes its own environment.
-        for name in ("VIRTUAL_ENV", "PYTHONPATH", "UV_PROJECT_ENVIRONMENT"):
-            env.pop(name, None)
-        env.pop("OPENHANDS_PERSISTENCE_DIR", None)
-        env.update(scripted_env(llm.base_url), HOME=str(home), LLM_NUM_RETRIES="1")
-        # uv's cache is found from HOME: the real one, where the locked wheels are.
-        env["UV_CACHE_DIR"] = cache_dir()
+        env = clean_env(home)
+        env.update(scripted_env(llm.base_url), LLM_NUM_RETRIES="1")
         asyncio.run(
             asyncio.wait_for(drive(registry_command(wheels), env, os.path.realpath(workspace)), 240)
         )
