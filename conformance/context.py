@@ -70,6 +70,9 @@ class RunConfig:
     permission_mode: str | None = None
     #: The first session/new may wait for the agent's own start-up (SDK imports, ...).
     session_timeout: float = 120.0
+    #: How long a new agent process has to answer initialize (its interpreter's start-up:
+    #: a Python agent on a loaded machine may need more than the default).
+    init_timeout: float = 30.0
     prompt_timeout: float = 60.0
     allow_schema_download: bool = True
     #: The agent processes' working directory (default: the suite's); sessions use their own.
@@ -257,7 +260,11 @@ class Context:
             self._shared_session = None
 
     async def initialize(
-        self, agent: AgentProcess, params: dict[str, Any] | None = None, *, timeout: float = 30.0
+        self,
+        agent: AgentProcess,
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Reply:
         if params is None:
             params = {
@@ -265,6 +272,8 @@ class Context:
                 "clientCapabilities": NO_CAPABILITIES,
                 "clientInfo": CLIENT_INFO,
             }
+        if timeout is None:
+            timeout = self.config.init_timeout
         reply = await agent.request("initialize", params, timeout=timeout)
         agent.initialize_params = params
         if reply.ok and isinstance(reply.result, dict):

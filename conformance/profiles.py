@@ -114,7 +114,125 @@ def openhands_cli(base_url: str, scratch: Path, extra: Mapping[str, str]) -> Pre
     return Prepared(env, cleanup, permission_modes=("always-ask",))
 
 
+def _scratch_home(scratch: Path, env: dict[str, str]) -> Path:
+    """A HOME (and XDG directories) of the run's own: a peer's settings, sessions and
+    caches stay out of the user's."""
+    home = scratch / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env["HOME"] = str(home)
+    for var, sub in (
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_DATA_HOME", ".local/share"),
+        ("XDG_STATE_HOME", ".local/state"),
+        ("XDG_CACHE_HOME", ".cache"),
+    ):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+        env[var] = str(home / sub)
+    return home
+
+
+def qwen_code(base_url: str, scratch: Path, extra: Mapping[str, str]) -> Prepared:
+    env = _common_env(base_url, scratch, {})
+    home = _scratch_home(scratch, env)
+    # Its OpenAI-compatible auth, chosen in its settings (else session/new wants a login).
+    settings = {
+        "security": {"auth": {"selectedType": "openai"}},
+        "model": {"name": DEFAULT_MODEL},
+        "privacy": {"usageStatisticsEnabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+    }
+    (home / ".qwen").mkdir(exist_ok=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    env.update({"OPENAI_MODEL": DEFAULT_MODEL})
+    env.update(extra)
+    return Prepared(env)
+
+
+def opencode(base_url: str, scratch: Path, extra: Mapping[str, str]) -> Prepared:
+    env = _common_env(base_url, scratch, {})
+    _scratch_home(scratch, env)
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "scripted": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "ACP conformance scripted model",
+                "options": {"baseURL": base_url, "apiKey": "scripted"},
+                "models": {DEFAULT_MODEL: {"name": DEFAULT_MODEL}},
+            }
+        },
+        "model": f"scripted/{DEFAULT_MODEL}",
+        "small_model": f"scripted/{DEFAULT_MODEL}",
+        "autoupdate": False,
+        "share": "disabled",
+        # Its defaults run every tool without asking: asking is what the permission
+        # checks need (the user's choice in its config; docs in conformance/PEERS.md).
+        "permission": {"edit": "ask", "bash": "ask"},
+    }
+    env.update(
+        {
+            "OPENCODE_CONFIG_CONTENT": json.dumps(config),
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        }
+    )
+    env.update(extra)
+    return Prepared(env)
+
+
+def fast_agent(base_url: str, scratch: Path, extra: Mapping[str, str]) -> Prepared:
+    # The model is its command line's: `fast-agent-acp --model generic.scripted -x`.
+    env = _common_env(base_url, scratch, {})
+    _scratch_home(scratch, env)
+    # Its home (sessions, process registry, log) is `.fast-agent` in its working directory
+    # unless FAST_AGENT_HOME names one: the scratch directory, not the suite's.
+    env.update(
+        {
+            "GENERIC_BASE_URL": base_url,
+            "GENERIC_API_KEY": "scripted",
+            "FAST_AGENT_HOME": str(scratch / "fast-agent-home"),
+        }
+    )
+    env.update(extra)
+    return Prepared(env)
+
+
+def mistral_vibe(base_url: str, scratch: Path, extra: Mapping[str, str]) -> Prepared:
+    env = _common_env(base_url, scratch, {})
+    _scratch_home(scratch, env)
+    vibe_home = scratch / "vibe"
+    vibe_home.mkdir(parents=True, exist_ok=True)
+    # Its generic (OpenAI-compatible) backend, one provider and one model: the scripted one.
+    (vibe_home / "config.toml").write_text(
+        "\n".join(
+            [
+                'active_model = "scripted"',
+                "[[providers]]",
+                'name = "scripted"',
+                f"api_base = {json.dumps(base_url)}",
+                'api_key_env_var = "ACP_CONFORMANCE_API_KEY"',
+                'backend = "generic"',
+                "[[models]]",
+                f"name = {json.dumps(DEFAULT_MODEL)}",
+                'provider = "scripted"',
+                'alias = "scripted"',
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
+    env.update({"VIBE_HOME": str(vibe_home), "ACP_CONFORMANCE_API_KEY": "scripted"})
+    env.update(extra)
+    return Prepared(env)
+
+
 PROFILES: dict[str, Callable[[str, Path, Mapping[str, str]], Prepared]] = {
     "generic": generic,
     "openhands-cli": openhands_cli,
+    "qwen-code": qwen_code,
+    "opencode": opencode,
+    "fast-agent": fast_agent,
+    "mistral-vibe": mistral_vibe,
 }

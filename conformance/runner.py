@@ -206,6 +206,12 @@ def build_parser(prog: str = "python -m trio_acp_conformance") -> argparse.Argum
         default=120.0,
         help="seconds to wait for session/new (default: 120)",
     )
+    parser.add_argument(
+        "--init-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a new agent process has to answer initialize (default: 30)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="show check tracebacks")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the agent command, after --")
     return parser
@@ -248,6 +254,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m trio_acp_conforma
         only=args.only,
         permission_mode=args.permission_mode,
         session_timeout=args.session_timeout,
+        init_timeout=args.init_timeout,
         allow_schema_download=not args.no_download,
         keep_scratch=args.keep,
     )

@@ -43,6 +43,7 @@ SLOWEST_FIRST = (
     "tests/openhands/test_agent_in_process.py",
     "conformance/tests/test_faults.py",
     "tests/e2e/test_acpx_client.py",
+    "tests/registry/test_uvx_launch.py",
     "tests/e2e/test_terminal_auth_official_python.py",
     "tests/e2e/test_critic_official_python.py",
     "tests/e2e/test_models_fork_official_python.py",

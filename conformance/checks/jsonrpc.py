@@ -44,7 +44,7 @@ async def int_ids(ctx: Context) -> str:
     async with ctx.spawn("int-ids") as agent:
         mark = agent.mark()
         try:
-            reply = await ctx.initialize(agent, timeout=30)
+            reply = await ctx.initialize(agent)
         except RequestTimeout:
             loose = responses_with_loose_id(agent, 1, mark)
             if loose:

@@ -183,22 +183,29 @@ class OpenHandsAgent:
             caps is not None and caps.auth is not None and caps.auth.terminal is True
         )
         try:
-            settings = load_settings(self._env)
-            configured = settings.llm is not None
-            where = f"{settings.settings_file} and LLM_* variables"
-        except SettingsError as exc:
-            configured, where = False, str(exc)
+            try:
+                settings = load_settings(self._env)
+                configured = settings.llm is not None
+                where = f"{settings.settings_file} and LLM_* variables"
+            except SettingsError as exc:
+                configured, where = False, str(exc)
+            description = (
+                f"Use the model configured in {where}."
+                if configured
+                else load_settings_message(self._env, terminal_auth=self._terminal_auth)
+            )
+        except Exception:
+            # The agent method is offered in every state (the ACP registry's CI requires an
+            # agent or terminal method; docs/registry.md): only its description may be lost.
+            log.exception("reading the OpenHands settings for initialize's authMethods")
+            configured, description = False, "The OpenHands settings could not be read."
         methods: list[Any] = [
             schema.AuthMethodAgent(
                 id=AUTH_METHOD_ID,
                 name="Use the configured model"
                 if configured
                 else "Configure a model for OpenHands",
-                description=(
-                    f"Use the model configured in {where}."
-                    if configured
-                    else load_settings_message(self._env, terminal_auth=self._terminal_auth)
-                ),
+                description=description,
             )
         ]
         if self._terminal_auth:

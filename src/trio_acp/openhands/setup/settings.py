@@ -100,7 +100,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         text = None
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:  # not UTF-8: as unreadable, not a crash
         raise SettingsError(f"cannot read {path}: {exc}") from exc
     if text is not None:
         try:
