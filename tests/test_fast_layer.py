@@ -44,9 +44,7 @@ def test_a_fast_test_that_imports_the_sdk_fails(tmp_path):
     # A throwaway test file placed in the layer: the guard must fail it, never skip it.
     probe = ROOT / "tests" / "rpc" / f"test_zz_probe_{os.getpid()}.py"
     probe.write_text(
-        "import pytest\n\n"
-        "def test_imports_litellm():\n"
-        "    pytest.importorskip('litellm')\n"
+        "import pytest\n\ndef test_imports_litellm():\n    pytest.importorskip('litellm')\n"
     )
     try:
         done = _pytest("--fast", str(probe.relative_to(ROOT)))

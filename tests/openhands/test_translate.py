@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from jsonschema import Draft202012Validator
+
 # The SDK's classes, as stand-ins: this module is in the fast layer (tests/conftest.py);
 # test_translate_on_the_sdk.py runs these same tests on the real classes.
 from _sdk_standins import (
@@ -51,6 +51,7 @@ from _sdk_standins import (
     TokenEvent,
     UserRejectObservation,
 )
+from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 

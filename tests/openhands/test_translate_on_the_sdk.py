@@ -62,8 +62,9 @@ def test_the_copies_run_on_the_sdks_classes() -> None:
 
 
 def test_each_stand_in_has_its_sdk_classs_name_bases_and_fields() -> None:
-    import _sdk_standins
     from importlib.metadata import version
+
+    import _sdk_standins
 
     sdk = f"openhands-sdk {version('openhands-sdk')}, litellm {version('litellm')}"
     assert _sdk_standins.__all__ == _sdk_classes.__all__
