@@ -79,6 +79,7 @@ FAST_LAYER = (
     "tests/editor/test_terminal_meta.py",
     "tests/openhands/test_bridge.py",
     "tests/openhands/test_collector.py",
+    "tests/openhands/test_confirm.py",
     "tests/openhands/test_critic_fast.py",
     "tests/openhands/test_interrupt.py",
     "tests/openhands/test_mcp_startup.py",

@@ -1,6 +1,6 @@
 """The translation tests of the fast layer, run on the SDK's own classes.
 
-`test_translate.py` and `test_subagent_translate.py` build their events from
+`test_translate.py`, `test_subagent_translate.py` and `test_confirm.py` build their events from
 `_sdk_standins.py`, so they need no SDK import (tests/conftest.py, `FAST_LAYER`). This
 module loads a second copy of each with the real classes (`_sdk_classes.py`) in the
 stand-ins' place and collects its tests: every translation test also passes on what the
@@ -19,7 +19,7 @@ import _sdk_classes
 HERE = Path(__file__).resolve().parent
 #: The modules of the fast layer whose tests are run again here, in import order (a later
 #: one may import an earlier one's helpers, and gets the copy on the real classes).
-ON_THE_SDK = ("test_translate", "test_subagent_translate")
+ON_THE_SDK = ("test_translate", "test_subagent_translate", "test_confirm")
 
 
 def _load_on_the_sdk() -> dict[str, ModuleType]:
