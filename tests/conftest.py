@@ -130,39 +130,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("--fast"):
+class FastLayer:
+    """The plugin `--fast` registers: it collects the fast layer only and refuses the SDK.
+
+    A plugin rather than this conftest's own hooks: a conftest's `pytest_ignore_collect`
+    only sees the paths under its directory, and testpaths has conformance/tests too.
+    """
+
+    def __init__(self) -> None:
         already = sorted(m for m in sys.modules if m.partition(".")[0] in SDK_PACKAGES)
         if already:
             raise pytest.UsageError(f"--fast: the SDK was imported before the tests: {already}")
         sys.meta_path.insert(0, _RefuseSdk())
 
+    def pytest_ignore_collect(self, collection_path: Path) -> bool | None:
+        path = collection_path.resolve()
+        if any(
+            path == fast or fast in path.parents or path in fast.parents for fast in _FAST_PATHS
+        ):
+            return None  # in the layer, or a directory on the way to it
+        return True
 
-def _in_fast_layer(path: Path) -> bool:
-    path = path.resolve()
-    return any(path == fast or fast in path.parents for fast in _FAST_PATHS)
 
-
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    if not config.getoption("--fast"):
-        return None
-    path = collection_path.resolve()
-    if _in_fast_layer(path) or any(path in fast.parents for fast in _FAST_PATHS):
-        return None  # in the layer, or a directory on the way to it
-    return True
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--fast"):
+        config.pluginmanager.register(FastLayer(), "trio-acp-fast-layer")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # pytest collects a directory in path order even where testpaths names a file of it
     # first; xdist keeps this order (pyproject: --no-loadscope-reorder). A stable sort: each
     # file's tests stay together and in their order.
-    if config.getoption("--fast"):
-        # pytest_ignore_collect above only sees paths under tests/: a test directory of
-        # testpaths outside it (conformance/tests) is dropped here.
-        outside = [item for item in items if not _in_fast_layer(item.path)]
-        if outside:
-            config.hook.pytest_deselected(items=outside)
-            items[:] = [item for item in items if _in_fast_layer(item.path)]
     rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
