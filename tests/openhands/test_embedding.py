@@ -13,6 +13,7 @@ from _inprocess import RecordingClient, loader
 from trio_acp import openhands, schema
 from trio_acp.openhands import agent as agent_module
 from trio_acp.rpc import RequestError
+from trio_acp.testing import scenario_prompt
 
 
 async def test_a_real_turn_through_the_public_entry_point(env, tmp_path):
@@ -48,6 +49,36 @@ async def test_the_bodys_exception_comes_out_as_itself_never_a_group(env):
         ) as agent:
             await agent.initialize(protocol_version=1)
             raise KeyError("from the body")
+
+
+class CancelsMidStream(RecordingClient):
+    """Cancels `scope` at the turn's first streamed text: the model then stalls forever
+    (the `stall` scenario), so the turn is in flight when the cancel lands."""
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        super().__init__()
+        self.scope = scope
+
+    async def session_update(self, params: schema.SessionNotification) -> None:
+        await super().session_update(params)
+        if isinstance(params.update, schema.AgentMessageChunk):
+            self.scope.cancel()
+
+
+async def test_a_cancel_from_the_program_mid_turn_closes_the_agent_and_its_sessions(env, tmp_path):
+    # The program's own cancel scope around the block, cancelled while a turn streams: the
+    # block ends (closing the session and its stalled model call), nothing raises.
+    with trio.fail_after(120):
+        with trio.CancelScope() as scope:
+            client = CancelsMidStream(scope)
+            async with openhands.open_openhands(client, env=env, sdk_loader=loader()) as agent:
+                await agent.initialize(protocol_version=1)
+                sid = (await agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+                await agent.prompt(
+                    session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("stall"))]
+                )
+        assert scope.cancelled_caught
+    assert client.of(schema.AgentMessageChunk)
 
 
 async def test_a_client_without_the_required_methods_is_refused_at_once(env):
