@@ -12,8 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 import trio
-from openhands.sdk.event import ActionEvent
-from openhands.sdk.llm import MessageToolCall
+
+# Stand-ins for the SDK's classes (fast layer, tests/conftest.py);
+# test_translate_on_the_sdk.py runs these same tests on the real classes.
+from _sdk_standins import ActionEvent, MessageToolCall
 
 from trio_acp import schema
 from trio_acp.openhands.permissions.confirm import ask

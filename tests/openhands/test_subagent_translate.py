@@ -4,10 +4,18 @@ update is validated against the official schema."""
 
 from __future__ import annotations
 
-from openhands.sdk.event import AgentErrorEvent, MessageEvent
-from openhands.sdk.llm import Message, TextContent
-from openhands.tools.task import TaskAction, TaskObservation
-from openhands.tools.terminal import TerminalAction, TerminalObservation
+# Stand-ins for the SDK's classes (fast layer, tests/conftest.py);
+# test_translate_on_the_sdk.py runs these same tests on the real classes.
+from _sdk_standins import (
+    AgentErrorEvent,
+    Message,
+    MessageEvent,
+    TaskAction,
+    TaskObservation,
+    TerminalAction,
+    TerminalObservation,
+    TextContent,
+)
 from test_translate import CWD, action_event, observation_event, translator, wire
 
 from trio_acp.openhands.translate import permission_preview, present, rule_scope

@@ -1,4 +1,4 @@
-"""Translator: real SDK events and litellm stream chunks -> ACP session updates.
+"""Translator: SDK events and litellm stream chunks -> ACP session updates.
 
 Every update produced here is also encoded with `to_wire` and validated against the official
 ACP v1 JSON schema (`$defs/SessionUpdate`).
@@ -12,41 +12,46 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from jsonschema import Draft202012Validator
-from litellm.types.utils import (
-    ChatCompletionDeltaToolCall,
-    Delta,
-    Function,
-    ModelResponseStream,
-    StreamingChoices,
-)
-from openhands.sdk.event import (
+
+# The SDK's classes, as stand-ins: this module is in the fast layer (tests/conftest.py);
+# test_translate_on_the_sdk.py runs these same tests on the real classes.
+from _sdk_standins import (
     ActionEvent,
     AgentErrorEvent,
+    ChatCompletionDeltaToolCall,
     Condensation,
     CondensationRequest,
     CondensationSummaryEvent,
+    ConversationErrorEvent,
+    Delta,
+    FileEditorAction,
+    FileEditorObservation,
+    FinishAction,
+    FinishObservation,
+    Function,
+    ImageContent,
     InterruptEvent,
     LLMCompletionLogEvent,
+    Message,
     MessageEvent,
+    MessageToolCall,
+    ModelResponseStream,
     ObservationEvent,
     PauseEvent,
+    StreamingChoices,
     SystemPromptEvent,
+    TaskItem,
+    TaskTrackerAction,
+    TaskTrackerObservation,
+    TerminalAction,
+    TerminalObservation,
+    TextContent,
+    ThinkAction,
+    ThinkObservation,
     TokenEvent,
     UserRejectObservation,
 )
-from openhands.sdk.event.conversation_error import ConversationErrorEvent
-from openhands.sdk.llm import ImageContent, Message, MessageToolCall, TextContent
-from openhands.sdk.tool.builtins import (
-    FinishAction,
-    FinishObservation,
-    ThinkAction,
-    ThinkObservation,
-)
-from openhands.tools.file_editor import FileEditorAction, FileEditorObservation
-from openhands.tools.task_tracker import TaskTrackerAction, TaskTrackerObservation
-from openhands.tools.task_tracker.definition import TaskItem
-from openhands.tools.terminal import TerminalAction, TerminalObservation
+from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
