@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import __version__
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
 # over, and should not pay for imports it never uses.
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+#: Called with the exit status right before `_exit_now` leaves: a warm child reports it to
+#: its launcher (warm_server.py), which exits with it.
+before_exit: Callable[[int], None] | None = None
 
 
 def _configure_logging(
@@ -49,6 +54,11 @@ def _exit_now(code: int) -> None:
     stdin should not wait for that.
     """
     logging.shutdown()
+    if before_exit is not None:
+        try:
+            before_exit(code)
+        except Exception:
+            pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -161,7 +171,7 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
         from . import warm as warm_start
 
         if warm_start.enabled():
-            # Failing to attach is silent (a debug line on stderr): the ordinary start follows.
+            # Failing to attach says why in one line on stderr; the ordinary start follows.
             logging.basicConfig(
                 level=getattr(logging, args.log_level.upper(), logging.WARNING),
                 format=LOG_FORMAT,
