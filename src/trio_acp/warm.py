@@ -743,7 +743,9 @@ def stop_all_under(directory: Path) -> list[str]:
 
 def start(idle: float | None = None, wait: float = 300.0) -> int:
     """`trio-acp warm start`: start this environment's server in the background unless one
-    runs, and wait until it answers."""
+    runs, and wait until it answers. Agrees with `warm status`: a server that holds its lock
+    is running, answering or not; one whose socket is there but does not answer is said to
+    be stalled (and `warm stop` ends it), one without a socket yet is still importing."""
     if not supported():
         print("warm start needs Linux", file=sys.stderr)
         return 2
@@ -757,23 +759,26 @@ def start(idle: float | None = None, wait: float = 300.0) -> int:
     if pid is None:
         pid = spawn_server(directory, key, idle)
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
+    while True:
         try:
-            status = request("status", key=key, timeout=1.0)
+            status = request("status", key=key, timeout=2.0)
             print(
                 f"warm server running (pid {status['pid']}, socket {directory / socket_name(key)})"
             )
             return 0
-        except (OSError, EOFError, ValueError, WarmError):
-            if lock_holder(directory / lock_name(key)) is None and (pid is None or not _alive(pid)):
+        except (OSError, EOFError, ValueError, WarmError) as exc:
+            holder = lock_holder(directory / lock_name(key))
+            if holder is None and (pid is None or not _alive(pid)):
                 print(f"warm server exited; see {directory / LOG_NAME}", file=sys.stderr)
                 return 1
+            if isinstance(exc, TimeoutError) or time.monotonic() > deadline:
+                print(
+                    f"warm server (pid {holder or pid}) holds its lock but does not answer; "
+                    "`trio-acp warm stop` ends it",
+                    file=sys.stderr,
+                )
+                return 1
             time.sleep(0.2)
-    print(
-        f"warm server (pid {pid}) did not answer in time; `trio-acp warm stop` ends it",
-        file=sys.stderr,
-    )
-    return 1
 
 
 def _alive(pid: int) -> bool:
