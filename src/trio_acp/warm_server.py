@@ -519,4 +519,9 @@ def serve(idle: float | None = None) -> int:
     finally:
         server.close()
         os.close(dir_fd)
-    return 0
+    # Leave at once, the lock still held: it is released by the exit itself, so that `warm
+    # stop` (which waits for the lock) never reports a server stopped while the interpreter
+    # still tears the SDK's modules down (seconds).
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
