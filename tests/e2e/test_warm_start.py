@@ -228,13 +228,13 @@ async def test_a_session_through_the_warm_server_has_the_launchers_cwd_env_and_l
         # environment block as the kernel shows them, never the server's.
         assert child.rlimit(psutil.RLIMIT_NOFILE)[0] == nofile
         assert psutil.Process(server_pid).rlimit(psutil.RLIMIT_NOFILE)[0] != nofile
-        launcher_cmdline = Path(f"/proc/{launch.process.pid}/cmdline").read_bytes()
-        assert Path(f"/proc/{child.pid}/cmdline").read_bytes() == launcher_cmdline
         if os.geteuid() == 0:  # the child is non-dumpable: only root reads its environ
             block = Path(f"/proc/{child.pid}/environ").read_bytes()
             assert SERVER_SECRET.encode() not in block
             assert b"WARM_TEST_MARK=launcher-env-42" in block
             assert _environ_names(block) == {name.encode() for name in env}
+        launcher_cmdline = Path(f"/proc/{launch.process.pid}/cmdline").read_bytes()
+        assert Path(f"/proc/{child.pid}/cmdline").read_bytes() == launcher_cmdline
         new = await launch.request(2, "session/new", {"cwd": str(ws), "mcpServers": []})
         sid = new["result"]["sessionId"]
         command = (
