@@ -73,14 +73,14 @@ class _Lines:
                 return frame
 
 
-def _one_launch(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float, bool]:
-    """(spawn → initialize, spawn → session/new, went cold) of one `python -m trio_acp`."""
+def _one_launch(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float]:
+    """(spawn → initialize, spawn → session/new) of one `python -m trio_acp`."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [PY, "-m", "trio_acp"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         env=env,
         cwd=ws,
     )
@@ -106,16 +106,16 @@ def _one_launch(env: dict[str, str], ws: str, timeout: float) -> tuple[float, fl
         if "result" not in reply:
             raise RuntimeError(f"session/new failed: {reply}")
         proc.stdin.close()
-        _, err = proc.communicate(timeout=60)
-        return t_init, t_new, b"warm start:" in err
+        proc.wait(60)
+        return t_init, t_new
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
 
-def _one_acpx(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float, bool]:
-    """(spawn → session/new response, spawn → acpx's exit, went cold) of one `acpx exec`."""
+def _one_acpx(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float]:
+    """(spawn → session/new response, spawn → acpx's exit) of one `acpx exec`."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [
@@ -133,7 +133,7 @@ def _one_acpx(env: dict[str, str], ws: str, timeout: float) -> tuple[float, floa
         ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         env=env,
         cwd=ws,
     )
@@ -148,8 +148,13 @@ def _one_acpx(env: dict[str, str], ws: str, timeout: float) -> tuple[float, floa
             elif new_id is not None and frame.get("id") == new_id and "method" not in frame:
                 t_new = time.perf_counter() - t0
                 break
-        _, err = proc.communicate(timeout=timeout)
-        return t_new, time.perf_counter() - t0, b"warm start:" in err
+        while True:  # the rest of its output, until it exits
+            try:
+                lines.next_line(deadline)
+            except EOFError:
+                break
+        proc.wait(timeout)
+        return t_new, time.perf_counter() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -213,6 +218,23 @@ def _idle_memory(directory: Path) -> str:
     return "; ".join(rows) or "no server"
 
 
+def _served(directory: Path) -> int:
+    """Launches served by the servers in `directory` so far (a launch that leaves it
+    unchanged went cold)."""
+    from trio_acp import warm
+
+    total = 0
+    for server in warm.running_servers(directory):
+        try:
+            status = warm.request(
+                "status", env={"TRIO_ACP_WARM_DIR": str(directory)}, key=server.key, timeout=5
+            )
+            total += int(status.get("launches", 0))
+        except (OSError, EOFError, ValueError, warm.WarmError):
+            pass
+    return total
+
+
 def _series(kind: str, base: dict[str, str], ws: str, launches: int, timeout: float):
     from trio_acp import warm
 
@@ -223,8 +245,9 @@ def _series(kind: str, base: dict[str, str], ws: str, launches: int, timeout: fl
     results = []
     try:
         for _ in range(launches):
-            t_a, t_b, cold = one(env, ws, timeout)
-            results.append((t_b if kind == "direct" else t_a, cold))
+            served = _served(directory)
+            t_a, t_b = one(env, ws, timeout)
+            results.append((t_b if kind == "direct" else t_a, _served(directory) == served))
         memory = _idle_memory(directory)
     finally:
         warm.stop_all_under(directory)
