@@ -49,7 +49,6 @@ import errno
 import fcntl
 import hashlib
 import json
-import logging
 import os
 import selectors
 import signal
@@ -57,13 +56,15 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from .warm_env import import_hashes, import_time_env, server_key
 
-log = logging.getLogger("trio_acp.warm")
+# `typing` (and `re` under it) would cost every launch ~10 ms: annotations only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from typing import Any
 
 LOG_NAME = "warm.log"
 DEFAULT_IDLE = 1800.0
@@ -148,35 +149,57 @@ def lock_name(key: str) -> str:
     return f"warm-{key}.lock"
 
 
-def fingerprint() -> str:
+_fingerprint: str | None = None
+_INSTALLED_MARKERS = (
+    "openhands/sdk/__init__.py",
+    "openhands/tools/__init__.py",
+    "litellm/__init__.py",
+)
+
+
+def fingerprint(*, cached: bool = True) -> str:
     """What a server and a launcher must share: the interpreter, trio-acp's version and
-    files, and the SDK's version. Cheap (stats only), so every launch can check it."""
+    files, and the installed packages. Cheap (stats only: no listing of site-packages, no
+    importlib.metadata), as every launch computes it once; the server computes it afresh
+    (`cached=False`) to notice an upgrade."""
+    global _fingerprint
+    if cached and _fingerprint is not None:
+        return _fingerprint
     from . import __version__
 
     h = hashlib.sha256()
     h.update(f"{sys.executable}\0{sys.version}\0{__version__}\0".encode())
-    package = Path(__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
+    package = os.path.dirname(os.path.abspath(__file__))
+    pending = [package]
+    while pending:
+        directory = pending.pop()
         try:
-            st = path.stat()
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
         except OSError:
             continue
-        h.update(f"{path.relative_to(package)}\0{st.st_mtime_ns}\0{st.st_size}\0".encode())
-    # The SDK's installed versions, by their dist-info names (importlib.metadata would cost
-    # the launcher a quarter of a second).
-    for entry in sys.path:
-        if not entry or not os.path.isabs(entry):
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
+                pending.append(entry.path)
+            elif entry.name.endswith(".py"):
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                h.update(f"{entry.path}\0{st.st_mtime_ns}\0{st.st_size}\0".encode())
+    # The SDK and litellm as installed: an upgrade rewrites their package files (a few
+    # stats, where listing site-packages or importlib.metadata would cost a launch tens of
+    # milliseconds).
+    for site in sys.path:
+        if not site or not os.path.isabs(site):
             continue  # the launcher's cwd (`python -m`): the installation is elsewhere
-        try:
-            names = os.listdir(entry)
-        except OSError:
-            continue
-        for name in sorted(names):
-            if name.startswith(("openhands_sdk-", "openhands_tools-")) and name.endswith(
-                ".dist-info"
-            ):
-                h.update(f"{entry}\0{name}\0".encode())
-    return h.hexdigest()[:32]
+        for marker in _INSTALLED_MARKERS:
+            try:
+                st = os.stat(os.path.join(site, marker))
+            except OSError:
+                continue
+            h.update(f"{site}\0{marker}\0{st.st_mtime_ns}\0{st.st_size}\0".encode())
+    _fingerprint = h.hexdigest()[:32]
+    return _fingerprint
 
 
 def current_key(env: Mapping[str, str] | None = None) -> str:
@@ -334,6 +357,21 @@ def _wait_budget() -> float:
         return DEFAULT_WAIT
 
 
+def rlimits() -> dict[str, list[int]]:
+    """This process's resource limits (every RLIMIT_*), for its child to take
+    (warm_child.apply_rlimits)."""
+    import resource
+
+    limits = {}
+    for name in dir(resource):
+        if name.startswith("RLIMIT_"):
+            try:
+                limits[name] = list(resource.getrlimit(getattr(resource, name)))
+            except (OSError, ValueError):
+                pass
+    return limits
+
+
 def _raw_block(name: str) -> bytes:
     try:
         with open(f"/proc/self/{name}", "rb") as f:
@@ -419,8 +457,6 @@ def _hand_over(sock: socket.socket, argv: list[str], deadline: float) -> int | N
             os.kill(os.getpid(), held)
 
     try:
-        from .warm_child import rlimits
-
         umask = os.umask(0o022)
         os.umask(umask)
         message = {
@@ -444,7 +480,6 @@ def _hand_over(sock: socket.socket, argv: list[str], deadline: float) -> int | N
         cold(f"could not send the launch to the warm server ({exc})")
         return None
     theirs.close()
-    child: int | None = None
     with selectors.DefaultSelector() as selector:
         selector.register(sock, selectors.EVENT_READ, "server")
         selector.register(own, selectors.EVENT_READ, "child")
@@ -468,7 +503,6 @@ def _hand_over(sock: socket.socket, argv: list[str], deadline: float) -> int | N
                     if not reply.get("ok"):
                         cold(f"the warm server refused the launch ({reply.get('reason')})")
                         return None
-                    child = reply.get("pid")
                     selector.unregister(sock)  # its next message is the child's exit
                     continue
                 try:
@@ -489,7 +523,6 @@ def _hand_over(sock: socket.socket, argv: list[str], deadline: float) -> int | N
                 except OSError as exc:
                     cold(f"the warm server's child ended before it served ({exc})")
                     return None
-                log.debug("warm start: served by child %s", claim.get("claim", child))
                 return _supervise(own, sock, pending)
 
 

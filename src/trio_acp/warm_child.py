@@ -52,18 +52,6 @@ class ChildSetupError(Exception):
 _KEPT: list[mmap.mmap] = []
 
 
-def rlimits() -> dict[str, list[int]]:
-    """This process's resource limits, for the message to the server."""
-    limits = {}
-    for name in dir(resource):
-        if name.startswith("RLIMIT_"):
-            try:
-                limits[name] = list(resource.getrlimit(getattr(resource, name)))
-            except (OSError, ValueError):
-                pass
-    return limits
-
-
 def apply_rlimits(wanted: dict[str, list[int]]) -> None:
     """Set the launcher's limits here; a hard limit the child cannot reach refuses the launch."""
     for name, (soft, hard) in wanted.items():

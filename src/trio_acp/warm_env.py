@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 #: Read at import time by the installed SDK and its dependencies (see the docstring).
 IMPORT_TIME_NAMES = frozenset(

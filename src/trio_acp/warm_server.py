@@ -158,7 +158,7 @@ class _Server:
                 self.running = False
             if now >= next_check:
                 next_check = now + 10
-                if fingerprint() != self.fingerprint:
+                if fingerprint(cached=False) != self.fingerprint:
                     log.info("warm server: trio-acp or the SDK changed, exiting")
                     self.running = False
 
@@ -261,7 +261,7 @@ class _Server:
             "pid": os.getpid(),
             "version": __version__,
             "fingerprint": self.fingerprint,
-            "current": fingerprint() == self.fingerprint,
+            "current": fingerprint(cached=False) == self.fingerprint,
             "children": len(self.children),
             "launches": self.launches,
             "uptime": round(time.time() - self.started, 1),
@@ -280,7 +280,7 @@ class _Server:
         if message.get("fingerprint") != self.fingerprint:
             # A launcher from another version or install: a server left behind by an
             # upgrade goes away.
-            if fingerprint() != self.fingerprint:
+            if fingerprint(cached=False) != self.fingerprint:
                 self.stop("trio-acp or the SDK changed")
             return self._refuse(conn, "stale server (trio-acp, the SDK or Python differ)")
         if message.get("import_env") != self.import_env:
