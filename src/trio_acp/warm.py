@@ -398,10 +398,14 @@ def launch(argv: list[str]) -> int | None:
         try:
             sock = _connect(path, timeout=max(0.001, deadline - time.monotonic()))
         except (FileNotFoundError, ConnectionRefusedError):
-            pid = spawn_server(directory, key)
+            try:
+                pid = spawn_server(directory, key)
+                started = f"started one (pid {pid})" if pid else "one is starting"
+            except OSError as exc:  # no fork (limits, memory): this launch is all there is
+                started = f"could not start one ({exc})"
             _cold(
                 "no warm server for this installation and environment yet; "
-                + (f"started one (pid {pid})" if pid else "one is starting")
+                + started
                 + _other_servers_note(directory, key)
             )
             return None
@@ -418,7 +422,11 @@ def _other_servers_note(directory: Path, key: str) -> str:
     """Why there is no server for this launch when there are others: which import-time
     variables differ from theirs (names only)."""
     notes = []
-    for other in running_servers(directory):
+    try:
+        others = list(running_servers(directory))
+    except OSError:
+        return ""
+    for other in others:
         if other.key == key or other.import_hashes is None:
             continue
         mine = import_hashes(os.environ)
