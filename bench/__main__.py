@@ -48,6 +48,10 @@ from typing import Any
 from ._common import OFFICIAL_ECHO_AGENT, OUR_ECHO_AGENT, ROOT
 
 PY = sys.executable
+# Warm start is on by default: the benchmarks measure the ordinary start, and none may
+# leave a detached warm server behind, except those about warm start (warm_start.py,
+# history_launch.py), which run their servers in directories of their own and stop them.
+os.environ["TRIO_ACP_WARM"] = "0"
 
 
 def _configs(args: argparse.Namespace) -> list[tuple[str, list[str]]]:

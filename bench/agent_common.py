@@ -34,6 +34,7 @@ def agent_env(base_url: str, persistence_dir: str) -> dict[str, str]:
         LLM_NUM_RETRIES="1",
         LLM_TIMEOUT="60",
         LLM_MAX_INPUT_TOKENS="128000",
+        TRIO_ACP_WARM="0",  # the ordinary start (bench/__main__.py)
     )
     return env
 

@@ -1,13 +1,18 @@
-"""`python -m bench warm [--runs N]`: a launch's start-up, cold vs through the warm server.
+"""`python -m bench warm [--series N] [--launches N] [--no-acpx]`: launches of a fresh install.
 
-Each run spawns `python -m trio_acp` (with the scripted model) and times, from the spawn,
-the `initialize` response and the first `session/new` response, then closes its stdin.
-*cold*: `TRIO_ACP_WARM=0`, the ordinary start (the SDK imported in the new process).
-*warm*: a warm server (`trio-acp warm serve`, src/trio_acp/warm_server.py) in a private directory
-of this run, started first (its own import is reported, not counted). Also: the launcher's
-own import (`python -c "import trio_acp.cli, trio_acp.warm"`) and `--version`, which bound
-what a warm launch costs before it hands its stdio over. Medians (and min–max) of --runs.
-Benchmarks print; they assert nothing.
+Warm start is on by default (src/trio_acp/warm.py): the first launch of a fresh install finds
+no warm server, starts one and goes on cold; the next ones attach to it. This measures what a
+user sees, with no set-up step: `--series` times, in a warm directory of its own that is empty
+at the start (a fresh install), `--launches` launches one after the other, each timed from
+its spawn to its `session/new` response (then its stdin is closed and it exits):
+
+- *direct*: `python -m trio_acp`, raw frames on its stdio (initialize, session/new);
+- *acpx*: `acpx exec` (tests/js/node_modules/acpx-0.19), one echo prompt, timed from acpx's
+  spawn to the `session/new` response in its `--format json` output.
+
+Then, with the series' server idle: its RSS, PSS and USS (psutil), and it is stopped. Also:
+the launcher's own import and `--version`, which bound what a warm launch costs before it
+hands its stdio over. Benchmarks print; they assert nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import contextlib
 import json
 import os
 import selectors
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PY = sys.executable
+ROOT = Path(__file__).resolve().parent.parent
+ACPX_019 = ROOT / "tests" / "js" / "node_modules" / "acpx-0.19" / "dist" / "cli.js"
 
 
 def _median(values: list[float]) -> float:
@@ -33,29 +41,40 @@ def _median(values: list[float]) -> float:
     return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
+def _percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100)."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * p // 100))
+    return ordered[int(rank) - 1]
+
+
 class _Lines:
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc, self.buffer = proc, b""
         self.selector = selectors.DefaultSelector()
         self.selector.register(proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
 
+    def next_line(self, deadline: float) -> bytes:
+        while b"\n" not in self.buffer:
+            if not self.selector.select(max(0.0, deadline - time.monotonic())):
+                raise TimeoutError("no line in time")
+            data = os.read(self.proc.stdout.fileno(), 1 << 16)  # type: ignore[union-attr]
+            if not data:
+                raise EOFError("the process closed its stdout")
+            self.buffer += data
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
     def response(self, rid: int, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
         while True:
-            while b"\n" in self.buffer:
-                line, self.buffer = self.buffer.split(b"\n", 1)
-                frame = json.loads(line)
-                if frame.get("id") == rid and "method" not in frame:
-                    return frame
-            if not self.selector.select(max(0.0, deadline - time.monotonic())):
-                raise TimeoutError(f"no response to request {rid}")
-            data = os.read(self.proc.stdout.fileno(), 1 << 16)  # type: ignore[union-attr]
-            if not data:
-                raise EOFError("the agent closed its stdout")
-            self.buffer += data
+            frame = json.loads(self.next_line(deadline))
+            if frame.get("id") == rid and "method" not in frame:
+                return frame
 
 
 def _one_launch(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float]:
+    """(spawn → initialize, spawn → session/new) of one `python -m trio_acp`."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [PY, "-m", "trio_acp"],
@@ -95,6 +114,53 @@ def _one_launch(env: dict[str, str], ws: str, timeout: float) -> tuple[float, fl
             proc.wait()
 
 
+def _one_acpx(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float]:
+    """(spawn → session/new response, spawn → acpx's exit) of one `acpx exec`."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [
+            "node",
+            str(ACPX_019),
+            "--agent",
+            f"{PY} -m trio_acp",
+            "--cwd",
+            ws,
+            "--approve-all",
+            "--format",
+            "json",
+            "exec",
+            "[scenario:echo] hi",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=ws,
+    )
+    lines = _Lines(proc)
+    try:
+        deadline = time.monotonic() + timeout
+        new_id = None
+        while True:
+            frame = json.loads(lines.next_line(deadline))
+            if frame.get("method") == "session/new":
+                new_id = frame.get("id")
+            elif new_id is not None and frame.get("id") == new_id and "method" not in frame:
+                t_new = time.perf_counter() - t0
+                break
+        while True:  # the rest of its output, until it exits
+            try:
+                lines.next_line(deadline)
+            except EOFError:
+                break
+        proc.wait(timeout)
+        return t_new, time.perf_counter() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _time_command(command: list[str], runs: int) -> float:
     times = []
     for _ in range(runs):
@@ -104,17 +170,10 @@ def _time_command(command: list[str], runs: int) -> float:
     return _median(times)
 
 
-def _row(label: str, values: list[tuple[float, float]]) -> str:
-    inits, news = [v[0] for v in values], [v[1] for v in values]
-    return (
-        f"{label:<8} {_median(inits):>9.2f} s ({min(inits):.2f}–{max(inits):.2f})"
-        f" {_median(news):>10.2f} s ({min(news):.2f}–{max(news):.2f})"
-    )
-
-
 @contextlib.contextmanager
 def warm_server(env: dict[str, str]) -> Iterator[None]:
-    """`trio-acp warm serve` with `env`, from its "ready" line until the block ends."""
+    """`trio-acp warm serve` with `env`, from its "ready" line until the block ends (used
+    by bench/history_launch.py)."""
     server = subprocess.Popen(
         [PY, "-m", "trio_acp", "warm", "serve"],
         env=env,
@@ -136,16 +195,76 @@ def warm_server(env: dict[str, str]) -> Iterator[None]:
         server.wait(60)
 
 
+def _idle_memory(directory: Path) -> str:
+    """RSS/PSS/USS of the idle servers in `directory` (after their launches' children are
+    gone)."""
+    import psutil
+
+    from trio_acp import warm
+
+    rows = []
+    for server in warm.running_servers(directory):
+        if not server.pid:
+            continue
+        proc = psutil.Process(server.pid)
+        deadline = time.monotonic() + 30
+        while proc.children() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        mem = proc.memory_full_info()
+        rows.append(
+            f"server {server.pid}: RSS {mem.rss / 2**20:.0f} MiB, PSS {mem.pss / 2**20:.0f} MiB, "
+            f"USS {mem.uss / 2**20:.0f} MiB"
+        )
+    return "; ".join(rows) or "no server"
+
+
+def _served(directory: Path) -> int:
+    """Launches served by the servers in `directory` so far (a launch that leaves it
+    unchanged went cold)."""
+    from trio_acp import warm
+
+    total = 0
+    for server in warm.running_servers(directory):
+        try:
+            status = warm.request(
+                "status", env={"TRIO_ACP_WARM_DIR": str(directory)}, key=server.key, timeout=5
+            )
+            total += int(status.get("launches", 0))
+        except (OSError, EOFError, ValueError, warm.WarmError):
+            pass
+    return total
+
+
+def _series(kind: str, base: dict[str, str], ws: str, launches: int, timeout: float):
+    from trio_acp import warm
+
+    directory = Path(tempfile.mkdtemp(prefix="bench-warm-")) / "warm"
+    env = {**base, "TRIO_ACP_WARM_DIR": str(directory)}
+    env.pop("TRIO_ACP_WARM", None)  # on, as by default
+    one = _one_launch if kind == "direct" else _one_acpx
+    results = []
+    try:
+        for _ in range(launches):
+            served = _served(directory)
+            t_a, t_b = one(env, ws, timeout)
+            results.append((t_b if kind == "direct" else t_a, _served(directory) == served))
+        memory = _idle_memory(directory)
+    finally:
+        warm.stop_all_under(directory)
+        shutil.rmtree(directory.parent, ignore_errors=True)
+    return results, memory
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench warm",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--runs", type=int, default=5, help="launches per configuration (default 5)"
-    )
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per response")
+    parser.add_argument("--series", type=int, default=2, help="fresh installs (default 2)")
+    parser.add_argument("--launches", type=int, default=10, help="launches each (default 10)")
+    parser.add_argument("--no-acpx", action="store_true", help="skip the acpx exec series")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per response")
     args = parser.parse_args(argv)
 
     from trio_acp import warm
@@ -157,38 +276,41 @@ def main(argv: list[str]) -> None:
         print("warm start needs Linux; nothing to measure")
         return
     print(f"{os.cpu_count()} CPUs, load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    launcher_import = _time_command([PY, "-c", "import trio_acp.cli, trio_acp.warm"], args.runs)
-    version = _time_command([PY, "-m", "trio_acp", "--version"], args.runs)
-    bare = _time_command([PY, "-c", "pass"], args.runs)
+    launcher_import = _time_command([PY, "-c", "import trio_acp.cli, trio_acp.warm"], 5)
+    version = _time_command([PY, "-m", "trio_acp", "--version"], 5)
+    bare = _time_command([PY, "-c", "pass"], 5)
     print(
         f"python -c pass {bare * 1000:.0f} ms; launcher imports (trio_acp.cli + warm) "
         f"{launcher_import * 1000:.0f} ms; trio-acp --version {version * 1000:.0f} ms (medians)"
     )
+    kinds = ["direct"] + ([] if args.no_acpx or not shutil.which("node") else ["acpx"])
     with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as tmp:
         base = agent_env(llm.base_url, str(Path(tmp) / "home"))
-        base.pop("TRIO_ACP_WARM", None)
-        cold_env = {**base, "TRIO_ACP_WARM": "0"}
-        warm_env = {**base, "TRIO_ACP_WARM_DIR": str(Path(tmp) / "warm")}
+        base["HOME"] = str(Path(tmp) / "home")
         ws = str(Path(tmp).resolve())
-        cold = [_one_launch(cold_env, ws, args.timeout) for _ in range(args.runs)]
-        t0 = time.perf_counter()
-        with warm_server(warm_env):
-            ready = time.perf_counter() - t0
-            warm_runs = [_one_launch(warm_env, ws, args.timeout) for _ in range(args.runs)]
-            status = warm.request("status", env=warm_env)
-    print(
-        f"warm server ready {ready:.1f} s after its spawn (the SDK import, once); "
-        f"{status['launches']} launches served"
-    )
-    print()
-    print(f"spawn → response, median (min–max) of {args.runs} launches")
-    print(f"{'':<8} {'initialize':>21} {'first session/new':>25}")
-    print(_row("cold", cold))
-    print(_row("warm", warm_runs))
-    cold_new, warm_new = _median([v[1] for v in cold]), _median([v[1] for v in warm_runs])
-    print(
-        f"\nfirst session/new: warm {warm_new:.2f} s vs cold {cold_new:.2f} s ({cold_new / warm_new:.0f}× sooner)"
-    )
+        for kind in kinds:
+            per_launch: list[list[tuple[float, bool]]] = [[] for _ in range(args.launches)]
+            memories = []
+            for _ in range(args.series):
+                results, memory = _series(kind, base, ws, args.launches, args.timeout)
+                for n, result in enumerate(results):
+                    per_launch[n].append(result)
+                memories.append(memory)
+            print(f"\n{kind}: spawn → session/new, {args.series} fresh installs")
+            print("  launch  times (ms)                     cold")
+            for n, rows in enumerate(per_launch, 1):
+                times = ", ".join(f"{t * 1000:,.0f}" for t, _ in rows)
+                print(f"  {n:>6}  {times:<30} {sum(cold for _, cold in rows)}/{len(rows)}")
+            later = [t * 1000 for rows in per_launch[2:] for t, _ in rows]
+            if later:
+                print(
+                    f"  launches 3–{args.launches}: p50 {_percentile(later, 50):,.0f} ms, "
+                    f"p99 {_percentile(later, 99):,.0f} ms, max {max(later):,.0f} ms "
+                    f"({len(later)} launches)"
+                )
+            for memory in memories:
+                print(f"  idle {memory}")
+    print(f"\nload average at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -13,17 +13,31 @@ they import lazily, so that the pure tests do not pay for it.
 
 import importlib.abc
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
-# The agents the tests launch start the ordinary way, even if the developer runs a warm
-# server (README, "Warm start"): tests that look at the agent's process tree need it to be
-# the launched process. tests/e2e/test_warm_start.py uses a server of its own.
-os.environ.setdefault("TRIO_ACP_WARM", "0")
+# The agents the tests launch start the ordinary way (README, "Warm start", which is on by
+# default): tests that look at the agent's process tree need it to be the launched process,
+# and no test may leave a detached warm server behind. The warm tests turn it on again,
+# with their servers in this session's own directory, whose servers are all stopped at the
+# end (`warm.stop_all_under`).
+os.environ["TRIO_ACP_WARM"] = "0"
+WARM_DIR = tempfile.mkdtemp(prefix="trio-acp-warm-tests-")
+os.environ["TRIO_ACP_WARM_DIR"] = WARM_DIR
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from trio_acp.warm import stop_all_under
+
+    stop_all_under(Path(WARM_DIR))
+    shutil.rmtree(WARM_DIR, ignore_errors=True)
+
 
 #: The test files that take longest, longest first (a whole-suite run's durations, summed per
 #: file; each is 45-230 s on the 2-core machine under load). They run first, so that parallel

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from . import __version__
 
+TYPE_CHECKING = False  # not `typing`'s: a launch would import it for nothing (warm.py)
+
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
     from .credentials import SecretValues
 
 # trio, the credentials module and everything else are imported where they are used: a
@@ -19,10 +21,16 @@ if TYPE_CHECKING:
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
+#: Called with the exit status right before `_exit_now` leaves: a warm child reports it to
+#: its launcher (warm_server.py), which exits with it.
+before_exit: Callable[[int], None] | None = None
+
 
 def _configure_logging(
     level: str, log_file: str | None, secrets: SecretValues | None = None
 ) -> None:
+    import logging
+
     # Logs never touch stdout: stderr always, and a file when asked. The agent's
     # credentials are masked in both (see credentials.py).
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
@@ -48,7 +56,14 @@ def _exit_now(code: int) -> None:
     graph — takes ~2 s, and an editor waiting for the agent to exit after closing its
     stdin should not wait for that.
     """
+    import logging
+
     logging.shutdown()
+    if before_exit is not None:
+        try:
+            before_exit(code)
+        except Exception:
+            pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -58,6 +73,8 @@ def _exit_now(code: int) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="trio-acp",
         description="An ACP (Agent Client Protocol v1) agent running OpenHands, for editors "
@@ -146,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warm_launch(argv: list[str]) -> int | None:
+    """The child's exit status if the warm server serves this launch (warm.py), else None."""
+    from . import warm as warm_start
+
+    return warm_start.launch(argv) if warm_start.enabled() else None
+
+
 def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
     """The command line. `warm=False`: never hand this launch to the warm server (its
     children run this with the launcher's argv)."""
@@ -155,21 +179,16 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
         from trio_acp_conformance.runner import main as conformance_main
 
         return conformance_main(argv[1:], prog="trio-acp conformance")
+    # What an editor launches (no arguments): straight to the warm server, before argparse
+    # and logging are even imported (a launch pays its own imports: bench/README.md, "Warm
+    # start"). Failing to attach says why in one line on stderr; the ordinary start follows.
+    plain = argv in ([], ["serve"])
+    if plain and warm and (code := _warm_launch(argv)) is not None:
+        return code
     args = build_parser().parse_args(argv)
     serving = args.command in (None, "serve") and not args.setup
-    if serving and warm:
-        from . import warm as warm_start
-
-        if warm_start.enabled():
-            # Failing to attach is silent (a debug line on stderr): the ordinary start follows.
-            logging.basicConfig(
-                level=getattr(logging, args.log_level.upper(), logging.WARNING),
-                format=LOG_FORMAT,
-                stream=sys.stderr,
-            )
-            code = warm_start.launch(argv)
-            if code is not None:
-                return code
+    if serving and warm and not plain and (code := _warm_launch(argv)) is not None:
+        return code
     if args.command == "warm":
         from . import warm as warm_start
 

@@ -62,6 +62,8 @@ class Acpx:
             LLM_NUM_RETRIES="1",
             LLM_TIMEOUT="30",
             TRIO_ACP_WARM_DIR=str(tmp / "warm"),
+            # A loaded machine may take longer than the default half-second to fork.
+            TRIO_ACP_WARM_WAIT="20",
         )
         self.env.pop("TRIO_ACP_WARM", None)
         # acpx splits --agent like a shell would; the interpreter path has no spaces here.
