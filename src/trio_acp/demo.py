@@ -193,6 +193,9 @@ async def demo_main(keep: bool = False) -> int:
                 LLM_TIMEOUT="30",
                 LLM_MAX_INPUT_TOKENS="128000",
             )
+            # The demo's model and home are gone when it ends: a warm server it started
+            # would only outlive it (README "Warm start"); the user's own setting wins.
+            env.setdefault("TRIO_ACP_WARM", "0")
             client = DemoClient(console)
             console.rule("trio-acp demo")
             console.print(f"model: scripted OpenAI-compatible server at {llm.base_url}")
