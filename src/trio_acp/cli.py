@@ -199,7 +199,13 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
             return warm_server.serve(args.idle)
         if args.action == "start":
             return warm_start.start(args.idle)
-        return warm_start.stop() if args.action == "stop" else warm_start.status()
+        try:
+            return warm_start.stop() if args.action == "stop" else warm_start.status()
+        except BrokenPipeError:
+            # `trio-acp warm status | head`: the reader left; say nothing more, and keep
+            # Python from complaining again when it flushes stdout at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     import trio
 
     from .credentials import SecretValues
