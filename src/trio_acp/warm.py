@@ -747,7 +747,9 @@ def stop_server(server: Running, *, grace: float = 3.0) -> str:
         pass
     pid = server.pid
     if not pid or not _is_our_server(pid):
-        return "not found" if _wait_released(lock, grace) else "holds its lock but is not ours"
+        # It held its lock when it was listed: gone now means it stopped (asked over its
+        # socket, it may leave before its answer is read).
+        return "stopped" if _wait_released(lock, grace) else "holds its lock but is not ours"
     for signum, how in ((signal.SIGTERM, "stopped (SIGTERM)"), (signal.SIGKILL, "killed")):
         try:
             os.kill(pid, signum)
