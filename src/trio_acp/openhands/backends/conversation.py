@@ -25,8 +25,7 @@ import math
 import re
 import threading
 from collections.abc import Callable
-from types import SimpleNamespace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -36,7 +35,6 @@ from trio_acp.openhands.errors import SEE_LOG, describe
 from trio_acp.openhands.permissions.credential_files import CredentialFiles
 from trio_acp.openhands.permissions.run_gate import RunGate, run_under
 from trio_acp.openhands.permissions.tool_processes import (
-    gate_terminals,
     remove_editor_history,
     stop_tool_processes,
 )
@@ -56,6 +54,9 @@ from trio_acp.openhands.setup.critic import CriticFailures, prime_template
 from trio_acp.openhands.setup.critic_review import CriticOutcome, is_answer, outcome_of
 from trio_acp.openhands.setup.mcp_startup import McpStartFailure, McpStartup
 from trio_acp.openhands.translate.prompt import ImagePart, TextPart, merge_text
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.loaded import Sdk
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +195,7 @@ class _FutureRun:
         await wait_done(self._fut)
 
 
-def user_message(sdk: SimpleNamespace, parts: list[TextPart | ImagePart]) -> Any:
+def user_message(sdk: Sdk, parts: list[TextPart | ImagePart]) -> Any:
     """The SDK's user `Message` for a prompt's parts (prompt.py), local or remote alike:
     adjacent text parts become one `TextContent` (`merge_text`: a part costs the SDK a
     deep copy on every model call)."""
@@ -210,7 +211,7 @@ def user_message(sdk: SimpleNamespace, parts: list[TextPart | ImagePart]) -> Any
 class LocalConversation:
     """An `openhands.sdk` conversation in this process (see the module's docstring)."""
 
-    def __init__(self, sdk: SimpleNamespace, conv: Any, name: str, make_llm: Any = None) -> None:
+    def __init__(self, sdk: Sdk, conv: Any, name: str, make_llm: Any = None) -> None:
         self._sdk = sdk
         self._conv = conv
         self._make_llm = make_llm
@@ -228,6 +229,8 @@ class LocalConversation:
         self._landed: trio.Event | None = None
         # The gate of the current (or last) run: what its tools may still start (run_gate.py).
         self._gate: RunGate | None = None
+        from trio_acp.openhands.sdk.terminal_gate import gate_terminals
+
         gate_terminals()
         # Why the critic's last evaluation failed (the SDK only logs it, on the loop thread).
         self._critic_failures: CriticFailures | None = None
@@ -238,7 +241,7 @@ class LocalConversation:
     @classmethod
     async def open(
         cls,
-        sdk: SimpleNamespace,
+        sdk: Sdk,
         factory: Callable[..., Any],
         *,
         on_event: Callable[[Any], None],
@@ -601,7 +604,7 @@ def usage_of(stats: Any) -> Usage | None:
 
 
 def fork_stored(
-    sdk: SimpleNamespace,
+    sdk: Sdk,
     agent: Any,
     *,
     workspace: str,

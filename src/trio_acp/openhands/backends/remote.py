@@ -91,54 +91,6 @@ INTERRUPT_TIMEOUT = 10.0
 INTERRUPTION_NOTE = CANCEL_NOTE
 
 
-def _use_stoppable_sockets() -> None:
-    """Have the SDK's `RemoteConversation` use an events-socket client a close stops at once.
-
-    The SDK's `WebSocketCallbackClient` checks its stop flag only when a message arrives:
-    on a quiet socket its `stop()` waited out its thread join (5 s), so closing a remote
-    session, and exiting on stdin EOF with one open, took 5 s and editors killed the agent.
-    This subclass also cancels the socket's task, which closes the connection (its close
-    handshake with the server: milliseconds); the join stays the SDK's, as a bound. The
-    SDK builds the client by this module-level name, once per conversation, in this
-    process only trio-acp's.
-    """
-    import asyncio
-
-    from openhands.sdk.conversation.impl import remote_conversation as module
-
-    base = module.WebSocketCallbackClient
-    if getattr(base, "trio_acp_stoppable", False):
-        return
-
-    class StoppableSocket(base):  # type: ignore[misc, valid-type]
-        trio_acp_stoppable = True
-        _loop: asyncio.AbstractEventLoop | None = None
-        _task: asyncio.Task[Any] | None = None
-
-        async def _client_loop(self) -> None:
-            # Noted first, then the flag read: `stop()` sets the flag first, then reads
-            # these, so either the loop never starts or `stop()` cancels it.
-            self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
-            if self._stop.is_set():
-                return
-            try:
-                await super()._client_loop()
-            except asyncio.CancelledError:
-                pass  # stopped: the thread ends quietly
-
-        def stop(self) -> None:
-            self._stop.set()
-            loop, task = self._loop, self._task
-            if loop is not None and task is not None:
-                try:
-                    loop.call_soon_threadsafe(task.cancel)
-                except RuntimeError:  # its loop is closed: the thread is over
-                    pass
-            super().stop()
-
-    module.WebSocketCallbackClient = StoppableSocket  # type: ignore[misc]
-
-
 def tag_terminal(agent: Any, marker: str) -> Any:
     """`agent` with its terminal tool's processes carrying `MARKER_VAR=marker`.
 
@@ -211,28 +163,19 @@ class _Inbox:
         on_event: Callable[[Any], None],
         on_token: Callable[[Any], None],
     ):
-        from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
-        from openhands.sdk.event import ConversationStateUpdateEvent, StreamingDeltaEvent
+        from trio_acp.openhands.sdk import remote_client
 
         self._token = token
         self._on_event = on_event
         self._on_token = on_token
-        self._state_update = ConversationStateUpdateEvent
-        self._delta = StreamingDeltaEvent
+        self._is_state_update = remote_client.is_state_update
+        self._is_delta = remote_client.is_delta
         # Deltas carry no response id, and each has an id of its own. The chunks of one model
         # response must share one (the translator matches the final message to what was
         # streamed under it, and repeats nothing): a response's deltas are those between two
         # conversation events.
         self._response = uuid.uuid4().hex
-        self._chunk = lambda event: ModelResponseStream(
-            id=self._response,
-            choices=[
-                StreamingChoices(
-                    index=0,
-                    delta=Delta(content=event.content, reasoning_content=event.reasoning_content),
-                )
-            ],
-        )
+        self._chunk = lambda event: remote_client.stream_chunk(self._response, event)
         self.seen: set[str] = set()
         # Deltas now would be late ones of a response already complete (`_track_quiet`).
         self.quiet = False
@@ -250,11 +193,11 @@ class _Inbox:
 
     def __call__(self, event: Any) -> None:
         self.heard = time.monotonic()
-        if isinstance(event, self._delta):
+        if self._is_delta(event):
             if not self.quiet:
                 self._on_token(self._chunk(event))
             return
-        if isinstance(event, self._state_update):
+        if self._is_state_update(event):
             self._state(event)
             return
         self.deliver(event)
@@ -419,35 +362,19 @@ class RemoteConversationDriver:
             await self.set_confirmation(confirmation_policy, security_analyzer)
         return self
 
-    def _new_workspace(self) -> Any:
-        from openhands.sdk.workspace import RemoteWorkspace
+    def _connect(self, agent: Any, conversation_id: uuid.UUID | None, max_iterations: int) -> None:
+        from trio_acp.openhands.sdk.remote_client import connect
 
-        return RemoteWorkspace(
-            host=self.target.url,
+        conversation, workspace = connect(
+            url=self.target.url,
             api_key=self.target.api_key,
             working_dir=self.working_dir,
-            read_timeout=60.0,
+            agent=agent,
+            conversation_id=conversation_id,
+            callback=self._inbox,
+            max_iterations=max_iterations,
+            hook_config=self.hook_config,
         )
-
-    def _connect(self, agent: Any, conversation_id: uuid.UUID | None, max_iterations: int) -> None:
-        from openhands.sdk import RemoteConversation
-
-        _use_stoppable_sockets()
-        workspace = self._new_workspace()
-        try:
-            conversation = RemoteConversation(
-                agent=agent,
-                workspace=workspace,
-                conversation_id=conversation_id,
-                callbacks=[self._inbox],
-                visualizer=None,
-                max_iteration_per_run=max_iterations,
-                delete_on_close=False,
-                hook_config=self.hook_config,
-            )
-        except BaseException:
-            workspace.client.close()
-            raise
         # History is history: only what the server records from now on is handed on, plus
         # (on re-attach) what it recorded while we were not listening.
         for event in conversation.state.events:

@@ -16,8 +16,7 @@ import functools
 import logging
 import re
 import uuid
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -70,6 +69,9 @@ from trio_acp.openhands.translate.notices import (
 )
 from trio_acp.rpc import PeerClosed, RequestError
 
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.loaded import Sdk
+
 log = logging.getLogger(__name__)
 
 CANCEL_DEADLINE = turn.CANCEL_DEADLINE
@@ -83,7 +85,7 @@ class Session:
         *,
         session_id: uuid.UUID,
         cwd: str,
-        sdk: SimpleNamespace,
+        sdk: Sdk,
         conversation_factory: Any,
         client: Any,
         model: str = "",
