@@ -352,13 +352,20 @@ def warm_model_path(sdk: Sdk, llm: Any) -> None:
 
     All of it is process-wide and idempotent. Slow, blocking: call it from a thread.
     """
+    warm_first_call_imports()
+    llm.get_token_count([sdk.Message(role="user", content=[sdk.TextContent(text="warm-up")])])
+
+
+def warm_first_call_imports() -> None:
+    """Import what a process's first model call imports lazily (`FIRST_CALL_IMPORTS`) and
+    complete litellm's response types; process-wide, idempotent, slow: from a thread (the
+    warm server does it before it forks, warm_server.py)."""
     for name in FIRST_CALL_IMPORTS:
         try:
             importlib.import_module(name)
         except ImportError:  # another litellm/openai version: that part is not warmed
             log.debug("warm-up: no module %s", name)
     _complete_models(importlib.import_module("litellm.types.utils"))
-    llm.get_token_count([sdk.Message(role="user", content=[sdk.TextContent(text="warm-up")])])
 
 
 def warm_tool_schemas(agent: Any) -> None:

@@ -7,7 +7,8 @@ signatures), pass the delegation to the sub-agent's visualizer through the threa
 `subagents.current`, and replace the SDK's `task_tool_set` registry entry with ours
 (`register`, once per process).
 
-Imports the SDK: imported by `trio_acp.openhands.sdk.loaded`, or inside a function after it.
+Imports the SDK: imported inside a function after the load (`setup/subagents.py`,
+`agent_setup.py`).
 """
 
 from __future__ import annotations
@@ -78,9 +79,14 @@ class SessionTaskManager(TaskManager):
         ]
         return agent.model_copy(update={"tools": tools})
 
-    def _set_confirmation_policy(self, conversation: Any, policy: Any) -> None:
+    def _set_confirmation_policy(self, conversation: Any, confirmation_policy: Any) -> None:
+        # The agent file's own policy may only ask more than the session's.
         parent = self.parent_conversation.state
-        own = policy if isinstance(policy, AlwaysConfirm) else parent.confirmation_policy
+        own = (
+            confirmation_policy
+            if isinstance(confirmation_policy, AlwaysConfirm)
+            else parent.confirmation_policy
+        )
         conversation.set_confirmation_policy(own)
         conversation.set_security_analyzer(parent.security_analyzer)
 

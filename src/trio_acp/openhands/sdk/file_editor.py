@@ -75,7 +75,7 @@ class ClientFileEditor(FileEditor):
         lines = lines_of(text)
         return "".join(lines[start_line - 1 : end_line])
 
-    def _countlines_of(self, path: Path, **_: Any) -> int:
+    def _count_lines(self, path: Path, **_: Any) -> int:
         return len(lines_of(self._buffer(path)))
 
     def write_file(self, path: Path, file_text: str, **_: Any) -> None:

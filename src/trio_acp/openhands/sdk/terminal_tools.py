@@ -133,7 +133,7 @@ def route_tools(workspace_for: Callable[[Any], EditorWorkspace | None]) -> None:
         """Only a factory: `create` returns the SDK's FileEditorTool instances."""
 
         @classmethod
-        def create(cls, conv_state: Any, **params: Any) -> list[Any]:  # type: ignore[override]
+        def create(cls, conv_state: Any, **params: Any) -> list[Any]:
             workspace = workspace_for(conv_state.id)
             if workspace is None:
                 return list(FileEditorTool.create(conv_state, **params))
