@@ -23,6 +23,7 @@ import threading
 import time
 import types
 import typing
+import uuid
 import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,25 @@ from trio_acp.openhands.translate.interruptions import CANCEL_SENDER, CANCEL_TEX
 from trio_acp.openhands.translate.model_failures import LLM_FAILURE_DEFAULTS
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+
+    from openhands.sdk.conversation.base import BaseConversation
+    from openhands.sdk.event import AgentErrorEvent, MessageEvent, UserRejectObservation
+
+    from trio_acp.openhands.sdk.llm import SessionLLM
     from trio_acp.openhands.sdk.loaded import Sdk
+    from trio_acp.openhands.sdk.types import (
+        LLM,
+        Agent,
+        ConfirmationPolicyBase,
+        LocalConversation,
+        SecurityAnalyzerBase,
+    )
+    from trio_acp.openhands.sessions.recovery import Ending
+    from trio_acp.openhands.setup.models import ModelChoice
+
+    #: What the SDK's `LLM.retry_listener` is called with: attempt, attempts, the error.
+    RetryListener = Callable[[int, int, BaseException | None], None]
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +112,7 @@ def import_sdk() -> Sdk:
     return sdk
 
 
-def mask_in_conversation(conversation: Any, values: Any) -> None:
+def mask_in_conversation(conversation: BaseConversation, values: Collection[str]) -> None:
     """Have the SDK mask these values in tool output (before the model sees it, and in the
     full outputs it saves) and in the model's text replies.
 
@@ -193,9 +212,9 @@ def build_llm(
     sdk: Sdk,
     fields: dict[str, Any],
     *,
-    retry_listener: Any = None,
+    retry_listener: RetryListener | None = None,
     sources: dict[str, str] | None = None,
-) -> Any:
+) -> SessionLLM:
     """The session's LLM from the user's fields; `sources` says where each came from (settings.py)."""
     known = sdk.LLM.model_fields
     data = {k: _from_env_text(v, known[k].annotation) for k, v in fields.items() if k in known}
@@ -218,7 +237,13 @@ def build_llm(
     return llm
 
 
-def build_choice_llm(sdk: Sdk, choice: Any, *, env: Any = None, retry_listener: Any = None) -> Any:
+def build_choice_llm(
+    sdk: Sdk,
+    choice: ModelChoice,
+    *,
+    env: Any = None,
+    retry_listener: RetryListener | None = None,
+) -> SessionLLM:
     """The LLM of one configured model (`models.ModelChoice`); blocking (reads a profile).
 
     A profile is loaded the SDK's way (`LLMProfileStore`, which also resolves a linked
@@ -236,7 +261,7 @@ def build_choice_llm(sdk: Sdk, choice: Any, *, env: Any = None, retry_listener: 
     return build_llm(sdk, choice.llm_fields(env), retry_listener=retry_listener)
 
 
-def fork_conversation(sdk: Sdk, conv: Any, fork_id: Any) -> None:
+def fork_conversation(sdk: Sdk, conv: LocalConversation, fork_id: uuid.UUID) -> None:
     """Copy `conv` with its whole history to a new conversation `fork_id` on disk; blocking.
 
     The SDK's `fork` copies the events (the source is not touched), the agent and the
@@ -276,7 +301,7 @@ def _shapes(annotation: Any) -> set[Any]:
     return {origin or annotation}
 
 
-def build_agent(sdk: Sdk, llm: Any, mcp_config: dict[str, Any] | None = None) -> Any:
+def build_agent(sdk: Sdk, llm: LLM, mcp_config: dict[str, Any] | None = None) -> Agent:
     tools = [
         # The subprocess terminal, its shell without a history file (terminal_params).
         sdk.Tool(name=sdk.TerminalTool.name, params=terminal_params(None)),
@@ -294,7 +319,7 @@ INTERRUPTION_SENDER = CANCEL_SENDER
 INTERRUPTION_TEXT = CANCEL_TEXT
 
 
-def interruption_event(sdk: Sdk) -> Any:
+def interruption_event(sdk: Sdk) -> MessageEvent:
     """An assistant message recording that the user interrupted the turn.
 
     Without it the model cannot tell a cancelled request from a finished one: the SDK
@@ -312,7 +337,7 @@ def interruption_event(sdk: Sdk) -> Any:
     )
 
 
-def stopped_tool_event(sdk: Sdk, ending: Any) -> Any:
+def stopped_tool_event(sdk: Sdk, ending: Ending) -> UserRejectObservation | AgentErrorEvent:
     """The result of a tool call a stopped process left without one (recovery.Ending):
     a rejection when it never ran, else an error saying it may have."""
     action = ending.action
@@ -328,7 +353,7 @@ def stopped_tool_event(sdk: Sdk, ending: Any) -> Any:
     )
 
 
-def stopped_message_event(sdk: Sdk, text: str, thought: str | None) -> Any:
+def stopped_message_event(sdk: Sdk, text: str, thought: str | None) -> MessageEvent:
     """What the user was shown of a reply a stopped process never saved (recovery.py)."""
     return sdk.MessageEvent(
         source="agent",
@@ -339,7 +364,7 @@ def stopped_message_event(sdk: Sdk, text: str, thought: str | None) -> Any:
     )
 
 
-def warm_model_path(sdk: Sdk, llm: Any) -> None:
+def warm_model_path(sdk: Sdk, llm: LLM) -> None:
     """Do now what a process's first model call would do lazily (measured in bench/README.md).
 
     - The OpenAI client (litellm's transport for OpenAI and OpenAI-compatible providers)
@@ -368,7 +393,7 @@ def warm_first_call_imports() -> None:
     _complete_models(importlib.import_module("litellm.types.utils"))
 
 
-def warm_tool_schemas(agent: Any) -> None:
+def warm_tool_schemas(agent: Agent) -> None:
     """Build the tools' JSON schemas once: the first build of each costs ~20 ms (pydantic).
 
     Every model call sends them, and counts their tokens first. Needs initialized tools.
@@ -413,7 +438,7 @@ FIRST_CALL_IMPORTS = (
 
 def confirmation_setup(
     sdk: Sdk, mode: str, credentials: CredentialFiles | None = None, cwd: str = ""
-) -> tuple[Any, Any]:
+) -> tuple[ConfirmationPolicyBase, SecurityAnalyzerBase | None]:
     """(confirmation policy, security analyzer) for one of the three modes.
 
     With `credentials` (a local conversation), an action that reads one of trio-acp's
@@ -447,7 +472,7 @@ def confirmation_setup(
 REASONING_EFFORTS = ["low", "medium", "high"]
 
 
-def supports_reasoning_effort(sdk: Sdk, llm: Any) -> bool:
+def supports_reasoning_effort(sdk: Sdk, llm: LLM) -> bool:
     try:
         return bool(
             sdk.get_features(

@@ -16,17 +16,20 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from openhands.sdk import Agent
+from openhands.sdk.conversation.impl.local_conversation import LocalConversation
 from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
 from openhands.sdk.conversation.visualizer import ConversationVisualizerBase
-from openhands.sdk.security import AlwaysConfirm
+from openhands.sdk.event import Event
+from openhands.sdk.security import AlwaysConfirm, ConfirmationPolicyBase
 from openhands.sdk.subagent import SubAgentScope
-from openhands.sdk.tool import register_tool
+from openhands.sdk.subagent.registry import AgentFactory
+from openhands.sdk.tool import ToolDefinition, register_tool
 from openhands.tools.task import TaskToolSet
+from openhands.tools.task.definition import TaskAction, TaskObservation
 from openhands.tools.task.impl import TaskExecutor
-from openhands.tools.task.manager import TaskManager
+from openhands.tools.task.manager import ConfirmationHandler, TaskManager
 from openhands.tools.terminal import TerminalTool
 
 from trio_acp.openhands.permissions import run_gate, turn_points
@@ -43,10 +46,10 @@ class SubagentView(ConversationVisualizerBase):
         super().__init__()
         self.hub = hub
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, event: Event) -> None:
         pass  # the session's own callbacks show the conversation's events
 
-    def create_sub_visualizer(self, agent_id: str) -> Any:
+    def create_sub_visualizer(self, agent_id: str) -> ConversationVisualizerBase | None:
         d = getattr(subagents.current, "delegation", None)
         if self.hub is None or d is None:
             return None
@@ -58,7 +61,7 @@ class _SubView(ConversationVisualizerBase):
         super().__init__()
         self._hub, self._d = hub, d
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, event: Event) -> None:
         self._hub.post(self._d, event)
         # The sub-agent's own thread, in its step: once its turn is cancelled, it takes
         # no further step (no model call) — its run ends here, with this event shown.
@@ -69,7 +72,7 @@ class _SubView(ConversationVisualizerBase):
 
 
 class SessionTaskManager(TaskManager):
-    def _get_sub_agent_from_factory(self, factory: Any) -> Agent:
+    def _get_sub_agent_from_factory(self, factory: AgentFactory) -> Agent:
         agent = super()._get_sub_agent_from_factory(factory)
         tools = [
             t.model_copy(update={"params": terminal_params(t.params)})
@@ -79,7 +82,11 @@ class SessionTaskManager(TaskManager):
         ]
         return agent.model_copy(update={"tools": tools})
 
-    def _set_confirmation_policy(self, conversation: Any, confirmation_policy: Any) -> None:
+    def _set_confirmation_policy(
+        self,
+        conversation: LocalConversation,
+        confirmation_policy: ConfirmationPolicyBase | None,
+    ) -> None:
         # The agent file's own policy may only ask more than the session's.
         parent = self.parent_conversation.state
         own = (
@@ -90,7 +97,7 @@ class SessionTaskManager(TaskManager):
         conversation.set_confirmation_policy(own)
         conversation.set_security_analyzer(parent.security_analyzer)
 
-    def _run_until_finished(self, task_id: str, conversation: Any) -> None:
+    def _run_until_finished(self, task_id: str, conversation: LocalConversation) -> None:
         d: subagents.Delegation | None = getattr(subagents.current, "delegation", None)
         hub = getattr(subagents.current, "hub", None)
         if d is not None:
@@ -125,14 +132,18 @@ class SessionTaskExecutor(TaskExecutor):
         super().__init__(manager)
         self._hub: subagents.Hub | None = None
 
-    def __call__(self, action: Any, conversation: Any = None) -> Any:
+    def __call__(
+        self, action: TaskAction, conversation: LocalConversation | None = None
+    ) -> TaskObservation:
         try:
             turn_points.reached("task", action)
             return self._delegate(action, conversation)
         finally:
             turn_points.reached("task:over", action)
 
-    def _delegate(self, action: Any, conversation: Any) -> Any:
+    def _delegate(
+        self, action: TaskAction, conversation: LocalConversation | None
+    ) -> TaskObservation:
         # Without the session's hub (a conversation not made by a session) nobody can
         # be asked: a hub that serves no turn stops a sub-agent at its first question.
         hub = subagents.hub_of(conversation) or subagents.Hub()
@@ -155,19 +166,19 @@ class SessionTaskExecutor(TaskExecutor):
         if self._hub is not None:
             self._hub.interrupt()
 
-    def stop_subagents(self, stop_processes: Callable[[Any], Any]) -> None:
+    def stop_subagents(self, stop_processes: Callable[[LocalConversation], object]) -> None:
         if self._hub is not None:
             self._hub.stop_all(stop_processes)
 
 
 class SessionTaskToolSet(TaskToolSet):
     @classmethod
-    def create(
+    def create(  # type: ignore[override]  # the SDK's TaskToolSet.create, as it declares it
         cls,
-        conv_state: Any,
-        confirmation_handler: Any = None,
-        sub_agent_scope: Any = None,
-    ) -> list[Any]:
+        conv_state: ConversationState,
+        confirmation_handler: ConfirmationHandler | None = None,
+        sub_agent_scope: SubAgentScope | dict[str, bool] | None = None,
+    ) -> list[ToolDefinition]:
         tools = TaskToolSet.create(conv_state, sub_agent_scope=sub_agent_scope)
         scope = SubAgentScope.model_validate(sub_agent_scope or {})
         executor = SessionTaskExecutor(SessionTaskManager(sub_agent_scope=scope))

@@ -7,6 +7,7 @@ Imports the SDK: only `trio_acp.openhands.sdk.loaded` imports it (docs/ARCHITECT
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from openhands.sdk import LLM
@@ -157,7 +158,7 @@ def _checked(on_token: Any, kwargs: dict[str, Any]) -> _CheckedTokens | None:
     return _CheckedTokens(on_token)
 
 
-def load_profile(profile_dir: Any, name: str) -> SessionLLM:
+def load_profile(profile_dir: Path | str | None, name: str) -> SessionLLM:
     """A saved LLM profile, loaded the SDK's way (`LLMProfileStore`, which also resolves a
     linked provider connection's key), as a `SessionLLM` with the profile's own values: its
     failures follow the same retry policy and context-overflow guard as the default model's
@@ -168,7 +169,7 @@ def load_profile(profile_dir: Any, name: str) -> SessionLLM:
     )
 
 
-def use_profile_store(directory: Any) -> None:
+def use_profile_store(directory: Path) -> None:
     """Point the SDK's default LLM profile store at `directory`, for this process (its
     module default, read on every `LLMProfileStore()`: sessions/build.py says why)."""
     from openhands.sdk.llm import llm_profile_store

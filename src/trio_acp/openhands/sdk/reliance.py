@@ -177,6 +177,15 @@ RELIANCE: tuple[Reliance, ...] = (
     fields("openhands.agent_server.config:Config", "session_api_keys"),
     calls("openhands.agent_server.config:get_default_config"),
     calls("openhands.agent_server.__main__:main"),
+    # What the rest reads of the SDK's objects, duck-typed (setup/subagents.py `hub_of`,
+    # permissions/tool_processes.py: the shells to stop, the editors' undo directories).
+    attribute("openhands.sdk.conversation.impl.local_conversation:LocalConversation._visualizer"),
+    name("openhands.sdk:Agent.tools_map"),
+    fields("openhands.sdk.tool:ToolDefinition", "executor"),
+    name("openhands.sdk.tool:ToolDefinition.name"),
+    attribute("openhands.tools.file_editor.utils.file_cache:FileCache.directory"),
+    fields("openhands.sdk.conversation.state:ConversationState", "execution_status", "confirmation_policy", "security_analyzer", "secret_registry", "agent"),
+    name("openhands.sdk.conversation.state:ConversationState.events"),
     # translate/: the events translated (translator.py's handlers), the fields they read.
     fields(f"{_EVENT}MessageEvent", "id", "llm_message", "sender", "source"),
     fields("openhands.sdk:Message", "role", "content", "reasoning_content"),

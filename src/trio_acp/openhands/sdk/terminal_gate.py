@@ -5,7 +5,7 @@ shell its command), `permissions/run_gate.py` what the gate is. This module patc
 SDK's `SubprocessTerminal.send_keys` and `interrupt` (once per process) and reads its
 screen buffer (`output_lock`, `output_buffer`) and pty (`_pty_master_fd`, `process`): SDK
 internals, listed in reliance.py. Imports the SDK: imported inside a function after the
-load (backends/conversation.py).
+load (backends/local_conversation.py).
 """
 
 from __future__ import annotations

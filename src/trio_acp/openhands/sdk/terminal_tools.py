@@ -19,9 +19,12 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from openhands.sdk.conversation.impl.local_conversation import LocalConversation
+from openhands.sdk.conversation.state import ConversationState
 from openhands.sdk.tool import ToolDefinition, ToolExecutor, register_tool
 from openhands.tools.file_editor import FileEditorTool
-from openhands.tools.terminal import TerminalTool
+from openhands.tools.file_editor.impl import FileEditorExecutor
+from openhands.tools.terminal import TerminalAction, TerminalTool
 from openhands.tools.terminal.definition import TerminalObservation
 from openhands.tools.terminal.metadata import CmdOutputMetadata
 
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
     from trio_acp.openhands.editor.workspace import EditorWorkspace
 
 
-class ClientTerminalExecutor(ToolExecutor):
+class ClientTerminalExecutor(ToolExecutor[TerminalAction, TerminalObservation]):
     """Commands in the editor's terminals (`ClientTerminal`), as the SDK runs its tools."""
 
     def __init__(self, terminal: ClientTerminal) -> None:
@@ -43,7 +46,9 @@ class ClientTerminalExecutor(ToolExecutor):
     def interrupt(self) -> None:
         self.terminal.interrupt()
 
-    def __call__(self, action: Any, conversation: Any = None) -> TerminalObservation:
+    def __call__(
+        self, action: TerminalAction, conversation: LocalConversation | None = None
+    ) -> TerminalObservation:
         return observation(self.terminal.run(action))
 
 
@@ -62,10 +67,10 @@ def observation(outcome: Outcome) -> TerminalObservation:
     )
 
 
-class LiveTerminalExecutor(ToolExecutor):
+class LiveTerminalExecutor(ToolExecutor[TerminalAction, TerminalObservation]):
     """The SDK's `TerminalExecutor` (`inner`), each command's output streamed live."""
 
-    def __init__(self, inner: Any, live: LiveOutput) -> None:
+    def __init__(self, inner: Any, live: LiveOutput) -> None:  # the SDK's TerminalExecutor
         self.inner = inner
         self.live = live
 
@@ -82,7 +87,9 @@ class LiveTerminalExecutor(ToolExecutor):
     def close(self) -> None:
         self.inner.close()
 
-    def __call__(self, action: Any, conversation: Any = None) -> Any:
+    def __call__(
+        self, action: TerminalAction, conversation: LocalConversation | None = None
+    ) -> TerminalObservation:
         return self.live.run(
             action,
             lambda: self.inner(action, conversation),
@@ -100,7 +107,9 @@ def screen_reader(executor: Any) -> Callable[[], str] | None:
     return read if callable(read) else None
 
 
-def file_editor_tools(conv_state: Any, executor: ToolExecutor | None) -> list[Any]:
+def file_editor_tools(
+    conv_state: ConversationState, executor: FileEditorExecutor | None
+) -> list[FileEditorTool]:
     """The SDK's file editor tools of a conversation, with `executor` when given."""
     tools = list(FileEditorTool.create(conv_state))
     if executor is None:
@@ -109,12 +118,12 @@ def file_editor_tools(conv_state: Any, executor: ToolExecutor | None) -> list[An
 
 
 def terminal_tools(
-    conv_state: Any,
+    conv_state: ConversationState,
     *,
-    executor: ToolExecutor | None = None,
-    wrap: Callable[[Any], ToolExecutor] | None = None,
+    executor: ToolExecutor[TerminalAction, TerminalObservation] | None = None,
+    wrap: Callable[[Any], ToolExecutor[TerminalAction, TerminalObservation]] | None = None,
     **params: Any,
-) -> list[Any]:
+) -> list[TerminalTool]:
     """The SDK's terminal tools of a conversation: with our `executor` instead of its
     shell, or its shell's executor wrapped by `wrap`, or as they are."""
     if executor is not None:

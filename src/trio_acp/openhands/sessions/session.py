@@ -22,11 +22,8 @@ import trio
 
 from trio_acp import schema
 from trio_acp.credentials import SecretValues, UpdateMask
-from trio_acp.openhands.backends.conversation import (
-    WAITING_FOR_CONFIRMATION,
-    Conversation,
-    LocalConversation,
-)
+from trio_acp.openhands.backends.conversation import WAITING_FOR_CONFIRMATION, Conversation
+from trio_acp.openhands.backends.local_conversation import LocalConversation
 from trio_acp.openhands.editor import workspace as editor_workspace
 from trio_acp.openhands.editor.session_roots import SessionRoots, roots_prompt
 from trio_acp.openhands.editor.workspace import EditorWorkspace

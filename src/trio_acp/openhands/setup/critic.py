@@ -15,7 +15,7 @@ answer, not only on `finish` (`critic_review.py`, `turn.py`).
 Offline: the critic renders the conversation with the chat template of its tokenizer
 (`Qwen/Qwen3-4B-Instruct-2507`), which the SDK fetches from huggingface.co on first use and
 caches in `~/.cache/chat_templates/`. The session's warm-up fetches it before the first
-answer (`conversation.py`), so the first evaluation does not wait for it under the
+answer (`local_conversation.py`), so the first evaluation does not wait for it under the
 conversation's lock; `TRIO_ACP_CRITIC_CHAT_TEMPLATE` (a `tokenizer_config.json` or a Jinja
 file) gives it without any network.
 
