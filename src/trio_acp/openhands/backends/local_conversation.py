@@ -17,6 +17,7 @@ import functools
 import logging
 import re
 import threading
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,8 @@ from trio_acp.openhands.translate.prompt import ImagePart, TextPart
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk.loaded import Sdk
+    from trio_acp.openhands.sdk.types import ActionEvent, Agent, Event, Skill
+    from trio_acp.openhands.sdk.types import LocalConversation as SdkConversation
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,7 @@ class _FutureRun:
 class LocalConversation:
     """An `openhands.sdk` conversation in this process (see the module's docstring)."""
 
-    def __init__(self, sdk: Sdk, conv: Any, name: str, make_llm: Any = None) -> None:
+    def __init__(self, sdk: Sdk, conv: SdkConversation, name: str, make_llm: Any = None) -> None:
         self._sdk = sdk
         self._conv = conv
         self._make_llm = make_llm
@@ -115,10 +118,10 @@ class LocalConversation:
     async def open(
         cls,
         sdk: Sdk,
-        factory: Callable[..., Any],
+        factory: Callable[..., SdkConversation],
         *,
-        on_event: Callable[[Any], None],
-        on_token: Callable[[Any], None],
+        on_event: Callable[[Event], None],
+        on_token: Callable[[Any], None],  # litellm's stream chunks (untyped)
         name: str,
         make_llm: Any = None,
         credential_files: CredentialFiles | None = None,
@@ -133,7 +136,7 @@ class LocalConversation:
         return made
 
     @property
-    def sdk_conversation(self) -> Any:
+    def sdk_conversation(self) -> SdkConversation:
         """The SDK's object itself, for tests and diagnostics only."""
         return self._conv
 
@@ -267,8 +270,9 @@ class LocalConversation:
         events = self._conv.state.events
         for index in range(len(events) - 1, since - 1, -1):
             event = events[index]
-            if type(event).__name__ == "ConversationErrorEvent":
-                return event.code, event.detail
+            if type(event).__name__ == "ConversationErrorEvent":  # the SDK's, by name
+                code, detail = getattr(event, "code", None), getattr(event, "detail", None)
+                return code, detail
         return None, None
 
     @property
@@ -339,7 +343,7 @@ class LocalConversation:
             stop_tool_processes, self._conv, self._gate, limiter=self._interrupt_limiter
         )
 
-    async def pending_actions(self) -> list[Any]:
+    async def pending_actions(self) -> list[ActionEvent]:
         sdk, conv = self._sdk, self._conv
         return await trio.to_thread.run_sync(
             lambda: sdk.ConversationState.get_unmatched_actions(conv.state.active_branch()),
@@ -402,7 +406,7 @@ class LocalConversation:
 
         return await trio.to_thread.run_sync(recover, limiter=self.limiter)
 
-    def skills(self) -> list[Any]:
+    def skills(self) -> list[Skill]:
         # The agent's context is fixed once the conversation exists: no lock needed.
         context = getattr(self._conv.agent, "agent_context", None)
         return list(getattr(context, "skills", None) or [])
@@ -412,7 +416,7 @@ class LocalConversation:
 
     # --- the whole conversation --------------------------------------------------------
 
-    async def history(self) -> list[Any]:
+    async def history(self) -> list[Event]:
         conv = self._conv
         return await trio.to_thread.run_sync(lambda: list(conv.state.events), limiter=self.limiter)
 
@@ -432,7 +436,7 @@ class LocalConversation:
             return Condensed(failure=_condense_failure(self._sdk, error, logged))
         return Condensed(added=len(conv.state.events) - before)
 
-    async def fork(self, fork_id: Any) -> None:
+    async def fork(self, fork_id: uuid.UUID) -> None:
         """Copy this conversation, history and all, to `fork_id` on disk."""
         conv, sdk = self._conv, self._sdk
         await trio.to_thread.run_sync(
@@ -457,12 +461,12 @@ class LocalConversation:
 
 def fork_stored(
     sdk: Sdk,
-    agent: Any,
+    agent: Agent,
     *,
     workspace: str,
     persistence_dir: str,
-    conversation_id: Any,
-    fork_id: Any,
+    conversation_id: uuid.UUID,
+    fork_id: uuid.UUID,
 ) -> None:
     """Copy a stored conversation that is not open here to `fork_id` on disk; blocking (run
     it in a worker thread). The conversation is opened just for the copy, then closed."""
@@ -492,7 +496,7 @@ class _ThreadWarnings(logging.Handler):
             self.messages.append(record.getMessage())
 
 
-def _condense_now(conv: Any) -> tuple[Exception | None, list[str]]:
+def _condense_now(conv: SdkConversation) -> tuple[Exception | None, list[str]]:
     # When the summary's model call fails, the SDK logs why and raises without it
     # ("Unable to compute forgotten events"): the log is where the reason is.
     seen = _ThreadWarnings()
@@ -530,7 +534,7 @@ CONDENSER_LOGGER = "openhands.sdk.context.condenser"
 _LLM_FAILED = re.compile(r"LLM call failed: (.*?)(?:\. Reducing max event size.*)?$", re.S)
 
 
-def _condense_failure(sdk: Any, exc: Exception, logged: list[str]) -> str:
+def _condense_failure(sdk: Sdk, exc: Exception, logged: list[str]) -> str:
     unchanged = "The history is unchanged"
     if isinstance(exc, ValueError) and "condenser" in str(exc).lower():
         # The SDK's text goes on with a Python snippet meant for SDK users.
@@ -545,7 +549,7 @@ def _condense_failure(sdk: Any, exc: Exception, logged: list[str]) -> str:
     return f"{describe(exc)}. {unchanged}. ({SEE_LOG})"
 
 
-def _close_all(conv: Any, gate: RunGate | None) -> None:
+def _close_all(conv: SdkConversation, gate: RunGate | None) -> None:
     # Blocking: kill the terminals' process groups, close the SDK conversation, then
     # remove the file editors' undo history it leaves in /tmp.
     stop_tool_processes(conv, gate)

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from trio_acp.openhands.sdk.types import (
         LLM,
         Agent,
+        AgentBase,
         ConfirmationPolicyBase,
         LocalConversation,
         SecurityAnalyzerBase,
@@ -393,7 +394,7 @@ def warm_first_call_imports() -> None:
     _complete_models(importlib.import_module("litellm.types.utils"))
 
 
-def warm_tool_schemas(agent: Agent) -> None:
+def warm_tool_schemas(agent: AgentBase) -> None:
     """Build the tools' JSON schemas once: the first build of each costs ~20 ms (pydantic).
 
     Every model call sends them, and counts their tokens first. Needs initialized tools.

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from openhands.sdk import LLM as LLM
 from openhands.sdk import Agent as Agent
+from openhands.sdk import AgentBase as AgentBase
 from openhands.sdk import AgentContext as AgentContext
 from openhands.sdk import LocalConversation as LocalConversation
 from openhands.sdk import Message as Message
 from openhands.sdk import Tool as Tool
 from openhands.sdk.context.condenser import CondenserBase as CondenserBase
+from openhands.sdk.event import ActionEvent as ActionEvent
 from openhands.sdk.event import Event as Event
 from openhands.sdk.hooks import HookConfig as HookConfig
 from openhands.sdk.mcp.client import MCPClient as MCPClient
