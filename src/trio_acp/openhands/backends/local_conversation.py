@@ -57,9 +57,9 @@ from trio_acp.openhands.setup.mcp_startup import McpStartFailure, McpStartup
 from trio_acp.openhands.translate.prompt import ImagePart, TextPart
 
 if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import ActionEvent, Agent, Event, Skill
+    from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
     from trio_acp.openhands.sdk.loaded import Sdk
-    from trio_acp.openhands.sdk.types import ActionEvent, Agent, Event, Skill
-    from trio_acp.openhands.sdk.types import LocalConversation as SdkConversation
 
 log = logging.getLogger(__name__)
 

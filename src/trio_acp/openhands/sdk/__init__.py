@@ -41,9 +41,7 @@ if TYPE_CHECKING:
     from openhands.sdk.conversation.base import BaseConversation
     from openhands.sdk.event import AgentErrorEvent, MessageEvent, UserRejectObservation
 
-    from trio_acp.openhands.sdk.llm import SessionLLM
-    from trio_acp.openhands.sdk.loaded import Sdk
-    from trio_acp.openhands.sdk.types import (
+    from trio_acp.openhands.sdk.classes import (
         LLM,
         Agent,
         AgentBase,
@@ -51,6 +49,8 @@ if TYPE_CHECKING:
         LocalConversation,
         SecurityAnalyzerBase,
     )
+    from trio_acp.openhands.sdk.llm import SessionLLM
+    from trio_acp.openhands.sdk.loaded import Sdk
     from trio_acp.openhands.sessions.recovery import Ending
     from trio_acp.openhands.setup.models import ModelChoice
 

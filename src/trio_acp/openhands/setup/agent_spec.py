@@ -38,8 +38,8 @@ from trio_acp.openhands.setup.public_skills import public_skills
 from trio_acp.openhands.setup.user_setup import SessionSetup
 
 if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import AgentContext, Tool
     from trio_acp.openhands.sdk.loaded import Sdk
-    from trio_acp.openhands.sdk.types import AgentContext, Tool
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ import attrs
 from trio_acp.openhands.errors import describe
 
 if TYPE_CHECKING:
-    from trio_acp.openhands.sdk.types import MCPClient, MCPServer
+    from trio_acp.openhands.sdk.classes import MCPClient, MCPServer
 
 log = logging.getLogger(__name__)
 

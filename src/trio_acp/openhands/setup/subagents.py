@@ -7,7 +7,8 @@ the parent's, it approves a waiting sub-agent's actions by itself when it was gi
 confirmation handler (the CLI gives none: there a sub-agent runs tools unasked whatever the
 mode), and interrupting the parent does not reach it. So the session registers its own
 variant of the tool set under the same name (`task_tool_set`: stored conversations and the
-CLI's keep working unchanged):
+CLI's keep working unchanged). Its SDK classes are in the door (`sdk/delegation.py`); this
+module is the rest:
 
 - **Visible.** The parent conversation's visualizer is a `SubagentView` (no output of its
   own): the SDK asks it for a sub-visualizer when it creates a sub-agent's conversation, and

@@ -1,5 +1,7 @@
-"""The SDK's types, for annotations outside the door (`if TYPE_CHECKING:` imports only: this
-module imports the SDK, which the rest of the code imports only through `loaded.py`)."""
+"""The SDK's classes, for annotations outside the door (`if TYPE_CHECKING:` imports only:
+this module imports the SDK, which the rest of the code imports only through `loaded.py`).
+Not named `types`: a submodule's import sets the package's attribute of that name, which
+would shadow the standard `types` module `__init__.py` uses."""
 
 from __future__ import annotations
 
