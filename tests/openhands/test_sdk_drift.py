@@ -16,6 +16,7 @@ from trio_acp.openhands.sdk.reliance import (
     attribute,
     calls,
     check,
+    defined,
     fields,
     name,
     overrides,
@@ -31,6 +32,16 @@ def _sdk():
 def test_everything_we_rely_on_is_in_the_installed_sdk():
     problems = check()
     assert not problems, report(problems)
+
+
+def test_the_check_leaves_the_agent_server_app_unbuilt():
+    # Importing the agent-server's `api` builds its app from a default config: the check
+    # reads that module's source instead (`defined`).
+    import sys
+
+    imported_before = "openhands.agent_server.api" in sys.modules  # by another test
+    check()
+    assert imported_before or "openhands.agent_server.api" not in sys.modules
 
 
 def test_every_event_the_translation_handles_is_in_the_table():
@@ -75,6 +86,10 @@ EDITOR = "trio_acp.openhands.sdk.file_editor:ClientFileEditor"
         (
             attribute("openhands.tools.terminal.impl:TerminalExecutor._no_such_attribute"),
             "the class never sets it",
+        ),
+        (
+            defined("openhands.agent_server.api:no_such_function"),
+            "no openhands.agent_server.api:no_such_function",
         ),
     ],
 )

@@ -12,10 +12,13 @@ A target is ``"module:Qualified.name"``. `check` imports the SDK: call it after 
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -26,6 +29,7 @@ CALL = "call"  # a function or method we call: it takes these parameters
 NAME = "name"  # a module-level name or class attribute we read or replace
 FIELDS = "fields"  # a pydantic model (an event, an action...) and the fields we read
 ATTRIBUTE = "attribute"  # an instance attribute the class's own code sets (``self.<name>``)
+DEFINED = "defined"  # a module-level name, found in the module's source without importing it
 
 
 @attrs.frozen
@@ -60,6 +64,11 @@ def fields(target: str, *names: str) -> Reliance:
 
 def attribute(target: str) -> Reliance:
     return Reliance(ATTRIBUTE, target)
+
+
+def defined(target: str) -> Reliance:
+    """For a module whose import has effects (the agent-server's app: its config read)."""
+    return Reliance(DEFINED, target)
 
 
 _EVENT = "openhands.sdk.event:"
@@ -173,7 +182,7 @@ RELIANCE: tuple[Reliance, ...] = (
     fields(f"{_EVENT}ConversationStateUpdateEvent", "key", "value"),
     name("openhands.sdk.conversation.conversation_stats:ConversationStats"),
     # agent_server.py: `trio-acp agent-server`.
-    name("openhands.agent_server.api:export_session_api_key"),
+    defined("openhands.agent_server.api:export_session_api_key"),
     fields("openhands.agent_server.config:Config", "session_api_keys"),
     calls("openhands.agent_server.config:get_default_config"),
     calls("openhands.agent_server.__main__:main"),
@@ -300,8 +309,35 @@ def _sets_attribute(cls: type, attr: str) -> bool:
     return False
 
 
+def _defines(module_name: str, attr: str) -> bool:
+    """Whether the module's source binds `attr` at its top level (not importing it)."""
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or spec.origin is None:
+        raise LookupError(f"no module {module_name}")
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == attr:
+                return True
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name.split(".")[0]) == attr for a in node.names):
+                return True
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == attr for t in targets):
+                return True
+    return False
+
+
 def problem(reliance: Reliance) -> str | None:
     """What is wrong with one reliance on the installed SDK, or None."""
+    if reliance.kind == DEFINED:
+        module_name, _, attr = reliance.target.partition(":")
+        try:
+            found = _defines(module_name, attr)
+        except (LookupError, ImportError, OSError, SyntaxError) as exc:
+            return f"defined {reliance.target}: {exc}"
+        return None if found else f"defined {reliance.target}: no {reliance.target}"
     try:
         obj = resolve(reliance.target)
     except LookupError as exc:
