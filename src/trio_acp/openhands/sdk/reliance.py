@@ -334,10 +334,10 @@ def problem(reliance: Reliance) -> str | None:
     if reliance.kind == DEFINED:
         module_name, _, attr = reliance.target.partition(":")
         try:
-            found = _defines(module_name, attr)
+            bound = _defines(module_name, attr)
         except (LookupError, ImportError, OSError, SyntaxError) as exc:
             return f"defined {reliance.target}: {exc}"
-        return None if found else f"defined {reliance.target}: no {reliance.target}"
+        return None if bound else f"defined {reliance.target}: no {reliance.target}"
     try:
         obj = resolve(reliance.target)
     except LookupError as exc:
