@@ -154,3 +154,70 @@ def test_no_import_circle():
     for name in sorted(graph):
         if name not in state:
             visit(name)
+
+
+#: The door to the OpenHands SDK (docs/ARCHITECTURE.md, `sdk/`): the only package that
+#: imports it or litellm.
+DOOR = "trio_acp.openhands.sdk"
+SDK_ROOTS = ("openhands", "litellm")
+
+
+def _sdk_imports(name: str) -> set[str]:
+    """Every SDK or litellm module `name` imports, at any depth of its code (functions and
+    `TYPE_CHECKING` blocks included), or names to `importlib.import_module`/`__import__`."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add(node.module or "")
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                or (isinstance(node.func, ast.Name) and node.func.id == "__import__")
+            )
+        ):
+            found.add(node.args[0].value)
+    return {imported for imported in found if imported.split(".")[0] in SDK_ROOTS}
+
+
+def test_only_the_door_imports_the_sdk():
+    outside = {
+        name: sorted(imported)
+        for name in MODULES
+        if not _matches(name, DOOR) and not _matches(name, DOOR + ".*")
+        if (imported := _sdk_imports(name))
+    }
+    assert not outside, (
+        "only trio_acp.openhands.sdk imports openhands/litellm; move these into it: "
+        + "; ".join(f"{name} imports {', '.join(found)}" for name, found in sorted(outside.items()))
+    )
+
+
+def test_the_door_check_sees_every_kind_of_import(tmp_path):
+    # The check above must not pass by missing an import: one of each kind is found.
+    source = (
+        "import litellm\n"
+        "def f():\n"
+        "    from openhands.sdk import LLM\n"
+        "if TYPE_CHECKING:\n"
+        "    from openhands.tools.terminal import TerminalTool\n"
+        "importlib.import_module('openhands.tools.task')\n"
+    )
+    path = tmp_path / "probe.py"
+    path.write_text(source)
+    MODULES["trio_acp.probe"] = path
+    try:
+        assert _sdk_imports("trio_acp.probe") == {
+            "litellm",
+            "openhands.sdk",
+            "openhands.tools.terminal",
+            "openhands.tools.task",
+        }
+    finally:
+        del MODULES["trio_acp.probe"]

@@ -66,14 +66,7 @@ def _load() -> None:
     # in each child, then at no cost): the OpenAI client's resources, litellm's pydantic
     # types. Best effort: the session's own warm-up covers whatever this misses.
     try:
-        import importlib
-
-        for name in sdk.FIRST_CALL_IMPORTS:
-            try:
-                importlib.import_module(name)
-            except ImportError:
-                pass
-        sdk._complete_models(importlib.import_module("litellm.types.utils"))
+        sdk.warm_first_call_imports()
     except Exception:
         log.debug("warm server: could not warm the model call path", exc_info=True)
 

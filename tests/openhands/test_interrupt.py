@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 
-from trio_acp.openhands.backends.conversation import _FutureRun
+from trio_acp.openhands.backends.local_conversation import _FutureRun
 from trio_acp.openhands.backends.loop_thread import LoopThread, wait_done
 from trio_acp.openhands.sessions import turn
 from trio_acp.openhands.sessions.turn import interrupt_until_done

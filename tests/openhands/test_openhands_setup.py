@@ -333,7 +333,7 @@ def test_a_stored_conversations_tools_are_kept_and_its_terminal_is_ours():
     from openhands.sdk.subagent import get_registered_agent_definitions
     from openhands.sdk.tool.registry import resolve_tool
 
-    from trio_acp.openhands.setup.subagents import sdk_classes
+    from trio_acp.openhands.sdk.delegation import SessionTaskExecutor
 
     assert {"general-purpose", "bash-runner", "code-explorer"} <= {
         d.name for d in get_registered_agent_definitions()
@@ -341,8 +341,7 @@ def test_a_stored_conversations_tools_are_kept_and_its_terminal_is_ours():
     state = SimpleNamespace(agent=None)
     (task,) = resolve_tool(sdk.Tool(name="task_tool_set"), state)  # type: ignore[arg-type]
     assert task.name == "task"
-    assert type(task.executor).__name__ == "SessionTaskExecutor"
-    assert sdk_classes().tool_set.__name__ == "SessionTaskToolSet"
+    assert type(task.executor) is SessionTaskExecutor
 
 
 # -- MCP servers over http and sse, from the client ------------------------------------------------

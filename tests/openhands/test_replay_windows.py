@@ -48,7 +48,7 @@ from openhands.tools.terminal import TerminalAction, TerminalObservation
 from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
-from trio_acp.openhands.backends.conversation import LocalConversation
+from trio_acp.openhands.backends.local_conversation import LocalConversation
 from trio_acp.openhands.sdk import import_sdk
 from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.translate import Translator, coalesce

@@ -441,10 +441,10 @@ async def test_one_response_id_per_response_and_late_deltas_dropped(sdk):
     response is complete (the server publishes them on another path than events)."""
     from openhands.sdk.event import MessageEvent, StreamingDeltaEvent
 
-    from trio_acp.openhands.backends.remote import _Inbox
+    from trio_acp.openhands.backends.remote_inbox import Inbox
 
     tokens: list[Any] = []
-    inbox = _Inbox(trio.lowlevel.current_trio_token(), lambda event: None, tokens.append)
+    inbox = Inbox(trio.lowlevel.current_trio_token(), lambda event: None, tokens.append)
 
     def message(source: str, text: str) -> Any:
         role = "assistant" if source == "agent" else "user"

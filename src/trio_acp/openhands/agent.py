@@ -25,7 +25,7 @@ from trio_acp.openhands.backends.agent_server_config import (
     AgentServerTarget,
     load_agent_server,
 )
-from trio_acp.openhands.backends.conversation import fork_stored
+from trio_acp.openhands.backends.local_conversation import fork_stored
 from trio_acp.openhands.backends.remote_conversation import (
     delete_on_server,
     fork_on_server,

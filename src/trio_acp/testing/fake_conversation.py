@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -57,21 +56,86 @@ class Reply:
     issues: tuple[tuple[str, float], ...] = ()
 
 
-# Shaped and named as the translator reads SDK events (it dispatches on the class name).
-class ActionEvent(SimpleNamespace):
-    pass
+# Shaped and named as the translator reads SDK events (it dispatches on the class name):
+# the attributes the SDK's classes have that the translator reads, no more.
+@attrs.frozen
+class ToolCall:
+    arguments: str
 
 
-class ObservationEvent(SimpleNamespace):
-    pass
+@attrs.frozen
+class ActionEvent:
+    id: str
+    llm_response_id: str
+    tool_call_id: str
+    tool_name: str
+    tool_call: ToolCall
+    action: Any
+    thought: list[Any]
+    summary: str | None
+    security_risk: Any
 
 
-class UserRejectObservation(SimpleNamespace):
-    pass
+@attrs.frozen
+class TextContent:
+    text: str
 
 
-class MessageEvent(SimpleNamespace):
-    pass
+@attrs.frozen
+class Observation:
+    content: list[TextContent]
+    is_error: bool
+
+
+@attrs.frozen
+class ObservationEvent:
+    id: str
+    tool_call_id: str
+    tool_name: str
+    observation: Observation
+
+
+@attrs.frozen
+class UserRejectObservation:
+    tool_call_id: str
+    tool_name: str
+    rejection_reason: str
+
+
+@attrs.frozen
+class CriticResult:
+    score: float
+    metadata: dict[str, Any]
+
+
+@attrs.frozen
+class MessageEvent:
+    id: str
+    llm_response_id: str
+    source: str
+    llm_message: Any
+    critic_result: CriticResult | None
+
+
+# A streamed chunk, shaped as litellm's `ModelResponseStream` (translate/fields.py reads it).
+@attrs.frozen
+class Delta:
+    content: str | None
+    reasoning_content: str | None
+    tool_calls: list[Any] | None
+
+
+@attrs.frozen
+class StreamChoice:
+    index: int
+    delta: Delta
+    finish_reason: str | None
+
+
+@attrs.frozen
+class StreamChunk:
+    id: str
+    choices: list[StreamChoice]
 
 
 class _Run:
@@ -211,7 +275,7 @@ class FakeConversation:
                 llm_response_id=rid,
                 tool_call_id=call_id,
                 tool_name="terminal",
-                tool_call=SimpleNamespace(arguments=json.dumps({"command": tool.command})),
+                tool_call=ToolCall(arguments=json.dumps({"command": tool.command})),
                 action=None,
                 thought=[],
                 summary=None,
@@ -253,9 +317,7 @@ class FakeConversation:
             id=f"{action.id}-obs",
             tool_call_id=action.tool_call_id,
             tool_name=action.tool_name,
-            observation=SimpleNamespace(
-                content=[SimpleNamespace(text=tool.output)], is_error=False
-            ),
+            observation=Observation(content=[TextContent(text=tool.output)], is_error=False),
         )
         self.events.append(observation)
         self.on_event(observation)
@@ -315,21 +377,19 @@ class FakeConversation:
             self._run.cancel_scope.cancel()
 
 
-def _critic_result(reply: Reply) -> Any:
+def _critic_result(reply: Reply) -> CriticResult | None:
     if not isinstance(reply.critic, float | int):
         return None
     issues = [
         {"name": name, "display_name": name.replace("_", " ").title(), "probability": p}
         for name, p in reply.issues
     ]
-    return SimpleNamespace(
+    return CriticResult(
         score=float(reply.critic),
         metadata={"categorized_features": {"agent_behavioral_issues": issues}},
     )
 
 
-def _chunk(rid: str, text: str) -> Any:
-    delta = SimpleNamespace(content=text, reasoning_content=None, tool_calls=None)
-    return SimpleNamespace(
-        id=rid, choices=[SimpleNamespace(index=0, delta=delta, finish_reason=None)]
-    )
+def _chunk(rid: str, text: str) -> StreamChunk:
+    delta = Delta(content=text, reasoning_content=None, tool_calls=None)
+    return StreamChunk(id=rid, choices=[StreamChoice(index=0, delta=delta, finish_reason=None)])

@@ -161,33 +161,18 @@ def prepare(
 
 def _load_server(keys: ServerKeys) -> None:
     """Import the server (its SDK), read its config once, then delete the config file."""
-    from trio_acp.openhands.sdk import no_dotenv
+    from trio_acp.openhands.sdk import agent_server, no_dotenv
 
     config_path = Path(os.environ["OPENHANDS_AGENT_SERVER_CONFIG_PATH"])
     try:
         with no_dotenv():
-            from openhands.agent_server import api, config
-            from openhands.agent_server.config import Config
-
-            # Read once and kept (`get_default_config` caches it): the app below and
-            # every later caller use this one.
-            loaded = config.get_default_config()
-            if loaded.session_api_keys != [keys.session_api_key]:
+            if agent_server.configured_keys() != [keys.session_api_key]:
                 raise AgentServerCommandError(
                     "the agent-server did not take its key from its config file"
                 )
-            import openhands.agent_server.__main__  # noqa: F401
+            agent_server.import_server()
     finally:
         config_path.unlink(missing_ok=True)
-
-    # The server exports its key into its own environment at start, for in-process
-    # callers trio-acp does not use (the child-conversation tool, a managed LLM key):
-    # the terminal's tmux server would inherit it, and the shell it starts could read it
-    # there (`/proc/$PPID/environ`).
-    def keep_it_out(config: Config) -> None:
-        return None
-
-    api.export_session_api_key = keep_it_out
 
 
 def _become(user: str, home: Path) -> None:
@@ -249,8 +234,7 @@ def serve(
         f"keys in {where / KEYS_FILE}" + (f", running as {user}" if user else ""),
         file=sys.stderr,
     )
-    from openhands.agent_server.__main__ import main
+    from trio_acp.openhands.sdk import agent_server
 
-    sys.argv = ["trio-acp agent-server", "--host", host, "--port", str(port)]
-    main()
+    agent_server.run(host, port)
     return 0

@@ -52,6 +52,7 @@ from trio_acp.openhands.backends.agent_server_api import (
     list_conversations,
 )
 from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
+from trio_acp.openhands.backends.remote_inbox import TERMINAL_TOOL, Inbox
 from trio_acp.openhands.translate.interruptions import CANCEL_NOTE
 
 __all__ = [
@@ -66,7 +67,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TERMINAL_TOOL = "terminal"
 # The environment variable that marks the processes of one conversation's terminal.
 MARKER_VAR = "TRIO_ACP_TERMINAL"
 # How often the run's REST health check polls the server while a run is under way.
@@ -89,54 +89,6 @@ INTERRUPT_TIMEOUT = 10.0
 # note opens the next one instead.
 # (session/load shows it as what it is, never as the user's words: translate/interruptions.py)
 INTERRUPTION_NOTE = CANCEL_NOTE
-
-
-def _use_stoppable_sockets() -> None:
-    """Have the SDK's `RemoteConversation` use an events-socket client a close stops at once.
-
-    The SDK's `WebSocketCallbackClient` checks its stop flag only when a message arrives:
-    on a quiet socket its `stop()` waited out its thread join (5 s), so closing a remote
-    session, and exiting on stdin EOF with one open, took 5 s and editors killed the agent.
-    This subclass also cancels the socket's task, which closes the connection (its close
-    handshake with the server: milliseconds); the join stays the SDK's, as a bound. The
-    SDK builds the client by this module-level name, once per conversation, in this
-    process only trio-acp's.
-    """
-    import asyncio
-
-    from openhands.sdk.conversation.impl import remote_conversation as module
-
-    base = module.WebSocketCallbackClient
-    if getattr(base, "trio_acp_stoppable", False):
-        return
-
-    class StoppableSocket(base):  # type: ignore[misc, valid-type]
-        trio_acp_stoppable = True
-        _loop: asyncio.AbstractEventLoop | None = None
-        _task: asyncio.Task[Any] | None = None
-
-        async def _client_loop(self) -> None:
-            # Noted first, then the flag read: `stop()` sets the flag first, then reads
-            # these, so either the loop never starts or `stop()` cancels it.
-            self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
-            if self._stop.is_set():
-                return
-            try:
-                await super()._client_loop()
-            except asyncio.CancelledError:
-                pass  # stopped: the thread ends quietly
-
-        def stop(self) -> None:
-            self._stop.set()
-            loop, task = self._loop, self._task
-            if loop is not None and task is not None:
-                try:
-                    loop.call_soon_threadsafe(task.cancel)
-                except RuntimeError:  # its loop is closed: the thread is over
-                    pass
-            super().stop()
-
-    module.WebSocketCallbackClient = StoppableSocket  # type: ignore[misc]
 
 
 def tag_terminal(agent: Any, marker: str) -> Any:
@@ -192,140 +144,6 @@ def _stop_marked_command(marker: str) -> str:
     )
 
 
-# Events that answer a response's actions: the next model call may stream after them.
-_ANSWERS = frozenset(
-    {"ObservationEvent", "UserRejectObservation", "AgentErrorEvent", "ConversationErrorEvent"}
-)
-
-
-class _Inbox:
-    """What the SDK's WebSocket thread calls: dedupe, hand on, track the run's end.
-
-    Runs on the SDK's thread; never blocks (a set, a deque append via `on_event`, and
-    `run_sync_soon`).
-    """
-
-    def __init__(
-        self,
-        token: trio.lowlevel.TrioToken,
-        on_event: Callable[[Any], None],
-        on_token: Callable[[Any], None],
-    ):
-        from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
-        from openhands.sdk.event import ConversationStateUpdateEvent, StreamingDeltaEvent
-
-        self._token = token
-        self._on_event = on_event
-        self._on_token = on_token
-        self._state_update = ConversationStateUpdateEvent
-        self._delta = StreamingDeltaEvent
-        # Deltas carry no response id, and each has an id of its own. The chunks of one model
-        # response must share one (the translator matches the final message to what was
-        # streamed under it, and repeats nothing): a response's deltas are those between two
-        # conversation events.
-        self._response = uuid.uuid4().hex
-        self._chunk = lambda event: ModelResponseStream(
-            id=self._response,
-            choices=[
-                StreamingChoices(
-                    index=0,
-                    delta=Delta(content=event.content, reasoning_content=event.reasoning_content),
-                )
-            ],
-        )
-        self.seen: set[str] = set()
-        # Deltas now would be late ones of a response already complete (`_track_quiet`).
-        self.quiet = False
-        self.terminal_calls: set[str] = set()
-        self.status: str | None = None
-        # The run being waited for: armed before the run is triggered; `running` once the
-        # server said so; `over` set (in Trio) by the first non-running snapshot after that.
-        self.armed = False
-        self.running = False
-        self.over: trio.Event | None = None
-        self.over_status: str | None = None
-        self.forwarded = 0
-        # When the socket last brought anything: a sign of life (`_watch`).
-        self.heard = time.monotonic()
-
-    def __call__(self, event: Any) -> None:
-        self.heard = time.monotonic()
-        if isinstance(event, self._delta):
-            if not self.quiet:
-                self._on_token(self._chunk(event))
-            return
-        if isinstance(event, self._state_update):
-            self._state(event)
-            return
-        self.deliver(event)
-
-    def deliver(self, event: Any) -> None:
-        if event.id in self.seen:
-            return
-        self.seen.add(event.id)
-        self.forwarded += 1
-        self._response = uuid.uuid4().hex
-        self._track_quiet(event)
-        self._track_terminal(event)
-        self._on_event(event)
-
-    def _track_quiet(self, event: Any) -> None:
-        # The server publishes deltas and events on separate paths, and a fast reply's last
-        # deltas can reach the socket after the event that completes the response: taken
-        # for a new response, they would repeat its text. No model call can stream between
-        # a response's end (its actions, or its final message) and what answers it (the
-        # actions' observations, or the user's next message): deltas arriving then are late.
-        name = type(event).__name__
-        source = getattr(event, "source", None)
-        if name == "ActionEvent" or (name == "MessageEvent" and source == "agent"):
-            self.quiet = True
-        elif name == "MessageEvent" or name in _ANSWERS:
-            self.quiet = False
-
-    def _track_terminal(self, event: Any) -> None:
-        # Terminal calls announced and not yet answered: what a cancel may have to stop.
-        call_id = getattr(event, "tool_call_id", None)
-        if call_id is None:
-            return
-        if type(event).__name__ == "ActionEvent":
-            if getattr(event, "tool_name", None) == TERMINAL_TOOL:
-                self.terminal_calls.add(call_id)
-        else:  # an observation, a rejection or an error answers it
-            self.terminal_calls.discard(call_id)
-
-    def _state(self, event: Any) -> None:
-        if event.key == "full_state" and isinstance(event.value, dict):
-            status = event.value.get("execution_status")
-            full = True
-        elif event.key == "execution_status":
-            status, full = event.value, False
-        else:
-            return
-        status = str(getattr(status, "value", status))
-        self.status = status
-        if not self.armed:
-            return
-        if status == "running":
-            self.running = True
-            return
-        # A per-field status is a hint: FINISHED may still be reverted by the server's stop
-        # hooks, and ERROR comes before the error event that says why. The post-run full
-        # snapshot, published after the run's events, is what says the run is over (the
-        # REST watch stands in if the socket loses it).
-        if full and (self.running or status in ("error", "stuck")):
-            self.finish(status)
-
-    def finish(self, status: str) -> None:
-        over = self.over
-        if over is None or self.over_status is not None:
-            return
-        self.over_status = status
-        try:
-            self._token.run_sync_soon(over.set)
-        except trio.RunFinishedError:
-            pass
-
-
 class RemoteConversationDriver:
     """One conversation on an agent-server.
 
@@ -351,7 +169,7 @@ class RemoteConversationDriver:
         self.working_dir = working_dir
         self.unreachable_grace = unreachable_grace
         self.poll_interval = poll_interval
-        self._inbox = _Inbox(trio.lowlevel.current_trio_token(), on_event, on_token)
+        self._inbox = Inbox(trio.lowlevel.current_trio_token(), on_event, on_token)
         self._limiter = trio.CapacityLimiter(1)
         # Cancelling must not queue behind a slow call on the main limiter.
         self._interrupt_limiter = trio.CapacityLimiter(1)
@@ -419,35 +237,19 @@ class RemoteConversationDriver:
             await self.set_confirmation(confirmation_policy, security_analyzer)
         return self
 
-    def _new_workspace(self) -> Any:
-        from openhands.sdk.workspace import RemoteWorkspace
+    def _connect(self, agent: Any, conversation_id: uuid.UUID | None, max_iterations: int) -> None:
+        from trio_acp.openhands.sdk.remote_client import connect
 
-        return RemoteWorkspace(
-            host=self.target.url,
+        conversation, workspace = connect(
+            url=self.target.url,
             api_key=self.target.api_key,
             working_dir=self.working_dir,
-            read_timeout=60.0,
+            agent=agent,
+            conversation_id=conversation_id,
+            callback=self._inbox,
+            max_iterations=max_iterations,
+            hook_config=self.hook_config,
         )
-
-    def _connect(self, agent: Any, conversation_id: uuid.UUID | None, max_iterations: int) -> None:
-        from openhands.sdk import RemoteConversation
-
-        _use_stoppable_sockets()
-        workspace = self._new_workspace()
-        try:
-            conversation = RemoteConversation(
-                agent=agent,
-                workspace=workspace,
-                conversation_id=conversation_id,
-                callbacks=[self._inbox],
-                visualizer=None,
-                max_iteration_per_run=max_iterations,
-                delete_on_close=False,
-                hook_config=self.hook_config,
-            )
-        except BaseException:
-            workspace.client.close()
-            raise
         # History is history: only what the server records from now on is handed on, plus
         # (on re-attach) what it recorded while we were not listening.
         for event in conversation.state.events:

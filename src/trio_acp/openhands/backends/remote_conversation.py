@@ -25,8 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -57,6 +56,9 @@ from trio_acp.openhands.errors import internal, not_configured
 from trio_acp.openhands.sdk import confirmation_setup, supports_reasoning_effort
 from trio_acp.openhands.setup.mcp_startup import McpStartFailure
 from trio_acp.openhands.translate.prompt import ImagePart, TextPart
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.loaded import Sdk
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +130,7 @@ class ServerConversation:
 
     def __init__(
         self,
-        sdk: SimpleNamespace,
+        sdk: Sdk,
         driver: RemoteConversationDriver,
         agent: Any,
         make_llm: Any = None,
@@ -153,7 +155,7 @@ class ServerConversation:
     @classmethod
     async def open(
         cls,
-        sdk: SimpleNamespace,
+        sdk: Sdk,
         target: AgentServerTarget,
         agent: Any,
         *,
@@ -386,10 +388,10 @@ class ServerConversation:
 
 
 def _usage_from_info(info: dict[str, Any]) -> Usage | None:
-    from openhands.sdk.conversation.conversation_stats import ConversationStats
+    from trio_acp.openhands.sdk.remote_client import stats_of
 
     try:
-        return usage_of(ConversationStats.model_validate(info.get("stats") or {}))
+        return usage_of(stats_of(info))
     except Exception:
         log.debug("unreadable stats from the agent-server", exc_info=True)
         return None

@@ -221,154 +221,175 @@ def make_executor(
     announce: Callable[[Any, str], None] | None = None,
     env: dict[str, str] | None = None,
 ) -> Any:
-    """A terminal `ToolExecutor` running commands in the client's terminals.
+    """A terminal `ToolExecutor` running commands in the client's terminals (call after
+    the SDK's load: `sdk/terminal_tools.py`).
 
     ``announce(action, terminal_id)`` is called on the Trio thread once the terminal
     exists, for the session to put ``{"type":"terminal","terminalId"}`` into the tool
     call whose action this is. ``env``: variables every command gets.
     """
-    from openhands.sdk.tool import ToolExecutor
-    from openhands.tools.terminal.definition import TerminalObservation
-    from openhands.tools.terminal.metadata import CmdOutputMetadata
+    from trio_acp.openhands.sdk.terminal_tools import ClientTerminalExecutor
 
-    class ClientTerminalExecutor(ToolExecutor):
-        def __init__(self) -> None:
-            self.root = working_dir
-            self.cwd = working_dir
-            self._lock = threading.Lock()
-            # The session's private directory and lifeline (module doc), made on first use.
-            self._private: _Private | None = None
-            self._closed = False
-            self._commands = 0
-            # Set once the client is seen dropping `env`: BASH_ENV goes on the command line.
-            self._env_dropped = False
+    terminal = ClientTerminal(calls, client, session_id, working_dir, announce=announce, env=env)
+    return ClientTerminalExecutor(terminal)
 
-        def private(self) -> _Private | None:
+
+@attrs.frozen
+class Outcome:
+    """What a command's run gives the model (the SDK's `TerminalObservation` is made of it)."""
+
+    text: str
+    command: str
+    error: bool
+    exit_code: int | None
+    timeout: bool
+    working_dir: str
+
+
+class ClientTerminal:
+    """The terminal tool in the editor's terminals: its state (the directory it is in, the
+    session's private directory) and one command's run (module doc). The SDK's executor
+    (`sdk/terminal_tools.py`) calls it and makes the SDK's observation of its `Outcome`."""
+
+    def __init__(
+        self,
+        calls: ClientCalls,
+        client: Any,
+        session_id: str,
+        working_dir: str,
+        *,
+        announce: Callable[[Any, str], None] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self._calls, self._client, self._session_id = calls, client, session_id
+        self._announce, self._env = announce, env
+        self.root = working_dir
+        self.cwd = working_dir
+        self._lock = threading.Lock()
+        # The session's private directory and lifeline (module doc), made on first use.
+        self._private: _Private | None = None
+        self._closed = False
+        self._commands = 0
+        # Set once the client is seen dropping `env`: BASH_ENV goes on the command line.
+        self._env_dropped = False
+
+    def private(self) -> _Private | None:
+        with self._lock:
+            if self._private is None and not self._closed:
+                self._private = _Private.open()
+            return self._private
+
+    def close(self) -> None:
+        # The SDK calls this when the conversation closes: what the session's commands
+        # left running in the background is stopped (their watchers see the FIFO end).
+        with self._lock:
+            private, self._private = self._private, None
+            self._closed = True
+        if private is not None:
+            private.close()
+
+    def interrupt(self) -> None:
+        # The SDK calls this from another thread when the conversation is
+        # interrupted: the command's wait ends, its terminal is killed and released.
+        self._calls.cancel_pending()
+
+    def _observation(
+        self,
+        text: str,
+        command: str,
+        *,
+        error: bool = False,
+        exit_code: int | None = None,
+        timeout: bool = False,
+    ) -> Outcome:
+        return Outcome(text, command, error, exit_code, timeout, self.cwd)
+
+    def _launch(self, command: str) -> Launch:
+        private = self.private()
+        with self._lock:
+            self._commands += 1
+            n = self._commands
+            env_dropped = self._env_dropped
+        if private is None:
+            return Launch.bare(command, self._env)
+        return private.launch(command, n, self._env, on_command_line=env_dropped)
+
+    def run(self, action: Any) -> Outcome:
+        """Run one `TerminalAction` in a terminal of the editor; blocking (a tool thread)."""
+        command = action.command
+        if action.reset:
             with self._lock:
-                if self._private is None and not self._closed:
-                    self._private = _Private.open()
-                return self._private
-
-        def close(self) -> None:
-            # The SDK calls this when the conversation closes: what the session's commands
-            # left running in the background is stopped (their watchers see the FIFO end).
-            with self._lock:
-                private, self._private = self._private, None
-                self._closed = True
-            if private is not None:
-                private.close()
-
-        def interrupt(self) -> None:
-            # The SDK calls this from another thread when the conversation is
-            # interrupted: the command's wait ends, its terminal is killed and released.
-            calls.cancel_pending()
-
-        def _observation(
-            self,
-            text: str,
-            command: str,
-            *,
-            error: bool = False,
-            exit_code: int | None = None,
-            timeout: bool = False,
-        ) -> Any:
-            return TerminalObservation.from_text(
-                text=text,
-                command=command,
-                is_error=error,
-                exit_code=exit_code,
-                timeout=timeout,
-                metadata=CmdOutputMetadata(
-                    exit_code=-1 if exit_code is None else exit_code, working_dir=self.cwd
-                ),
+                self.cwd = self.root
+            return self._observation(
+                "The terminal was reset; commands run in " + self.root, command, exit_code=0
             )
+        if action.is_input:
+            return self._observation(
+                "Input cannot be sent to a running process: each command runs to completion in "
+                "its own terminal of the editor. Run the command non-interactively instead.",
+                command,
+                error=True,
+            )
+        if not command.strip():
+            return self._observation(
+                "No command is running: each command runs to completion.", command, error=True
+            )
+        timeout = action.timeout if action.timeout else DEFAULT_COMMAND_TIMEOUT
+        with self._lock:
+            cwd = self.cwd
+        launch = self._launch(command)
 
-        def _launch(self, command: str) -> Launch:
-            private = self.private()
+        def on_created(tid: str) -> None:
+            if self._announce is not None:
+                try:
+                    self._announce(action, tid)
+                except Exception:
+                    log.warning("could not announce terminal %s", tid, exc_info=True)
+
+        try:
+            calls = self._calls
+            result = calls.call(
+                lambda: run_in_client_terminal(
+                    self._client,
+                    self._session_id,
+                    command=launch.command,
+                    args=launch.args,
+                    cwd=cwd,
+                    env=launch.env,
+                    timeout=timeout,
+                    on_created=on_created,
+                    create_timeout=calls.answer_timeout,
+                ),
+                what=f"running `{_short(command)}` in the editor's terminal",
+                # The create waits for whoever the client asks (no bound unless
+                # configured), then the command its own timeout.
+                timeout=calls.answer_timeout + timeout + 4 * CLEANUP_BUDGET + 30,
+            )
+        except ClientCallError as exc:
+            launch.finish()
+            return self._observation(str(exc), command, error=True)
+        new_cwd, set_up = launch.finish()
+        if new_cwd:
             with self._lock:
-                self._commands += 1
-                n = self._commands
-                env_dropped = self._env_dropped
-            if private is None:
-                return Launch.bare(command, env)
-            return private.launch(command, n, env, on_command_line=env_dropped)
-
-        def __call__(self, action: Any, conversation: Any = None) -> Any:
-            command = action.command
-            if action.reset:
-                with self._lock:
-                    self.cwd = self.root
-                return self._observation(
-                    "The terminal was reset; commands run in " + self.root, command, exit_code=0
-                )
-            if action.is_input:
-                return self._observation(
-                    "Input cannot be sent to a running process: each command runs to completion in "
-                    "its own terminal of the editor. Run the command non-interactively instead.",
-                    command,
-                    error=True,
-                )
-            if not command.strip():
-                return self._observation(
-                    "No command is running: each command runs to completion.", command, error=True
-                )
-            timeout = action.timeout if action.timeout else DEFAULT_COMMAND_TIMEOUT
+                self.cwd = new_cwd
+        if not set_up and not result.timed_out and result.signal is None:
+            # The command ran to its end without our set-up: the client dropped `env`.
             with self._lock:
-                cwd = self.cwd
-            launch = self._launch(command)
-
-            def on_created(tid: str) -> None:
-                if announce is not None:
-                    try:
-                        announce(action, tid)
-                    except Exception:
-                        log.warning("could not announce terminal %s", tid, exc_info=True)
-
-            try:
-                result = calls.call(
-                    lambda: run_in_client_terminal(
-                        client,
-                        session_id,
-                        command=launch.command,
-                        args=launch.args,
-                        cwd=cwd,
-                        env=launch.env,
-                        timeout=timeout,
-                        on_created=on_created,
-                        create_timeout=calls.answer_timeout,
-                    ),
-                    what=f"running `{_short(command)}` in the editor's terminal",
-                    # The create waits for whoever the client asks (no bound unless
-                    # configured), then the command its own timeout.
-                    timeout=calls.answer_timeout + timeout + 4 * CLEANUP_BUDGET + 30,
-                )
-            except ClientCallError as exc:
-                launch.finish()
-                return self._observation(str(exc), command, error=True)
-            new_cwd, set_up = launch.finish()
-            if new_cwd:
-                with self._lock:
-                    self.cwd = new_cwd
-            if not set_up and not result.timed_out and result.signal is None:
-                # The command ran to its end without our set-up: the client dropped `env`.
-                with self._lock:
-                    if not self._env_dropped:
-                        log.info(
-                            "the client ran the terminal command without the environment it "
-                            "was given (BASH_ENV): the set-up goes on the command line from now"
-                        )
-                    self._env_dropped = True
-            text = result.output
-            if result.truncated:
-                text = f"[output truncated to its last {OUTPUT_BYTE_LIMIT} bytes]\n{text}"
-            if result.timed_out:
-                text += f"\n[The command did not finish within {timeout:g} s and was killed.]"
-                return self._observation(text, command, error=True, timeout=True)
-            if result.signal:
-                text += f"\n[The command was terminated by {result.signal}.]"
-            return self._observation(text, command, exit_code=result.exit_code)
-
-    return ClientTerminalExecutor()
+                if not self._env_dropped:
+                    log.info(
+                        "the client ran the terminal command without the environment it "
+                        "was given (BASH_ENV): the set-up goes on the command line from now"
+                    )
+                self._env_dropped = True
+        text = result.output
+        if result.truncated:
+            text = f"[output truncated to its last {OUTPUT_BYTE_LIMIT} bytes]\n{text}"
+        if result.timed_out:
+            text += f"\n[The command did not finish within {timeout:g} s and was killed.]"
+            return self._observation(text, command, error=True, timeout=True)
+        if result.signal:
+            text += f"\n[The command was terminated by {result.signal}.]"
+        return self._observation(text, command, exit_code=result.exit_code)
 
 
 @attrs.frozen

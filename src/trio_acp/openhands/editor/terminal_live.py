@@ -104,6 +104,52 @@ class _Watch:
         self._post(self._stream.exit(exit_code))
 
 
+class LiveOutput:
+    """One session's live terminal output: what the SDK's executor wrapper
+    (`sdk/terminal_tools.py`, `LiveTerminalExecutor`) does around each command.
+
+    ``tool_call_id(action)`` names the tool call of an action; ``post(update)`` sends an
+    update of the running turn (from any thread); ``embed(tool_call_id, terminal_id)``
+    keeps the pseudo-terminal in the tool call's last update.
+    """
+
+    def __init__(
+        self,
+        *,
+        tool_call_id: Callable[[Any], str | None],
+        post: Callable[[Any], None],
+        embed: Callable[[str, str], None],
+    ) -> None:
+        self._tool_call_id, self._post, self._embed = tool_call_id, post, embed
+
+    def run(
+        self,
+        action: Any,
+        command: Callable[[], Any],
+        *,
+        read: Callable[[], str] | None,
+        cwd: str | None,
+    ) -> Any:
+        """`command()` (the SDK's executor on `action`), its screen `read` streamed to
+        the tool call while it runs; returns its observation."""
+        call_id = self._tool_call_id(action)
+        if call_id is None or read is None or action.is_input or not action.command.strip():
+            return command()
+        stream = TerminalMetaStream(call_id, cwd=cwd)
+        self._embed(call_id, stream.terminal_id)
+        watch = _Watch(read, stream, self._post)
+        watch.start()
+        exit_code: int | None = None
+        try:
+            observation = command()
+            exit_code = getattr(observation, "exit_code", None)
+            if exit_code == -1:
+                exit_code = None  # still running (the SDK's timeout)
+            return observation
+        finally:
+            watch.finish(exit_code)
+
+
 def wrap_executor(
     executor: Any,
     *,
@@ -111,57 +157,10 @@ def wrap_executor(
     post: Callable[[Any], None],
     embed: Callable[[str, str], None],
 ) -> Any:
-    """The SDK's `TerminalExecutor`, streaming each command's output (module doc).
+    """The SDK's `TerminalExecutor`, streaming each command's output (module doc); call
+    after the SDK's load (`sdk/terminal_tools.py`)."""
+    from trio_acp.openhands.sdk.terminal_tools import LiveTerminalExecutor
 
-    ``tool_call_id(action)`` names the tool call of an action; ``post(update)`` sends an
-    update of the running turn (from any thread); ``embed(tool_call_id, terminal_id)``
-    keeps the pseudo-terminal in the tool call's last update.
-    """
-    from openhands.sdk.tool import ToolExecutor
-
-    class LiveTerminalExecutor(ToolExecutor):
-        def __init__(self) -> None:
-            self.inner = executor
-
-        def __getattr__(self, name: str) -> Any:
-            # Whoever inspects the SDK's executor (its shell's process: tool_processes.py)
-            # finds it through the wrapper.
-            if name == "inner":
-                raise AttributeError(name)
-            return getattr(self.inner, name)
-
-        def interrupt(self) -> None:
-            self.inner.interrupt()
-
-        def close(self) -> None:
-            self.inner.close()
-
-        def __call__(self, action: Any, conversation: Any = None) -> Any:
-            call_id = tool_call_id(action)
-            read = _screen_reader(self.inner)
-            if call_id is None or read is None or action.is_input or not action.command.strip():
-                return self.inner(action, conversation)
-            stream = TerminalMetaStream(call_id, cwd=getattr(self.inner, "working_dir", None))
-            embed(call_id, stream.terminal_id)
-            watch = _Watch(read, stream, post)
-            watch.start()
-            exit_code: int | None = None
-            try:
-                observation = self.inner(action, conversation)
-                exit_code = getattr(observation, "exit_code", None)
-                if exit_code == -1:
-                    exit_code = None  # still running (the SDK's timeout)
-                return observation
-            finally:
-                watch.finish(exit_code)
-
-    return LiveTerminalExecutor()
-
-
-def _screen_reader(executor: Any) -> Callable[[], str] | None:
-    """The screen of the executor's single shell session, or None (pooled tmux panes:
-    which pane a command gets is only known inside the SDK)."""
-    session = getattr(executor, "_session", None)
-    terminal = getattr(session, "terminal", None)
-    read = getattr(terminal, "read_screen", None)
-    return read if callable(read) else None
+    return LiveTerminalExecutor(
+        executor, LiveOutput(tool_call_id=tool_call_id, post=post, embed=embed)
+    )

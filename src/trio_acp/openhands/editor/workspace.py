@@ -168,15 +168,13 @@ class EditorWorkspace:
     # --- the tools ----------------------------------------------------------------------
 
     def file_editor_tools(self, conv_state: Any) -> list[Any]:
-        from openhands.tools.file_editor import FileEditorTool
-
         from trio_acp.openhands.editor.files import make_executor
+        from trio_acp.openhands.sdk.terminal_tools import file_editor_tools
 
-        tools = list(FileEditorTool.create(conv_state))
         if self.files is None:
-            return tools
+            return file_editor_tools(conv_state, None)
         root = conv_state.workspace.working_dir
-        return [tool.set_executor(make_executor(root, self.files)) for tool in tools]
+        return file_editor_tools(conv_state, make_executor(root, self.files))
 
     @property
     def routes_tools(self) -> bool:
@@ -192,24 +190,22 @@ class EditorWorkspace:
             self._post_update(update)
 
     def terminal_tools(self, conv_state: Any, **params: Any) -> list[Any]:
-        from openhands.tools.terminal import TerminalTool
+        from trio_acp.openhands.sdk.terminal_tools import terminal_tools
 
         if not self.terminal and self.terminal_meta:
             from trio_acp.openhands.editor.terminal_live import wrap_executor
 
-            return [
-                tool.set_executor(
-                    wrap_executor(
-                        tool.executor,
-                        tool_call_id=self.tool_calls.lookup,
-                        post=self._post,
-                        embed=self._embed,
-                    )
+            def wrap(executor: Any) -> Any:
+                return wrap_executor(
+                    executor,
+                    tool_call_id=self.tool_calls.lookup,
+                    post=self._post,
+                    embed=self._embed,
                 )
-                for tool in TerminalTool.create(conv_state, **params)
-            ]
+
+            return terminal_tools(conv_state, wrap=wrap, **params)
         if not self.terminal:
-            return list(TerminalTool.create(conv_state, **params))
+            return terminal_tools(conv_state, **params)
         from trio_acp.openhands.editor.terminal import make_executor
 
         executor = make_executor(
@@ -220,7 +216,7 @@ class EditorWorkspace:
             announce=self.announce_terminal,
             env=dict(params.get("env") or {}) or None,
         )
-        return list(TerminalTool.create(conv_state, executor=executor))
+        return terminal_tools(conv_state, executor=executor)
 
 
 def attach(conversation_id: Any, workspace: EditorWorkspace) -> None:
@@ -248,37 +244,6 @@ def install() -> None:
         if _installed:
             return
         _installed = True
-    from openhands.sdk.tool import register_tool
-    from openhands.tools.file_editor import FileEditorTool
-    from openhands.tools.terminal import TerminalTool
+    from trio_acp.openhands.sdk.terminal_tools import route_tools
 
-    class EditorRoutedFileEditorTool(FileEditorTool):
-        """Only a factory: `create` returns the SDK's FileEditorTool instances."""
-
-        @classmethod
-        def create(cls, conv_state: Any, **params: Any) -> list[Any]:
-            workspace = workspace_for(conv_state.id)
-            if workspace is None:
-                return list(FileEditorTool.create(conv_state, **params))
-            return workspace.file_editor_tools(conv_state)
-
-    class EditorRoutedTerminalTool(TerminalTool):
-        """Only a factory: `create` returns the SDK's TerminalTool instances."""
-
-        @classmethod
-        def create(cls, conv_state: Any, **params: Any) -> list[Any]:  # type: ignore[override]
-            workspace = workspace_for(conv_state.id)
-            if workspace is None:
-                return list(TerminalTool.create(conv_state, **params))
-            return workspace.terminal_tools(conv_state, **params)
-
-    # Replacing the SDK's own registrations is the point: its "Duplicate tool name" warning
-    # would only alarm whoever reads the log.
-    registry_log = logging.getLogger("openhands.sdk.tool.registry")
-    level = registry_log.level
-    registry_log.setLevel(logging.ERROR)
-    try:
-        register_tool(FileEditorTool.name, EditorRoutedFileEditorTool)
-        register_tool(TerminalTool.name, EditorRoutedTerminalTool)
-    finally:
-        registry_log.setLevel(level)
+    route_tools(workspace_for)

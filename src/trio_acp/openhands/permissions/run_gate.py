@@ -10,7 +10,7 @@ and the command then ran to its end (docs/ARCHITECTURE.md#d6-cancel-is-a-result-
 So each run of a conversation has a `RunGate`, current for everything the run does (a
 context variable: the SDK copies the run's context into its tool threads, and a sub-agent
 runs in its delegating call's thread, so its commands pass the same gate), and the shell
-takes a command only through it (`tool_processes.gate_terminals`), as a sub-agent starts
+takes a command only through it (`sdk/terminal_gate.py`), as a sub-agent starts
 (`subagents.py`: one that starts after the cancel would post its events after the turn's
 answer). Under the gate's lock a
 command is written only while the gate is open, and a cancel closes the gate under the

@@ -12,9 +12,9 @@ interrupt does not end: they are stopped here too, with their own tools' process
 
 A cancel can also land while a tool's thread is about to hand the shell its command,
 after the SDK's checks and before there is any process to find. So the shell takes a
-command only through the run's gate (`run_gate.py`, installed by `gate_terminals`), and
+command only through the run's gate (`run_gate.py`, installed by `sdk/terminal_gate.py`), and
 stopping closes the gate first: a command that comes later is refused. One that got in
-holds the gate until its job is in the terminal's foreground (or over: `_until_started`),
+holds the gate until its job is in the terminal's foreground (or over: `sdk/terminal_gate.py`),
 in a shell the gate names, which then gets a Ctrl-C through its terminal: the job dies of
 SIGINT, and the shell drops the rest of a command list such as `sleep 30; touch done`
 (after a SIGTERM of `sleep` it would go on with `touch`). Then every descendant is
@@ -33,9 +33,7 @@ temporary directory of a long-running editor. Closing a session removes it.
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import shutil
 import signal
 import tempfile
@@ -46,15 +44,12 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
-from trio_acp.openhands.permissions import run_gate
 from trio_acp.openhands.permissions.run_gate import RunGate
 
 log = logging.getLogger(__name__)
 
 # Rounds of looking for (and stopping) the shells' descendants after a cancel.
 KILL_ROUNDS = 4
-# How long a command's write may hold the run's gate until its job is in the foreground.
-START_WAIT = 0.2
 # Between two SIGINTs to a process that is still there (it may not have exec'd yet).
 SIGINT_EVERY = 0.05
 
@@ -67,86 +62,6 @@ def terminal_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     env = dict(params.get("env") or {})
     env["HISTFILE"] = ""
     return {**params, "terminal_type": "subprocess", "env": env}
-
-
-@functools.cache
-def gate_terminals() -> None:
-    """Make the SDK's subprocess terminal take a command from a run only through the run's
-    gate (`run_gate.py`); once, after the SDK import. Outside a run (no gate current: the
-    terminal's own set-up, our Ctrl-C when stopping) it sends as before."""
-    from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
-    from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
-
-    send_keys = SubprocessTerminal.send_keys
-    prompt_end = CMD_OUTPUT_PS1_END.strip()
-
-    def gated_send_keys(self: Any, text: str, enter: bool = True) -> None:
-        gate = run_gate.current()
-        if gate is None:
-            send_keys(self, text, enter)
-            return
-
-        def send() -> None:
-            prompts = _prompts(self, prompt_end)
-            send_keys(self, text, enter)
-            _until_started(self, prompts, prompt_end)
-
-        gate.admit(send, shell=self)
-
-    def interrupt(self: Any) -> bool:
-        # The SDK's own interrupt (on a cancel, from the run's thread) signals the shell's
-        # process group: a SIGINT that can cost the shell a line it is reading but not
-        # the rest of it (`_until_started`). A Ctrl-C through the terminal instead, and
-        # never while the run's gate hands a command to the shell.
-        def ctrl_c() -> bool:
-            try:
-                send_keys(self, "C-c", False)
-            except Exception:
-                return False
-            return True
-
-        gate = run_gate.current()
-        return gate.exclusive(ctrl_c) if gate is not None else ctrl_c()
-
-    SubprocessTerminal.send_keys = gated_send_keys  # type: ignore[method-assign]
-    SubprocessTerminal.interrupt = interrupt  # type: ignore[method-assign]
-
-
-def _prompts(terminal: Any, prompt_end: str) -> int:
-    """How many prompts the terminal's screen shows (SubprocessTerminal's own buffer)."""
-    try:
-        with terminal.output_lock:
-            return "".join(terminal.output_buffer).count(prompt_end)
-    except Exception:
-        return 0
-
-
-def _until_started(terminal: Any, prompts: int, prompt_end: str) -> None:
-    """Wait (at most `START_WAIT` s) until the shell has handed its terminal to the
-    command's foreground job, or is back at its prompt (a builtin).
-
-    Held under the gate's lock, so that a cancel finds the command in one of those two
-    states. In between, the shell itself may have read the line and be forking, and a
-    signal then does not stop it reliably: bash goes on with the rest of a command list
-    when its child dies of anything but a SIGINT it got itself, and a SIGINT while it
-    reads may cost it the line's first character but not the rest of the line
-    (`sleep 30; touch done` became `leep: command not found`, then `touch`). Once the
-    job is in the foreground, the Ctrl-C reaches it and bash drops the rest of the line."""
-    deadline = time.monotonic() + START_WAIT
-    try:
-        fd = terminal._pty_master_fd
-        shell = os.getpgid(terminal.process.pid)
-    except Exception:
-        return
-    while time.monotonic() < deadline:
-        try:
-            if os.tcgetpgrp(fd) != shell:
-                return
-        except OSError:
-            return
-        if _prompts(terminal, prompt_end) > prompts:
-            return
-        time.sleep(0.001)
 
 
 def terminal_shell_pids(conversation: Any) -> list[int]:
@@ -228,7 +143,7 @@ def _interrupt_shell(shell: Any) -> None:
     """A Ctrl-C through the shell's terminal, as a user at that terminal stops a command:
     the terminal drops what the shell has not read yet and interrupts the foreground job.
     (Not a SIGINT to the shell itself as well: it would make the shell drop what it was
-    reading and then read the rest of the command, see `_until_started`.)"""
+    reading and then read the rest of the command, see `sdk/terminal_gate.py`.)"""
     try:
         shell.send_keys("C-c", enter=False)
     except Exception:

@@ -1,9 +1,14 @@
-"""The one door to the OpenHands SDK: a background import, and the SDK objects we build.
+"""The one door to the OpenHands SDK: its background import, and the SDK objects we build.
 
-Importing `openhands.sdk` and `openhands.tools` costs ~8-10 s here, so `SdkLoader` starts
-it in a thread when the server starts; `initialize` never waits for it and `session/new`
-does. litellm and the SDK read `LITELLM_LOCAL_MODEL_COST_MAP` / `OPENHANDS_SUPPRESS_BANNER`
-at import time, so they are set here before anything imports them.
+This package is the only importer of `openhands.*` and litellm (tests/test_layers.py). This
+module imports neither: importing them costs ~8-10 s here, so `SdkLoader` imports the
+module `loaded` (whose top-level imports are the SDK) in a thread when the server starts;
+`initialize` never waits for it and `session/new` does. litellm and the SDK read
+`LITELLM_LOCAL_MODEL_COST_MAP` / `OPENHANDS_SUPPRESS_BANNER` at import time, so they are set
+here before anything imports them. The functions below take the loaded `Sdk`.
+
+What the door relies on in the SDK is listed in `reliance.py` and checked against the
+installed version by tests/openhands/test_sdk_drift.py (docs/ARCHITECTURE.md, `sdk/`).
 """
 
 from __future__ import annotations
@@ -18,22 +23,39 @@ import threading
 import time
 import types
 import typing
+import uuid
 import warnings
 from collections.abc import Iterator
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from trio_acp.openhands.permissions.credential_files import CredentialFiles
 from trio_acp.openhands.permissions.tool_processes import terminal_params
-from trio_acp.openhands.sessions.small_files import read_bytes
 from trio_acp.openhands.translate.interruptions import CANCEL_SENDER, CANCEL_TEXT, STOPPED_SENDER
-from trio_acp.openhands.translate.model_failures import (
-    CONTEXT_OVERFLOWS,
-    LLM_FAILURE_DEFAULTS,
-    RetryPolicy,
-)
+from trio_acp.openhands.translate.model_failures import LLM_FAILURE_DEFAULTS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+
+    from openhands.sdk.conversation.base import BaseConversation
+    from openhands.sdk.event import AgentErrorEvent, MessageEvent, UserRejectObservation
+
+    from trio_acp.openhands.sdk.classes import (
+        LLM,
+        Agent,
+        AgentBase,
+        ConfirmationPolicyBase,
+        LocalConversation,
+        SecurityAnalyzerBase,
+    )
+    from trio_acp.openhands.sdk.llm import SessionLLM
+    from trio_acp.openhands.sdk.loaded import Sdk
+    from trio_acp.openhands.sessions.recovery import Ending
+    from trio_acp.openhands.setup.models import ModelChoice
+
+    #: What the SDK's `LLM.retry_listener` is called with: attempt, attempts, the error.
+    RetryListener = Callable[[int, int, BaseException | None], None]
 
 log = logging.getLogger(__name__)
 
@@ -82,161 +104,16 @@ def no_dotenv() -> Iterator[None]:
         os.environ.pop(DOTENV_SWITCH, None)
 
 
-def import_sdk() -> SimpleNamespace:
-    """Import everything the agent uses from the SDK (slow; call from a thread)."""
+def import_sdk() -> Sdk:
+    """Import the SDK (`loaded.py`: slow, once per process; call from a thread)."""
     _prepare_environment()
     with no_dotenv():
-        return _import_sdk()
+        loaded = importlib.import_module("trio_acp.openhands.sdk.loaded")
+    sdk: Sdk = loaded.SDK
+    return sdk
 
 
-def _import_sdk() -> SimpleNamespace:
-    from openhands.sdk import (
-        LLM,
-        Agent,
-        Conversation,
-        LLMSummarizingCondenser,
-        LocalConversation,
-        LocalFileStore,
-        Message,
-        TextContent,
-        Tool,
-    )
-    from openhands.sdk.context.condenser import NoCondensationAvailableException
-    from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
-    from openhands.sdk.event import (
-        AgentErrorEvent,
-        Event,
-        MessageEvent,
-        UserRejectObservation,
-    )
-    from openhands.sdk.llm import ImageContent
-    from openhands.sdk.llm.utils.model_features import get_features
-    from openhands.sdk.security.confirmation_policy import AlwaysConfirm, ConfirmRisky, NeverConfirm
-    from openhands.sdk.security.llm_analyzer import LLMSecurityAnalyzer
-    from openhands.sdk.security.risk import SecurityRisk
-    from openhands.tools.file_editor import FileEditorTool
-    from openhands.tools.task_tracker import TaskTrackerTool
-    from openhands.tools.terminal import TerminalTool
-
-    from trio_acp.openhands.permissions.credential_guard import CredentialGuard
-    from trio_acp.openhands.sdk import error_bodies
-
-    # Before any model call: litellm caches the HTTP clients it builds.
-    error_bodies.install()
-    return SimpleNamespace(
-        LLM=LLM,
-        SessionLLM=_session_llm_class(LLM),
-        Agent=Agent,
-        Conversation=Conversation,
-        LocalConversation=LocalConversation,
-        MaskingFileStore=_masking_file_store(LocalFileStore),
-        Message=Message,
-        MessageEvent=MessageEvent,
-        AgentErrorEvent=AgentErrorEvent,
-        UserRejectObservation=UserRejectObservation,
-        TextContent=TextContent,
-        ImageContent=ImageContent,
-        Tool=Tool,
-        ExecutionStatus=ConversationExecutionStatus,
-        ConversationState=ConversationState,
-        LLMSummarizingCondenser=LLMSummarizingCondenser,
-        NoCondensationAvailableException=NoCondensationAvailableException,
-        Event=Event,
-        AlwaysConfirm=AlwaysConfirm,
-        NeverConfirm=NeverConfirm,
-        ConfirmRisky=ConfirmRisky,
-        LLMSecurityAnalyzer=LLMSecurityAnalyzer,
-        CredentialGuard=CredentialGuard,
-        SecurityRisk=SecurityRisk,
-        get_features=get_features,
-        TerminalTool=TerminalTool,
-        FileEditorTool=FileEditorTool,
-        TaskTrackerTool=TaskTrackerTool,
-    )
-
-
-def _masking_file_store(base: type) -> type:
-    from openhands.sdk.conversation.persistence_const import EVENT_NAME_RE, EVENTS_DIR
-
-    class MaskingFileStore(base):
-        """A conversation's files, with the agent's secret values masked as they are written.
-
-        The SDK masks tool output and text replies itself (`mask_in_conversation`), but not
-        a tool call's arguments, the model's text around a tool call, or an error's detail:
-        whatever an event holds is stored without them here.
-        """
-
-        def __init__(self, root: str, *, secrets: Any, **kwargs: Any) -> None:
-            super().__init__(root, **kwargs)
-            self.secrets = secrets
-
-        def read(self, path: str) -> str:
-            # Opening a stored conversation, the SDK reads every event file of its history
-            # (10,000 for a long one) through here. The generic read normalizes and
-            # sandboxes each path and keeps each text in an LRU cache, which the SDK's
-            # event log makes redundant (it keeps the parsed events): a third of the open's
-            # time. An event file's name (the SDK's own pattern: digits, hex and dashes)
-            # cannot leave the directory, so it is read as it is; the same text, the same
-            # errors. Anything else takes the generic path. Figures: bench/README.md.
-            folder, _, name = path.partition("/")
-            if folder == EVENTS_DIR and EVENT_NAME_RE.match(name):
-                try:
-                    return _read_text(os.path.join(self.root, EVENTS_DIR, name))
-                except FileNotFoundError:
-                    raise FileNotFoundError(path) from None
-            text: str = super().read(path)
-            return text
-
-        def list(self, path: str) -> list[str]:
-            # Opening a stored conversation, the SDK's event log lists the events
-            # directory once (10,000 files for a long one); the generic list sandboxes
-            # every entry's path and stats it to tell directories: 0.14 s for 10,000
-            # files here, against 0.02 s for one scandir, whose entries already know
-            # their type (symbolic links followed, as `os.path.isdir` follows them). The
-            # same list in the same order; a name the generic path would rewrite (a
-            # backslash, which it reads as a separator) takes the generic path.
-            if path != EVENTS_DIR:
-                listed: list[str] = super().list(path)
-                return listed
-            try:
-                with os.scandir(os.path.join(self.root, EVENTS_DIR)) as entries:
-                    found = [(entry.name, _is_dir(entry)) for entry in entries]
-            except (FileNotFoundError, NotADirectoryError):
-                listed = super().list(path)  # no directory, or a file: the SDK's answer
-                return listed
-            if any("\\" in name for name, _ in found):
-                listed = super().list(path)
-                return listed
-            return [f"{path}/{name}/" if is_dir else f"{path}/{name}" for name, is_dir in found]
-
-        def write(self, path: str, contents: str | bytes) -> None:
-            if isinstance(contents, str):
-                contents = self.secrets.mask(contents)
-            else:
-                contents = self.secrets.mask_bytes(bytes(contents))
-            super().write(path, contents)
-
-    return MaskingFileStore
-
-
-def _read_text(path: str) -> str:
-    """What `open(path, encoding="utf-8").read()` returns, without the text layer's cost
-    (small_files.py). Its universal newlines are kept: a stored event never has a bare
-    carriage return outside a JSON string, but the same text is the rule."""
-    text = read_bytes(path).decode("utf-8")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return os.path.isdir(entry.path)
-
-
-def mask_in_conversation(conversation: Any, values: Any) -> None:
+def mask_in_conversation(conversation: BaseConversation, values: Collection[str]) -> None:
     """Have the SDK mask these values in tool output (before the model sees it, and in the
     full outputs it saves) and in the model's text replies.
 
@@ -276,7 +153,7 @@ class SdkLoader:
 
     def __init__(self) -> None:
         self._done = threading.Event()
-        self._sdk: SimpleNamespace | None = None
+        self._sdk: Sdk | None = None
         self._error: BaseException | None = None
         self.seconds: float | None = None
         threading.Thread(target=self._load, name="trio-acp-sdk-import", daemon=True).start()
@@ -298,7 +175,7 @@ class SdkLoader:
     def ready(self) -> bool:
         return self._done.is_set()
 
-    async def get(self) -> SimpleNamespace:
+    async def get(self) -> Sdk:
         if not self._done.is_set():
             # abandon_on_cancel: a cancelled session/new must not wait out the import.
             await trio.to_thread.run_sync(self._done.wait, abandon_on_cancel=True)
@@ -306,151 +183,6 @@ class SdkLoader:
             raise RuntimeError(f"the OpenHands SDK failed to import: {self._error!r}")
         assert self._sdk is not None
         return self._sdk
-
-
-def _session_llm_class(LLM: Any) -> Any:
-    """The SDK's `LLM` with our retry policy (model_failures.py) in its retry decorator.
-
-    The SDK decides *what* is transient; we add: a timed-out attempt is retried once, a
-    429's Retry-After is honoured up to a bound (a longer one fails at once), and every
-    failed attempt is marked with what was decided, for the retry note and the final
-    error message. Everything else (stop, logging, the temperature nudge) stays the SDK's.
-    Serialized, it is a plain `LLM`: nothing of this reaches the persisted conversation.
-    """
-    from openhands.sdk.llm.exceptions import LLMContextWindowExceedError
-    from pydantic import PrivateAttr
-    from tenacity import wait_exponential
-
-    class SessionLLM(LLM):
-        # Context-window overflows in a row, with no successful call in between. The agent
-        # answers an overflow by condensing and calling again; when condensing cannot make
-        # the conversation fit (a window smaller than the system prompt and tools), that
-        # loop would run to the iteration limit, one summary call per round.
-        _context_overflows: int = PrivateAttr(default=0)
-
-        async def agenerate(self, *args: Any, **kwargs: Any) -> Any:
-            try:
-                response = await super().agenerate(*args, **kwargs)
-            except LLMContextWindowExceedError as exc:
-                self._overflowed(exc)
-                raise
-            self._context_overflows = 0
-            return response
-
-        def generate(self, *args: Any, **kwargs: Any) -> Any:
-            try:
-                response = super().generate(*args, **kwargs)
-            except LLMContextWindowExceedError as exc:
-                self._overflowed(exc)
-                raise
-            self._context_overflows = 0
-            return response
-
-        # One model call's attempt (inside the SDK's retry boundary): the SDK's transport,
-        # checked for an answer that was no model reply at all (`NotAModelReply`).
-        async def _atransport_call(self, *, on_token: Any = None, **kwargs: Any) -> Any:
-            checked = _checked(on_token, kwargs)
-            return await super()._atransport_call(on_token=checked or on_token, **kwargs)
-
-        def _transport_call(self, *, on_token: Any = None, **kwargs: Any) -> Any:
-            checked = _checked(on_token, kwargs)
-            return super()._transport_call(on_token=checked or on_token, **kwargs)
-
-        def _overflowed(self, exc: BaseException) -> None:
-            self._context_overflows += 1
-            if self._context_overflows >= CONTEXT_OVERFLOWS:
-                self._context_overflows = 0
-                # Not an LLMContextWindowExceedError, so the agent does not condense
-                # again: the turn ends, and model_failures.py says why.
-                raise ContextStillTooLong(
-                    f"the conversation still exceeds the context window after "
-                    f"{CONTEXT_OVERFLOWS - 1} condensations: {exc}"
-                ) from exc
-
-        def retry_decorator(self, *args: Any, **kwargs: Any) -> Any:
-            listener = kwargs.pop("retry_listener", None)
-            base = super().retry_decorator(*args, retry_listener=None, **kwargs)
-            attempts = int(kwargs.get("num_retries", self.num_retries) or 0)
-            policy = RetryPolicy(attempts=attempts)
-            backoff = wait_exponential(
-                multiplier=kwargs.get("retry_multiplier", self.retry_multiplier) or 0,
-                min=kwargs.get("retry_min_wait", self.retry_min_wait) or 0,
-                max=kwargs.get("retry_max_wait", self.retry_max_wait) or 0,
-            )
-
-            def decorate(fn: Any) -> Any:
-                wrapped = base(fn)
-                sdk_retry, sdk_before_sleep = wrapped.retry.retry, wrapped.retry.before_sleep
-
-                def exception_of(state: Any) -> BaseException | None:
-                    return state.outcome.exception() if state.outcome is not None else None
-
-                def retry(state: Any) -> bool:
-                    return policy.should_retry(
-                        sdk_retry(state), state.attempt_number, exception_of(state)
-                    )
-
-                def wait(state: Any) -> float:
-                    return policy.wait(backoff(state), exception_of(state))
-
-                def before_sleep(state: Any) -> None:
-                    sdk_before_sleep(state)
-                    if listener is not None:
-                        exc = exception_of(state)
-                        listener(state.attempt_number, policy.attempts_for(exc), exc)
-
-                return wrapped.retry_with(retry=retry, wait=wait, before_sleep=before_sleep)
-
-            return decorate
-
-    return SessionLLM
-
-
-class ContextStillTooLong(Exception):
-    """Condensing did not make the conversation fit the model's context window."""
-
-
-class NotAModelReply(Exception):
-    """A streamed model call answered by a web page (HTTP 200, `text/html`): not the API.
-
-    litellm reads such a page as a stream without events and makes up an empty reply; the
-    SDK answers an empty reply with corrective feedback to the model and calls again, and
-    the turn ended on whatever that next call said. A base URL pointing at a web UI, or a
-    proxy's or a network's sign-in page, answers this way (model_failures.py words it).
-    """
-
-
-class _CheckedTokens:
-    """The SDK's token callback for one streamed attempt, checking what answered it."""
-
-    def __init__(self, on_token: Any) -> None:
-        self.on_token = on_token
-        self.checked = False
-
-    def __call__(self, chunk: Any) -> Any:
-        if not self.checked:  # the headers are the attempt's: the first chunk has them
-            self.checked = True
-            kind = _content_type(chunk)
-            if "html" in kind:
-                raise NotAModelReply(
-                    f"the model call was answered by a web page (HTTP 200, {kind}), "
-                    "not an event stream"
-                )
-        return self.on_token(chunk)  # an async callback's coroutine: the SDK awaits it
-
-
-def _content_type(chunk: Any) -> str:
-    """The response's Content-Type, as litellm keeps it on a stream chunk (else "")."""
-    hidden = getattr(chunk, "_hidden_params", None)
-    headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
-    kind = headers.get("llm_provider-content-type") if isinstance(headers, dict) else None
-    return kind.lower() if isinstance(kind, str) else ""
-
-
-def _checked(on_token: Any, kwargs: dict[str, Any]) -> _CheckedTokens | None:
-    if on_token is None or not kwargs.get("enable_streaming"):
-        return None
-    return _CheckedTokens(on_token)
 
 
 def _user_chosen(
@@ -478,12 +210,12 @@ def _user_chosen(
 
 
 def build_llm(
-    sdk: SimpleNamespace,
+    sdk: Sdk,
     fields: dict[str, Any],
     *,
-    retry_listener: Any = None,
+    retry_listener: RetryListener | None = None,
     sources: dict[str, str] | None = None,
-) -> Any:
+) -> SessionLLM:
     """The session's LLM from the user's fields; `sources` says where each came from (settings.py)."""
     known = sdk.LLM.model_fields
     data = {k: _from_env_text(v, known[k].annotation) for k, v in fields.items() if k in known}
@@ -507,8 +239,12 @@ def build_llm(
 
 
 def build_choice_llm(
-    sdk: SimpleNamespace, choice: Any, *, env: Any = None, retry_listener: Any = None
-) -> Any:
+    sdk: Sdk,
+    choice: ModelChoice,
+    *,
+    env: Any = None,
+    retry_listener: RetryListener | None = None,
+) -> SessionLLM:
     """The LLM of one configured model (`models.ModelChoice`); blocking (reads a profile).
 
     A profile is loaded the SDK's way (`LLMProfileStore`, which also resolves a linked
@@ -516,14 +252,9 @@ def build_choice_llm(
     the default model, so `switch_llm` carries the session's token and cost totals over.
     """
     if choice.profile is not None:
-        from openhands.sdk.llm.llm_profile_store import LLMProfileStore
+        from trio_acp.openhands.sdk.llm import load_profile
 
-        saved = LLMProfileStore(choice.profile_dir).load(choice.profile)
-        # The profile's own values, in our LLM class: its failures follow the same retry
-        # policy and context-overflow guard as the default model's (model_failures.py).
-        llm = sdk.SessionLLM.model_validate(
-            {name: getattr(saved, name) for name in saved.model_fields_set}
-        )
+        llm = load_profile(choice.profile_dir, choice.profile)
         update: dict[str, Any] = {"usage_id": "agent"}
         if retry_listener is not None:
             update["retry_listener"] = retry_listener
@@ -531,7 +262,7 @@ def build_choice_llm(
     return build_llm(sdk, choice.llm_fields(env), retry_listener=retry_listener)
 
 
-def fork_conversation(sdk: SimpleNamespace, conv: Any, fork_id: Any) -> None:
+def fork_conversation(sdk: Sdk, conv: LocalConversation, fork_id: uuid.UUID) -> None:
     """Copy `conv` with its whole history to a new conversation `fork_id` on disk; blocking.
 
     The SDK's `fork` copies the events (the source is not touched), the agent and the
@@ -571,7 +302,7 @@ def _shapes(annotation: Any) -> set[Any]:
     return {origin or annotation}
 
 
-def build_agent(sdk: SimpleNamespace, llm: Any, mcp_config: dict[str, Any] | None = None) -> Any:
+def build_agent(sdk: Sdk, llm: LLM, mcp_config: dict[str, Any] | None = None) -> Agent:
     tools = [
         # The subprocess terminal, its shell without a history file (terminal_params).
         sdk.Tool(name=sdk.TerminalTool.name, params=terminal_params(None)),
@@ -589,7 +320,7 @@ INTERRUPTION_SENDER = CANCEL_SENDER
 INTERRUPTION_TEXT = CANCEL_TEXT
 
 
-def interruption_event(sdk: SimpleNamespace) -> Any:
+def interruption_event(sdk: Sdk) -> MessageEvent:
     """An assistant message recording that the user interrupted the turn.
 
     Without it the model cannot tell a cancelled request from a finished one: the SDK
@@ -607,7 +338,7 @@ def interruption_event(sdk: SimpleNamespace) -> Any:
     )
 
 
-def stopped_tool_event(sdk: SimpleNamespace, ending: Any) -> Any:
+def stopped_tool_event(sdk: Sdk, ending: Ending) -> UserRejectObservation | AgentErrorEvent:
     """The result of a tool call a stopped process left without one (recovery.Ending):
     a rejection when it never ran, else an error saying it may have."""
     action = ending.action
@@ -623,7 +354,7 @@ def stopped_tool_event(sdk: SimpleNamespace, ending: Any) -> Any:
     )
 
 
-def stopped_message_event(sdk: SimpleNamespace, text: str, thought: str | None) -> Any:
+def stopped_message_event(sdk: Sdk, text: str, thought: str | None) -> MessageEvent:
     """What the user was shown of a reply a stopped process never saved (recovery.py)."""
     return sdk.MessageEvent(
         source="agent",
@@ -634,7 +365,7 @@ def stopped_message_event(sdk: SimpleNamespace, text: str, thought: str | None) 
     )
 
 
-def warm_model_path(sdk: SimpleNamespace, llm: Any) -> None:
+def warm_model_path(sdk: Sdk, llm: LLM) -> None:
     """Do now what a process's first model call would do lazily (measured in bench/README.md).
 
     - The OpenAI client (litellm's transport for OpenAI and OpenAI-compatible providers)
@@ -647,16 +378,23 @@ def warm_model_path(sdk: SimpleNamespace, llm: Any) -> None:
 
     All of it is process-wide and idempotent. Slow, blocking: call it from a thread.
     """
+    warm_first_call_imports()
+    llm.get_token_count([sdk.Message(role="user", content=[sdk.TextContent(text="warm-up")])])
+
+
+def warm_first_call_imports() -> None:
+    """Import what a process's first model call imports lazily (`FIRST_CALL_IMPORTS`) and
+    complete litellm's response types; process-wide, idempotent, slow: from a thread (the
+    warm server does it before it forks, warm_server.py)."""
     for name in FIRST_CALL_IMPORTS:
         try:
             importlib.import_module(name)
         except ImportError:  # another litellm/openai version: that part is not warmed
             log.debug("warm-up: no module %s", name)
     _complete_models(importlib.import_module("litellm.types.utils"))
-    llm.get_token_count([sdk.Message(role="user", content=[sdk.TextContent(text="warm-up")])])
 
 
-def warm_tool_schemas(agent: Any) -> None:
+def warm_tool_schemas(agent: AgentBase) -> None:
     """Build the tools' JSON schemas once: the first build of each costs ~20 ms (pydantic).
 
     Every model call sends them, and counts their tokens first. Needs initialized tools.
@@ -700,8 +438,8 @@ FIRST_CALL_IMPORTS = (
 
 
 def confirmation_setup(
-    sdk: SimpleNamespace, mode: str, credentials: CredentialFiles | None = None, cwd: str = ""
-) -> tuple[Any, Any]:
+    sdk: Sdk, mode: str, credentials: CredentialFiles | None = None, cwd: str = ""
+) -> tuple[ConfirmationPolicyBase, SecurityAnalyzerBase | None]:
     """(confirmation policy, security analyzer) for one of the three modes.
 
     With `credentials` (a local conversation), an action that reads one of trio-acp's
@@ -735,7 +473,7 @@ def confirmation_setup(
 REASONING_EFFORTS = ["low", "medium", "high"]
 
 
-def supports_reasoning_effort(sdk: SimpleNamespace, llm: Any) -> bool:
+def supports_reasoning_effort(sdk: Sdk, llm: LLM) -> bool:
     try:
         return bool(
             sdk.get_features(

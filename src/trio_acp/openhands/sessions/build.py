@@ -45,9 +45,9 @@ def use_profile_store(directory: Path) -> None:
     `provider-connections` beside it, by every conversation and by the agent's check for a
     vision profile, whatever the persistence directory); its module default is read on
     every `LLMProfileStore()`, so pointing it here moves them all, for this process."""
-    from openhands.sdk.llm import llm_profile_store
+    from trio_acp.openhands.sdk.llm import use_profile_store as point
 
-    llm_profile_store._DEFAULT_PROFILE_DIR = directory  # type: ignore[misc]
+    point(directory)
 
 
 @attrs.frozen

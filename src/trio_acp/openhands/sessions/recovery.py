@@ -14,7 +14,7 @@ A process killed mid-turn (kill -9, a crash) leaves its conversation with:
   assistant message it was, ending with `STOPPED_TEXT`, so the user sees it again after
   `session/load` and the model knows what it had said.
 
-This module decides; `conversation.LocalConversation.recover` appends the events under the
+This module decides; `local_conversation.LocalConversation.recover` appends the events under the
 SDK's lock. No `openhands.*` import (events are duck-typed).
 """
 

@@ -16,18 +16,14 @@ import functools
 import logging
 import re
 import uuid
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from trio_acp import schema
 from trio_acp.credentials import SecretValues, UpdateMask
-from trio_acp.openhands.backends.conversation import (
-    WAITING_FOR_CONFIRMATION,
-    Conversation,
-    LocalConversation,
-)
+from trio_acp.openhands.backends.conversation import WAITING_FOR_CONFIRMATION, Conversation
+from trio_acp.openhands.backends.local_conversation import LocalConversation
 from trio_acp.openhands.editor import workspace as editor_workspace
 from trio_acp.openhands.editor.session_roots import SessionRoots, roots_prompt
 from trio_acp.openhands.editor.workspace import EditorWorkspace
@@ -70,6 +66,9 @@ from trio_acp.openhands.translate.notices import (
 )
 from trio_acp.rpc import PeerClosed, RequestError
 
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.loaded import Sdk
+
 log = logging.getLogger(__name__)
 
 CANCEL_DEADLINE = turn.CANCEL_DEADLINE
@@ -83,7 +82,7 @@ class Session:
         *,
         session_id: uuid.UUID,
         cwd: str,
-        sdk: SimpleNamespace,
+        sdk: Sdk,
         conversation_factory: Any,
         client: Any,
         model: str = "",

@@ -28,30 +28,20 @@ module turns them into SDK objects, so it runs after the SDK import, in a worker
 
 from __future__ import annotations
 
-import functools
 import logging
 import platform
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trio_acp.openhands.permissions.tool_processes import terminal_params
 from trio_acp.openhands.setup.critic import session_critic
 from trio_acp.openhands.setup.public_skills import public_skills
 from trio_acp.openhands.setup.user_setup import SessionSetup
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import AgentContext, Tool
+    from trio_acp.openhands.sdk.loaded import Sdk
 
-# Tool names the SDK registers only when their module is imported (the CLI imports them
-# through `register_builtins_agents`). A stored conversation may name them.
-_TOOL_MODULES = {
-    "task_tool_set": "openhands.tools.task",
-    "delegate": "openhands.tools.delegate",
-    "glob": "openhands.tools.glob",
-    "grep": "openhands.tools.grep",
-    "apply_patch": "openhands.tools.apply_patch",
-    "planning_file_editor": "openhands.tools.planning_file_editor",
-    "browser_tool_set": "openhands.tools.browser_use",
-}
+log = logging.getLogger(__name__)
 
 # The overrides the CLI applies to the condenser's own LLM (`LLMEnvOverrides`).
 _CONDENSER_OVERRIDES = ("model", "api_key", "base_url")
@@ -61,7 +51,7 @@ _CONDENSER_OVERRIDES = ("model", "api_key", "base_url")
 DELEGATION = "task_tool_set"
 
 
-def default_tools(sdk: SimpleNamespace) -> list[Any]:
+def default_tools(sdk: Sdk) -> list[Any]:
     return [
         sdk.Tool(name=sdk.TerminalTool.name, params=terminal_params(None)),
         sdk.Tool(name=sdk.FileEditorTool.name),
@@ -70,39 +60,23 @@ def default_tools(sdk: SimpleNamespace) -> list[Any]:
     ]
 
 
-@functools.cache
-def enable_delegation() -> None:
-    """The CLI's built-in sub-agents (browser-less, as the CLI registers them) and our
-    `task_tool_set` (`subagents.py`); once per process."""
-    from openhands.tools.preset.default import register_builtins_agents
+def session_tools(sdk: Sdk, stored: list[dict[str, Any]] | None) -> list[Tool]:
+    from trio_acp.openhands.sdk import agent_setup
 
-    from trio_acp.openhands.setup.subagents import sdk_classes
-
-    register_builtins_agents(enable_browser=False)
-    sdk_classes()
-
-
-def session_tools(sdk: SimpleNamespace, stored: list[dict[str, Any]] | None) -> list[Any]:
-    enable_delegation()
+    agent_setup.enable_delegation()
     if not stored:
         return default_tools(sdk)
-    import importlib
-
-    from openhands.sdk.tool.registry import list_registered_tools
-
-    registered = set(list_registered_tools())
+    agent_setup.register_tools(spec["name"] for spec in stored)
     tools = []
     for spec in stored:
         name = spec["name"]
-        if name not in registered and name in _TOOL_MODULES:
-            importlib.import_module(_TOOL_MODULES[name])
         if name == sdk.TerminalTool.name:
             spec = {**spec, "params": terminal_params(spec.get("params"))}
         tools.append(sdk.Tool.model_validate(spec))
     return tools
 
 
-def condenser(sdk: SimpleNamespace, llm: Any, setup: SessionSetup, build_llm: Any) -> Any:
+def condenser(sdk: Sdk, llm: Any, setup: SessionSetup, build_llm: Any) -> Any:
     """The condenser: the file's, or ours on the session's model; None if the file says none."""
     spec = (setup.settings.agent_file or {}).get("condenser", _DEFAULT)
     if spec is _DEFAULT:
@@ -114,9 +88,9 @@ def condenser(sdk: SimpleNamespace, llm: Any, setup: SessionSetup, build_llm: An
         or spec.get("kind", "LLMSummarizingCondenser") != "LLMSummarizingCondenser"
     ):
         # Another condenser kind (none is written by the CLI): the SDK validates it as is.
-        from openhands.sdk.context.condenser import CondenserBase
+        from trio_acp.openhands.sdk.agent_setup import condenser_of_kind
 
-        return CondenserBase.model_validate(spec)
+        return condenser_of_kind(spec)
     fields = dict(spec.get("llm") or {})
     for name in _CONDENSER_OVERRIDES:
         value = setup.env_llm.get(name)
@@ -136,12 +110,11 @@ def condenser(sdk: SimpleNamespace, llm: Any, setup: SessionSetup, build_llm: An
 _DEFAULT: Any = object()
 
 
-def agent_context(setup: SessionSetup) -> Any:
-    from openhands.sdk import AgentContext
-    from openhands.sdk.context import load_project_skills
+def agent_context(setup: SessionSetup) -> AgentContext:
+    from trio_acp.openhands.sdk import agent_setup
 
     try:
-        skills = load_project_skills(setup.cwd)
+        skills = agent_setup.project_skills(setup.cwd)
     except Exception:  # a broken skill file must not cost the user the session
         log.warning("could not load the project's skills from %s", setup.cwd, exc_info=True)
         skills = []
@@ -153,20 +126,9 @@ def agent_context(setup: SessionSetup) -> Any:
     )
     # The public skills come from `public_skills.py`, not from `load_public_skills`: the
     # SDK would fetch them again on every validation of the context (twice per session).
-    context = AgentContext(
-        skills=skills,
-        system_message_suffix=suffix,
-        load_user_skills=True,
-        load_public_skills=False,
-    )
-    if setup.public_skills and (public := public_skills(setup.settings.persistence_dir)):
-        from openhands.sdk.skills import merge_skills_by_name
-
-        # Below the project's and the user's, as the SDK ranks them (public < user < project).
-        context = context.model_copy(
-            update={"skills": merge_skills_by_name(context.skills, public)}
-        )
-    return context
+    # Below the project's and the user's, as the SDK ranks them (public < user < project).
+    public = public_skills(setup.settings.persistence_dir) if setup.public_skills else []
+    return agent_setup.agent_context(skills, suffix, public)
 
 
 def os_description() -> str:
@@ -182,10 +144,11 @@ def os_description() -> str:
     return f"{system} {platform.release()}".strip()
 
 
-def build_session_agent(sdk: SimpleNamespace, llm: Any, setup: SessionSetup, build_llm: Any) -> Any:
+def build_session_agent(sdk: Sdk, llm: Any, setup: SessionSetup, build_llm: Any) -> Any:
     """The SDK Agent for one session; blocking (reads skill files). `build_llm(fields)`
     builds an LLM the way the session's own is built (retry policy, overflow guard)."""
-    servers = {**setup.mcp_file, **setup.client_mcp}
+    # The SDK validates each server's dict into its `MCPServer`.
+    servers: dict[str, Any] = {**setup.mcp_file, **setup.client_mcp}
     return sdk.Agent(
         llm=llm,
         tools=session_tools(sdk, setup.stored_tools),
@@ -209,7 +172,6 @@ def hook_config(setup: SessionSetup) -> Any:
     """The SDK's `HookConfig` for the session, or None without a hooks file."""
     if setup.hooks_path is None:
         return None
-    from openhands.sdk.hooks import HookConfig
+    from trio_acp.openhands.sdk.agent_setup import hook_config as load
 
-    config = HookConfig.load(path=setup.hooks_path)
-    return None if config.is_empty() else config
+    return load(setup.hooks_path)

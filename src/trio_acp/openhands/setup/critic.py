@@ -15,7 +15,7 @@ answer, not only on `finish` (`critic_review.py`, `turn.py`).
 Offline: the critic renders the conversation with the chat template of its tokenizer
 (`Qwen/Qwen3-4B-Instruct-2507`), which the SDK fetches from huggingface.co on first use and
 caches in `~/.cache/chat_templates/`. The session's warm-up fetches it before the first
-answer (`conversation.py`), so the first evaluation does not wait for it under the
+answer (`local_conversation.py`), so the first evaluation does not wait for it under the
 conversation's lock; `TRIO_ACP_CRITIC_CHAT_TEMPLATE` (a `tokenizer_config.json` or a Jinja
 file) gives it without any network.
 
@@ -64,24 +64,21 @@ def session_critic(llm: Any, setup: SessionSetup) -> Any:
     api_key = llm.api_key
     if server_url is None or api_key is None:
         return None
-    from openhands.sdk.critic.impl.api import APIBasedCritic
+    from trio_acp.openhands.sdk.agent_setup import api_critic
 
-    critic = APIBasedCritic(
+    # Its request runs on the conversation's loop thread, which a cancel can only stop
+    # once it returns: up to `timeout_seconds`. A cancel abandons it instead (run_gate.py).
+    # A chat template given by the user replaces the renderer the client would otherwise
+    # build from the fetched tokenizer config.
+    return api_critic(
         server_url=server_url,
         api_key=api_key,
         model_name=CRITIC_MODEL,
         issue_threshold=settings.issue_threshold,
         timeout_seconds=setup.critic_timeout,
+        client=_abandonable_client(),
+        chat_template=setup.critic_template,
     )
-    # Its request runs on the conversation's loop thread, which a cancel can only stop
-    # once it returns: up to `timeout_seconds`. A cancel abandons it instead (run_gate.py).
-    critic._client = _abandonable_client()
-    if setup.critic_template is not None:
-        from openhands.sdk.critic.impl.api.chat_template import ChatTemplateRenderer
-
-        # The renderer the client would otherwise build from the fetched tokenizer config.
-        critic._template_renderer = ChatTemplateRenderer(chat_template=setup.critic_template)
-    return critic
 
 
 def _abandonable_client() -> Any:
@@ -108,7 +105,9 @@ def _abandonable_client() -> Any:
 
 def prime_template(critic: Any) -> None:
     """Fetch (or load from the SDK's cache) the critic's chat template now; blocking."""
-    critic._get_template_renderer()
+    from trio_acp.openhands.sdk import agent_setup
+
+    agent_setup.prime_template(critic)
 
 
 class CriticFailures(logging.Handler):

@@ -20,7 +20,7 @@ was only in the log. `McpStartup` is the provider trio-acp gives it instead:
 
 Never called on the Trio thread (the SDK calls it from a worker or the loop thread).
 The SDK helpers used to build one client are its own `create_mcp_tools`'s
-(`openhands.sdk.mcp.utils`, pinned with the SDK in uv.lock).
+(`sdk/mcp_clients.py`; `sdk/reliance.py` lists them).
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ import attrs
 from trio_acp.openhands.errors import describe
 
 if TYPE_CHECKING:
-    from openhands.sdk.mcp.client import MCPClient
-    from openhands.sdk.mcp.config import MCPServer
+    from trio_acp.openhands.sdk.classes import MCPClient, MCPServer
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +90,11 @@ class _Start:
         self._abandoned = False
 
     def run(self, timeout: float) -> None:
-        from openhands.sdk.mcp.utils import _connect_and_list_tools
+        from trio_acp.openhands.sdk.mcp_clients import connect
 
         try:
             # Its own bound too, so the thread ends even if nobody waits for it.
-            self.client.call_async_from_sync(
-                _connect_and_list_tools, timeout=timeout, client=self.client
-            )
+            connect(self.client, timeout)
         except BaseException as exc:
             self.error = exc
         with self._lock:
@@ -142,11 +139,13 @@ class McpStartup:
         on_tools_changed: Callable[[Sequence[Any]], None] | None = None,
         on_tools_reconciled: Callable[[MCPClient, Sequence[Any]], None] | None = None,
     ) -> StartedTools:
+        from trio_acp.openhands.sdk.mcp_clients import server_client
+
         names = list(mcp_config)
         starts = []
         for name in names:
             try:
-                client = _client(
+                client = server_client(
                     name,
                     mcp_config[name],
                     prefixed=len(names) > 1,
@@ -191,38 +190,3 @@ def _reason(error: BaseException, timeout: float) -> str:
     if said and said.split(": ", 1)[-1] not in text:
         text += f" ({said})"
     return text
-
-
-def _client(
-    name: str,
-    server: MCPServer,
-    *,
-    prefixed: bool,
-    on_tools_changed: Callable[[Sequence[Any]], None] | None,
-    on_tools_reconciled: Callable[[MCPClient, Sequence[Any]], None] | None,
-) -> MCPClient:
-    """One server's client, built as the SDK's `create_mcp_tools` builds its one client."""
-    import mcp.types
-    from openhands.sdk.mcp.client import MCPClient
-    from openhands.sdk.mcp.utils import _prepare_mcp_config, _ToolListChangedHandler, log_handler
-
-    class Namespaced(MCPClient):
-        """A server's tools as `<server>_<tool>`: the names the SDK's combined client gives
-        them when there is more than one server."""
-
-        prefix = f"{name}_"
-
-        async def list_tools(self, *args: Any, **kwargs: Any) -> list[mcp.types.Tool]:
-            tools = await super().list_tools(*args, **kwargs)
-            return [tool.model_copy(update={"name": self.prefix + tool.name}) for tool in tools]
-
-        async def call_tool_mcp(self, name: str, *args: Any, **kwargs: Any) -> Any:
-            return await super().call_tool_mcp(name.removeprefix(self.prefix), *args, **kwargs)
-
-    config = _prepare_mcp_config({name: server})
-    handler = _ToolListChangedHandler(client=None, on_tools_changed=on_tools_changed)  # type: ignore[arg-type]
-    cls = Namespaced if prefixed else MCPClient
-    client = cls(config, log_handler=log_handler, message_handler=handler)
-    handler._client = client
-    client._tools_reconciled_callback = on_tools_reconciled
-    return client

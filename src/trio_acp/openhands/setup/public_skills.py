@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -74,10 +73,9 @@ def _reset() -> None:
 
 def _fetch(state_dir: Path | None) -> tuple[list[Any], float | None]:
     """(skills, None), or ([], when it failed) when they could not be had."""
-    from openhands.sdk.skills import skill as sdk_skill
+    from trio_acp.openhands.sdk import agent_setup
 
-    local = bool(os.environ.get(sdk_skill.PUBLIC_SKILLS_PATH_ENV))
-    ref = sdk_skill.PUBLIC_SKILLS_REF
+    local, ref = agent_setup.public_skills_source()
     marker = None if local or state_dir is None else Path(state_dir) / MARKER
     if marker is not None and (known := _recent_failure(marker, ref)) is not None:
         when, why = known
@@ -87,7 +85,7 @@ def _fetch(state_dir: Path | None) -> tuple[list[Any], float | None]:
         return [], when
     with _held(_SDK_LOGGERS) as records:
         try:
-            skills = sdk_skill.load_public_skills()
+            skills = agent_setup.load_public_skills()
         except Exception as exc:  # the SDK catches its own; anything else is a failure too
             skills = []
             records.append(logging.makeLogRecord({"levelno": logging.ERROR, "msg": str(exc)}))

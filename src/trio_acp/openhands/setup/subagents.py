@@ -7,7 +7,8 @@ the parent's, it approves a waiting sub-agent's actions by itself when it was gi
 confirmation handler (the CLI gives none: there a sub-agent runs tools unasked whatever the
 mode), and interrupting the parent does not reach it. So the session registers its own
 variant of the tool set under the same name (`task_tool_set`: stored conversations and the
-CLI's keep working unchanged):
+CLI's keep working unchanged). Its SDK classes are in the door (`sdk/delegation.py`); this
+module is the rest:
 
 - **Visible.** The parent conversation's visualizer is a `SubagentView` (no output of its
   own): the SDK asks it for a sub-visualizer when it creates a sub-agent's conversation, and
@@ -43,23 +44,19 @@ a cancel, or the end of the turn's serving always sets.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from types import SimpleNamespace
 from typing import Any
 
 import attrs
 import trio
 
-from trio_acp.openhands.permissions import run_gate, turn_points
+from trio_acp.openhands.permissions import turn_points
 from trio_acp.openhands.permissions.confirm import CANCELLED
-from trio_acp.openhands.permissions.tool_processes import terminal_params
-from trio_acp.openhands.sdk import mask_in_conversation
 from trio_acp.openhands.translate.subagents import (
     META_KEY,
     SubagentBegan,
@@ -76,7 +73,10 @@ STOP_WAIT = 5.0
 # How far back the delegating call's ActionEvent is looked for.
 _LOOK_BACK = 200
 
-_current = threading.local()
+#: The running delegation of this tool thread (`current.delegation`, `current.hub`): set by
+#: the task executor around the SDK's delegation, read by the sub-agent's visualizer and
+#: task manager (`sdk/delegation.py`), which the SDK calls on this same thread.
+current = threading.local()
 
 
 class SubagentStopped(Exception):
@@ -320,7 +320,7 @@ def hub_of(conversation: Any) -> Hub | None:
     return hub if isinstance(hub, Hub) else None
 
 
-def _delegating_call_id(conversation: Any, action: Any) -> str:
+def delegating_call_id(conversation: Any, action: Any) -> str:
     """The tool call id of the ActionEvent whose action the executor was handed."""
     try:
         events = conversation.state.events
@@ -335,172 +335,22 @@ def _delegating_call_id(conversation: Any, action: Any) -> str:
     return f"task-{uuid.uuid4().hex[:12]}"
 
 
-# --- the SDK classes (built after the SDK import) ---------------------------------------------
-
-
-@functools.cache
-def sdk_classes() -> SimpleNamespace:
-    """The SDK subclasses; registers ours as `task_tool_set`. Call after the SDK import."""
-    from openhands.sdk import Agent
-    from openhands.sdk.conversation.state import (
-        ConversationExecutionStatus,
-        ConversationState,
-    )
-    from openhands.sdk.conversation.visualizer import ConversationVisualizerBase
-    from openhands.sdk.security import AlwaysConfirm
-    from openhands.sdk.subagent import SubAgentScope
-    from openhands.sdk.tool import register_tool
-    from openhands.tools.task import TaskToolSet
-    from openhands.tools.task.impl import TaskExecutor
-    from openhands.tools.task.manager import TaskManager
-    from openhands.tools.terminal import TerminalTool
-
-    class SubagentView(ConversationVisualizerBase):
-        """The session conversation's visualizer: shows nothing itself; hands the SDK a
-        sub-visualizer for each sub-agent (the SDK's hook for showing delegation)."""
-
-        def __init__(self, hub: Hub | None = None) -> None:
-            super().__init__()
-            self.hub = hub
-
-        def on_event(self, event: Any) -> None:
-            pass  # the session's own callbacks show the conversation's events
-
-        def create_sub_visualizer(self, agent_id: str) -> Any:
-            d = getattr(_current, "delegation", None)
-            if self.hub is None or d is None:
-                return None
-            return _SubView(self.hub, d)
-
-    class _SubView(ConversationVisualizerBase):
-        def __init__(self, hub: Hub, d: Delegation) -> None:
-            super().__init__()
-            self._hub, self._d = hub, d
-
-        def on_event(self, event: Any) -> None:
-            self._hub.post(self._d, event)
-            # The sub-agent's own thread, in its step: once its turn is cancelled, it takes
-            # no further step (no model call) — its run ends here, with this event shown.
-            # (Stopping it otherwise waits for the step to end and a pause to win its lock.)
-            gate = run_gate.current()
-            if self._d.stopped.is_set() or (gate is not None and gate.closed.is_set()):
-                raise SubagentStopped("The user cancelled; the sub-agent was stopped.")
-
-    class SessionTaskManager(TaskManager):
-        def _get_sub_agent_from_factory(self, factory: Any) -> Agent:
-            agent = super()._get_sub_agent_from_factory(factory)
-            tools = [
-                t.model_copy(update={"params": terminal_params(t.params)})
-                if t.name == TerminalTool.name
-                else t
-                for t in agent.tools
-            ]
-            return agent.model_copy(update={"tools": tools})
-
-        def _set_confirmation_policy(self, conversation: Any, policy: Any) -> None:
-            parent = self.parent_conversation.state
-            own = policy if isinstance(policy, AlwaysConfirm) else parent.confirmation_policy
-            conversation.set_confirmation_policy(own)
-            conversation.set_security_analyzer(parent.security_analyzer)
-
-        def _run_until_finished(self, task_id: str, conversation: Any) -> None:
-            d: Delegation | None = getattr(_current, "delegation", None)
-            hub = getattr(_current, "hub", None)
-            if d is not None:
-                d.conversation = conversation
-            if isinstance(hub, Hub) and hub.secrets is not None:
-                mask_in_conversation(conversation, hub.secrets.forms)
-            waiting = ConversationExecutionStatus.WAITING_FOR_CONFIRMATION
-            while True:
-                if d is not None and d.stopped.is_set():
-                    raise SubagentStopped("The user cancelled; the sub-agent was stopped.")
-                conversation.run()
-                if d is not None and d.stopped.is_set():
-                    raise SubagentStopped("The user cancelled; the sub-agent was stopped.")
-                if conversation.state.execution_status != waiting:
-                    return
-                pending = ConversationState.get_unmatched_actions(conversation.state.events)
-                if not pending:
-                    return
-                if not isinstance(hub, Hub) or d is None:
-                    answer, reason = STOP, "No one could be asked to approve it."
-                else:
-                    answer, reason = hub.ask(d, pending)
-                if answer == STOP:
-                    conversation.reject_pending_actions(reason or "Not approved.")
-                    raise SubagentStopped(f"The sub-agent was stopped: {reason}")
-                if answer == REJECT:
-                    conversation.reject_pending_actions(reason or "The user rejected it.")
-
-    class SessionTaskExecutor(TaskExecutor):
-        def __init__(self, manager: TaskManager) -> None:
-            super().__init__(manager)
-            self._hub: Hub | None = None
-
-        def __call__(self, action: Any, conversation: Any = None) -> Any:
-            try:
-                turn_points.reached("task", action)
-                return self._delegate(action, conversation)
-            finally:
-                turn_points.reached("task:over", action)
-
-        def _delegate(self, action: Any, conversation: Any) -> Any:
-            # Without the session's hub (a conversation not made by a session) nobody can
-            # be asked: a hub that serves no turn stops a sub-agent at its first question.
-            hub = hub_of(conversation) or Hub()
-            self._hub = hub
-            label = action.description or action.subagent_type or "sub-agent"
-            call_id = _delegating_call_id(conversation, action)
-            # Through the run's gate (run_gate.py): a sub-agent either starts before a
-            # cancel closes it, and is then stopped and waited for by the turn, or never.
-            gate = run_gate.current()
-            begin = functools.partial(hub.begin, call_id, label)
-            d = gate.admit(begin, what="sub-agent") if gate is not None else begin()
-            _current.delegation, _current.hub = d, hub
-            try:
-                return super().__call__(action, conversation)
-            finally:
-                _current.delegation = _current.hub = None
-                hub.end(d)
-
-        def interrupt(self) -> None:
-            if self._hub is not None:
-                self._hub.interrupt()
-
-        def stop_subagents(self, stop_processes: Callable[[Any], Any]) -> None:
-            if self._hub is not None:
-                self._hub.stop_all(stop_processes)
-
-    class SessionTaskToolSet(TaskToolSet):
-        @classmethod
-        def create(
-            cls,
-            conv_state: Any,
-            confirmation_handler: Any = None,
-            sub_agent_scope: Any = None,
-        ) -> list[Any]:
-            tools = TaskToolSet.create(conv_state, sub_agent_scope=sub_agent_scope)
-            scope = SubAgentScope.model_validate(sub_agent_scope or {})
-            executor = SessionTaskExecutor(SessionTaskManager(sub_agent_scope=scope))
-            return [tool.set_executor(executor) for tool in tools]
-
-    # Replacing the SDK's entry is the point: its "duplicate tool name" warning is not news.
-    registry_log = logging.getLogger("openhands.sdk.tool.registry")
-    level = registry_log.level
-    registry_log.setLevel(logging.ERROR)
-    try:
-        register_tool(TaskToolSet.name, SessionTaskToolSet)
-    finally:
-        registry_log.setLevel(level)
-    return SimpleNamespace(view=SubagentView, tool_set=SessionTaskToolSet)
-
-
 def subagent_view(post: Callable[[Any], None], secrets: Any = None) -> Any:
     """The visualizer of a session's SDK conversation (call after the SDK import)."""
-    return sdk_classes().view(Hub(post, secrets))
+    from trio_acp.openhands.sdk.delegation import subagent_view as view
+
+    return view(Hub(post, secrets))
 
 
 # --- the turn's side ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Nesting:
+    """Where a sub-agent's action shows: under the delegating call's label, with its `_meta`."""
+
+    label: str
+    meta: dict[str, Any]
 
 
 class _Nested:
@@ -510,7 +360,7 @@ class _Nested:
     def __init__(self, action: Any, d: Delegation) -> None:
         self._action = action
         self.tool_call_id = nested_id(d.parent_tool_call_id, str(action.tool_call_id))
-        self.nesting = SimpleNamespace(
+        self.nesting = Nesting(
             label=d.label,
             meta={META_KEY: {"parentToolCallId": d.parent_tool_call_id, "subagent": d.label}},
         )

@@ -5,8 +5,9 @@ action run unasked; `sdk.confirmation_setup` gives their conversation this analy
 policy that stops for HIGH, and confirm.py then asks (credential_files.py says what counts).
 
 It is a pydantic model stored with the conversation's state like the SDK's analyzers, so
-it is a module-level class (the SDK refuses to store a local one) and this module imports
-the SDK: only `sdk.import_sdk` imports it, after the SDK.
+it is a module-level class (the SDK refuses to store a local one; it is stored by its class
+name, which therefore never changes) and this module imports the SDK: only
+`trio_acp.openhands.sdk.loaded` imports it.
 """
 
 from __future__ import annotations

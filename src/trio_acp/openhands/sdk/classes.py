@@ -1,0 +1,25 @@
+"""The SDK's classes, for annotations outside the door (`if TYPE_CHECKING:` imports only:
+this module imports the SDK, which the rest of the code imports only through `loaded.py`).
+Not named `types`: a submodule's import sets the package's attribute of that name, which
+would shadow the standard `types` module `__init__.py` uses."""
+
+from __future__ import annotations
+
+from openhands.sdk import LLM as LLM
+from openhands.sdk import Agent as Agent
+from openhands.sdk import AgentBase as AgentBase
+from openhands.sdk import AgentContext as AgentContext
+from openhands.sdk import LocalConversation as LocalConversation
+from openhands.sdk import Message as Message
+from openhands.sdk import Tool as Tool
+from openhands.sdk.context.condenser import CondenserBase as CondenserBase
+from openhands.sdk.event import ActionEvent as ActionEvent
+from openhands.sdk.event import Event as Event
+from openhands.sdk.hooks import HookConfig as HookConfig
+from openhands.sdk.mcp.client import MCPClient as MCPClient
+from openhands.sdk.mcp.config import MCPServer as MCPServer
+from openhands.sdk.security.analyzer import SecurityAnalyzerBase as SecurityAnalyzerBase
+from openhands.sdk.security.confirmation_policy import (
+    ConfirmationPolicyBase as ConfirmationPolicyBase,
+)
+from openhands.sdk.skills import Skill as Skill

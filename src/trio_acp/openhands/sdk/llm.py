@@ -1,0 +1,177 @@
+"""The session's model: the SDK's `LLM` with our retry policy, context-overflow guard and
+check of what answered a streamed call (translate/model_failures.py words the failures).
+
+Imports the SDK: only `trio_acp.openhands.sdk.loaded` imports it (docs/ARCHITECTURE.md,
+"Inside `trio_acp.openhands`").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from openhands.sdk import LLM
+from openhands.sdk.llm.exceptions import LLMContextWindowExceedError
+from openhands.sdk.llm.llm_profile_store import LLMProfileStore
+from pydantic import PrivateAttr
+from tenacity import wait_exponential
+
+from trio_acp.openhands.translate.model_failures import CONTEXT_OVERFLOWS, RetryPolicy
+
+
+class SessionLLM(LLM):
+    """The SDK's `LLM` with our retry policy (model_failures.py) in its retry decorator.
+
+    The SDK decides *what* is transient; we add: a timed-out attempt is retried once, a
+    429's Retry-After is honoured up to a bound (a longer one fails at once), and every
+    failed attempt is marked with what was decided, for the retry note and the final
+    error message. Everything else (stop, logging, the temperature nudge) stays the SDK's.
+    Serialized, it is a plain `LLM`: nothing of this reaches the persisted conversation.
+    """
+
+    # Context-window overflows in a row, with no successful call in between. The agent
+    # answers an overflow by condensing and calling again; when condensing cannot make
+    # the conversation fit (a window smaller than the system prompt and tools), that
+    # loop would run to the iteration limit, one summary call per round.
+    _context_overflows: int = PrivateAttr(default=0)
+
+    async def agenerate(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            response = await super().agenerate(*args, **kwargs)
+        except LLMContextWindowExceedError as exc:
+            self._overflowed(exc)
+            raise
+        self._context_overflows = 0
+        return response
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            response = super().generate(*args, **kwargs)
+        except LLMContextWindowExceedError as exc:
+            self._overflowed(exc)
+            raise
+        self._context_overflows = 0
+        return response
+
+    # One model call's attempt (inside the SDK's retry boundary): the SDK's transport,
+    # checked for an answer that was no model reply at all (`NotAModelReply`).
+    async def _atransport_call(self, *, on_token: Any = None, **kwargs: Any) -> Any:
+        checked = _checked(on_token, kwargs)
+        return await super()._atransport_call(on_token=checked or on_token, **kwargs)
+
+    def _transport_call(self, *, on_token: Any = None, **kwargs: Any) -> Any:
+        checked = _checked(on_token, kwargs)
+        return super()._transport_call(on_token=checked or on_token, **kwargs)
+
+    def _overflowed(self, exc: BaseException) -> None:
+        self._context_overflows += 1
+        if self._context_overflows >= CONTEXT_OVERFLOWS:
+            self._context_overflows = 0
+            # Not an LLMContextWindowExceedError, so the agent does not condense
+            # again: the turn ends, and model_failures.py says why.
+            raise ContextStillTooLong(
+                f"the conversation still exceeds the context window after "
+                f"{CONTEXT_OVERFLOWS - 1} condensations: {exc}"
+            ) from exc
+
+    def retry_decorator(self, *args: Any, **kwargs: Any) -> Any:
+        listener = kwargs.pop("retry_listener", None)
+        base = super().retry_decorator(*args, **{**kwargs, "retry_listener": None})
+        attempts = int(kwargs.get("num_retries", self.num_retries) or 0)
+        policy = RetryPolicy(attempts=attempts)
+        backoff = wait_exponential(
+            multiplier=kwargs.get("retry_multiplier", self.retry_multiplier) or 0,
+            min=kwargs.get("retry_min_wait", self.retry_min_wait) or 0,
+            max=kwargs.get("retry_max_wait", self.retry_max_wait) or 0,
+        )
+
+        def decorate(fn: Any) -> Any:
+            wrapped: Any = base(fn)  # tenacity's Retrying-wrapped function
+            sdk_retry, sdk_before_sleep = wrapped.retry.retry, wrapped.retry.before_sleep
+
+            def exception_of(state: Any) -> BaseException | None:
+                return state.outcome.exception() if state.outcome is not None else None
+
+            def retry(state: Any) -> bool:
+                return policy.should_retry(
+                    sdk_retry(state), state.attempt_number, exception_of(state)
+                )
+
+            def wait(state: Any) -> float:
+                return policy.wait(backoff(state), exception_of(state))
+
+            def before_sleep(state: Any) -> None:
+                sdk_before_sleep(state)
+                if listener is not None:
+                    exc = exception_of(state)
+                    listener(state.attempt_number, policy.attempts_for(exc), exc)
+
+            return wrapped.retry_with(retry=retry, wait=wait, before_sleep=before_sleep)
+
+        return decorate
+
+
+class ContextStillTooLong(Exception):
+    """Condensing did not make the conversation fit the model's context window."""
+
+
+class NotAModelReply(Exception):
+    """A streamed model call answered by a web page (HTTP 200, `text/html`): not the API.
+
+    litellm reads such a page as a stream without events and makes up an empty reply; the
+    SDK answers an empty reply with corrective feedback to the model and calls again, and
+    the turn ended on whatever that next call said. A base URL pointing at a web UI, or a
+    proxy's or a network's sign-in page, answers this way (model_failures.py words it).
+    """
+
+
+class _CheckedTokens:
+    """The SDK's token callback for one streamed attempt, checking what answered it."""
+
+    def __init__(self, on_token: Any) -> None:
+        self.on_token = on_token
+        self.checked = False
+
+    def __call__(self, chunk: Any) -> Any:
+        if not self.checked:  # the headers are the attempt's: the first chunk has them
+            self.checked = True
+            kind = _content_type(chunk)
+            if "html" in kind:
+                raise NotAModelReply(
+                    f"the model call was answered by a web page (HTTP 200, {kind}), "
+                    "not an event stream"
+                )
+        return self.on_token(chunk)  # an async callback's coroutine: the SDK awaits it
+
+
+def _content_type(chunk: Any) -> str:
+    """The response's Content-Type, as litellm keeps it on a stream chunk (else "")."""
+    hidden = getattr(chunk, "_hidden_params", None)
+    headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+    kind = headers.get("llm_provider-content-type") if isinstance(headers, dict) else None
+    return kind.lower() if isinstance(kind, str) else ""
+
+
+def _checked(on_token: Any, kwargs: dict[str, Any]) -> _CheckedTokens | None:
+    if on_token is None or not kwargs.get("enable_streaming"):
+        return None
+    return _CheckedTokens(on_token)
+
+
+def load_profile(profile_dir: Path | str | None, name: str) -> SessionLLM:
+    """A saved LLM profile, loaded the SDK's way (`LLMProfileStore`, which also resolves a
+    linked provider connection's key), as a `SessionLLM` with the profile's own values: its
+    failures follow the same retry policy and context-overflow guard as the default model's
+    (model_failures.py). Blocking (reads the profile)."""
+    saved = LLMProfileStore(profile_dir).load(name)
+    return SessionLLM.model_validate(
+        {field: getattr(saved, field) for field in saved.model_fields_set}
+    )
+
+
+def use_profile_store(directory: Path) -> None:
+    """Point the SDK's default LLM profile store at `directory`, for this process (its
+    module default, read on every `LLMProfileStore()`: sessions/build.py says why)."""
+    from openhands.sdk.llm import llm_profile_store
+
+    llm_profile_store._DEFAULT_PROFILE_DIR = directory  # type: ignore[misc]

@@ -1,0 +1,101 @@
+"""The SDK's subprocess terminal, taking a run's commands only through the run's gate.
+
+`permissions/tool_processes.py` says why (a cancel landing while a tool's thread hands the
+shell its command), `permissions/run_gate.py` what the gate is. This module patches the
+SDK's `SubprocessTerminal.send_keys` and `interrupt` (once per process) and reads its
+screen buffer (`output_lock`, `output_buffer`) and pty (`_pty_master_fd`, `process`): SDK
+internals, listed in reliance.py. Imports the SDK: imported inside a function after the
+load (backends/local_conversation.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from typing import Any
+
+from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
+from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
+
+from trio_acp.openhands.permissions import run_gate
+
+# How long a command's write may hold the run's gate until its job is in the foreground.
+START_WAIT = 0.2
+
+
+@functools.cache
+def gate_terminals() -> None:
+    """Make the SDK's subprocess terminal take a command from a run only through the run's
+    gate (`run_gate.py`); once, after the SDK import. Outside a run (no gate current: the
+    terminal's own set-up, our Ctrl-C when stopping) it sends as before."""
+    send_keys = SubprocessTerminal.send_keys
+    prompt_end = CMD_OUTPUT_PS1_END.strip()
+
+    def gated_send_keys(self: Any, text: str, enter: bool = True) -> None:
+        gate = run_gate.current()
+        if gate is None:
+            send_keys(self, text, enter)
+            return
+
+        def send() -> None:
+            prompts = _prompts(self, prompt_end)
+            send_keys(self, text, enter)
+            _until_started(self, prompts, prompt_end)
+
+        gate.admit(send, shell=self)
+
+    def interrupt(self: Any) -> bool:
+        # The SDK's own interrupt (on a cancel, from the run's thread) signals the shell's
+        # process group: a SIGINT that can cost the shell a line it is reading but not
+        # the rest of it (`_until_started`). A Ctrl-C through the terminal instead, and
+        # never while the run's gate hands a command to the shell.
+        def ctrl_c() -> bool:
+            try:
+                send_keys(self, "C-c", False)
+            except Exception:
+                return False
+            return True
+
+        gate = run_gate.current()
+        return gate.exclusive(ctrl_c) if gate is not None else ctrl_c()
+
+    SubprocessTerminal.send_keys = gated_send_keys  # type: ignore[method-assign]
+    SubprocessTerminal.interrupt = interrupt  # type: ignore[method-assign]
+
+
+def _prompts(terminal: Any, prompt_end: str) -> int:
+    """How many prompts the terminal's screen shows (SubprocessTerminal's own buffer)."""
+    try:
+        with terminal.output_lock:
+            return "".join(terminal.output_buffer).count(prompt_end)
+    except Exception:
+        return 0
+
+
+def _until_started(terminal: Any, prompts: int, prompt_end: str) -> None:
+    """Wait (at most `START_WAIT` s) until the shell has handed its terminal to the
+    command's foreground job, or is back at its prompt (a builtin).
+
+    Held under the gate's lock, so that a cancel finds the command in one of those two
+    states. In between, the shell itself may have read the line and be forking, and a
+    signal then does not stop it reliably: bash goes on with the rest of a command list
+    when its child dies of anything but a SIGINT it got itself, and a SIGINT while it
+    reads may cost it the line's first character but not the rest of the line
+    (`sleep 30; touch done` became `leep: command not found`, then `touch`). Once the
+    job is in the foreground, the Ctrl-C reaches it and bash drops the rest of the line."""
+    deadline = time.monotonic() + START_WAIT
+    try:
+        fd = terminal._pty_master_fd
+        shell = os.getpgid(terminal.process.pid)
+    except Exception:
+        return
+    while time.monotonic() < deadline:
+        try:
+            if os.tcgetpgrp(fd) != shell:
+                return
+        except OSError:
+            return
+        if _prompts(terminal, prompt_end) > prompts:
+            return
+        time.sleep(0.001)
