@@ -74,7 +74,7 @@ class _Host:
         self._turns = 0
         nursery.start_soon(self.outbox.pump)
 
-    async def send_update(self, update: Any) -> None:
+    async def send_update(self, update: Any, *, at_once: bool = False) -> None:
         self.client.wire.append(update)
 
     async def execute_command(self, name: str, arg: str) -> str:
@@ -91,6 +91,10 @@ class _Host:
 
     async def flush_turn_updates(self) -> None:
         await self.outbox.flush()
+
+    async def note_cut_short(self, since: int, *, cancelled: bool) -> None:
+        if cancelled:
+            await self.conversation.note_interruption()
 
     async def prompt(self, text: str, cancel_event: trio.Event | None = None) -> str:
         self._turns += 1

@@ -662,6 +662,23 @@ class Session:
             await self._journal.approved([str(a.tool_call_id) for a in pending])
         return decision
 
+    async def note_cut_short(self, since: int, *, cancelled: bool) -> None:
+        """The turn that began at event `since` was cancelled, or failed: record it in the
+        conversation, keeping what it streamed that no event holds (journal.py): the SDK
+        saves no event for a reply cut short, and a reload would lose what the user read."""
+        conv = self.conversation
+        shown = self._journal.current() if self._journal is not None else None
+        try:
+            if isinstance(conv, LocalConversation):
+                if cancelled:
+                    await conv.note_interruption(shown, since)
+                elif shown:
+                    await conv.keep_shown(shown, since)
+            elif conv is not None and cancelled:
+                await conv.note_interruption()
+        except Exception:
+            log.warning("could not record the interruption of a turn", exc_info=True)
+
     def post_usage(self, seq: int) -> None:
         assert self.conversation is not None
         usage = self.conversation.usage()

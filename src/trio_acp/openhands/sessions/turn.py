@@ -24,6 +24,7 @@ from trio_acp.openhands.backends.conversation import (
     Run,
 )
 from trio_acp.openhands.errors import internal
+from trio_acp.openhands.permissions import turn_points
 from trio_acp.openhands.permissions.confirm import CANCELLED, PermissionFailed
 from trio_acp.openhands.sessions import commands
 from trio_acp.openhands.sessions.outbox import Outbox
@@ -70,6 +71,8 @@ class TurnHost(Protocol):
 
     async def send_update(self, update: Any) -> None: ...
 
+    async def note_cut_short(self, since: int, *, cancelled: bool) -> None: ...
+
 
 async def play_prompt(
     host: TurnHost, blocks: list[Any], cancel_event: trio.Event, seq: int
@@ -100,6 +103,7 @@ async def play_prompt(
             )
         start = conv.event_count()
         sent = True  # from here the message may reach the conversation, even if cut short
+        turn_points.reached("send", parts)
         await _send_unless_cancelled(conv, parts, cancel_event)
         if cancel_event.is_set():
             stop_reason = "cancelled"
@@ -126,8 +130,11 @@ async def play_prompt(
             if sent and host.conversation is not None:
                 # The sub-agents' last events come from their own threads (subagents.py).
                 await wait_for_subagents(host.conversation)
-                if stop_reason == "cancelled":
-                    await _note_interruption(host.conversation)
+                if stop_reason is None or stop_reason == "cancelled":
+                    # Cut short: what it streamed is all shown (and journaled) first, then
+                    # kept with the note (the SDK saves no event for a cut reply).
+                    await outbox.flush()
+                    await host.note_cut_short(start, cancelled=stop_reason == "cancelled")
             await outbox.end_turn(seq, fail_open)
         outbox.close_turn(seq)
     if stop_reason == "end_turn":
@@ -140,13 +147,14 @@ async def play_prompt(
 async def _send_unless_cancelled(
     conv: Conversation, parts: list[Any], cancel_event: trio.Event
 ) -> None:
-    """Send the prompt; a cancel meanwhile stops waiting for it where the conversation
-    says its sending may be left to finish on its own (`send_abandonable`: an
+    """Send the prompt; a cancel, before or during the send, stops waiting for it where
+    the conversation says its sending may be left to finish on its own
+    (`send_abandonable`: tools still starting, MCP servers up to their bound; an
     agent-server's first message waits for the server to start the tools, seconds).
-    The message still arrives; the turn ends `cancelled`, and the conversation notes the
-    interruption (`note_interruption`). A local send is short and waits for the
-    conversation's own lock: it is awaited whole, as before."""
-    if cancel_event.is_set() or not getattr(conv, "send_abandonable", False):
+    The turn ends `cancelled` and the conversation notes the interruption after the
+    message (`note_interruption`); the next send goes after it. A send to a ready local
+    conversation is short (its lock): it is awaited whole."""
+    if not getattr(conv, "send_abandonable", False):
         await conv.send_message(parts)
         return
     async with trio.open_nursery() as nursery:
@@ -241,14 +249,6 @@ async def _confirm_loop(
             # Rejected now, or the next run would take the pending actions as approved.
             await _reject_pending(conv, "The user cancelled before approving this action.")
             return "cancelled"
-
-
-async def _note_interruption(conv: Conversation) -> None:
-    """Record in the conversation that the user cut this turn short (sdk.interruption_event)."""
-    try:
-        await conv.note_interruption()
-    except Exception:
-        log.warning("could not record the interruption", exc_info=True)
 
 
 async def _reject_pending(conv: Conversation, reason: str) -> None:

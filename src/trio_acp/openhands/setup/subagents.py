@@ -26,10 +26,13 @@ CLI's keep working unchanged):
   same "always" rules, preview and fail-closed answers) and waits for the decision. With no
   turn to ask (cancelled, or over), the sub-agent is stopped: it never runs a tool unasked.
 - **Stopped.** A cancel interrupts the parent's `arun()`, but the sub-agent keeps running on
-  the parent's tool thread and its `run()` can only pause between steps. So stopping the
-  session's tools (`tool_processes.stop_tool_processes`) also stops every live sub-agent:
-  its pending question is answered "stop", its tools are interrupted and their processes
-  killed, it is paused, and we wait (bounded) until its thread is done.
+  the parent's tool thread, where the SDK's blocking `run()` could only pause between
+  steps (a model call held a cancel for up to `STOP_WAIT`). So a sub-agent runs with
+  `arun()` on an asyncio loop of its own in that thread (`run_until_stopped`), and stopping
+  the session's tools (`tool_processes.stop_tool_processes`) also stops every live
+  sub-agent: its run is cut (mid-model-call too), its pending question is answered "stop",
+  its tools are interrupted and their processes killed, and we wait (bounded) until its
+  thread is done, so what it showed up to the stop is in the turn.
 - The sub-agent's terminal runs as a plain subprocess, as the session's does, and the
   agent's credentials are masked in its tool output as in the session's
   (`sdk.mask_in_conversation`). Its conversation's files, under the session's
@@ -43,6 +46,7 @@ a cancel, or the end of the turn's serving always sets.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import math
@@ -92,6 +96,18 @@ class Delegation:
     conversation: Any = None
     stopped: threading.Event = attrs.Factory(threading.Event)
     finished: threading.Event = attrs.Factory(threading.Event)
+    # Cuts the sub-agent's run short, model call included (`run_until_stopped`); any
+    # thread, never blocks. None while no run is under way.
+    cut_run: Callable[[], None] | None = None
+    lock: threading.Lock = attrs.Factory(threading.Lock)
+
+    def stop(self) -> None:
+        """Mark it stopped and cut its run, mid-model-call if need be; never blocks."""
+        with self.lock:
+            self.stopped.set()
+            cut = self.cut_run
+        if cut is not None:
+            cut()
 
 
 @attrs.define(eq=False)
@@ -207,7 +223,7 @@ class Hub:
             self._cancelled = True
             live, asks = list(self._live), list(self._asks)
         for d in live:
-            d.stopped.set()
+            d.stop()
         for ask in asks:
             self._settle(ask, STOP, "The user cancelled.")
 
@@ -289,6 +305,56 @@ class Hub:
             send.close()
             for ask in asks:
                 self._settle(ask, STOP, "The turn is over.")
+
+
+def run_until_stopped(conversation: Any, d: Delegation | None) -> None:
+    """The sub-agent's run, as the session's own (docs/ARCHITECTURE.md#d9): `arun()`,
+    so a cancel cuts its model call (`Delegation.stop` cancels the task, as the SDK's
+    `interrupt()` cancels the session's) instead of waiting for the call's end. On an
+    asyncio loop of its own, in the delegating call's thread, which it blocks as the
+    SDK's `run()` did; the run's gate (a context variable) is current in the task."""
+    loop = asyncio.new_event_loop()
+
+    async def run() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+
+        def cut() -> None:
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop is closed: the run is over
+                pass
+
+        if d is not None:
+            with d.lock:
+                if d.stopped.is_set():
+                    return
+                d.cut_run = cut
+        await conversation.arun()
+
+    try:
+        loop.run_until_complete(run())
+    except asyncio.CancelledError:
+        pass  # cut before `arun()` took over its own cancellation (it then pauses)
+    finally:
+        if d is not None:
+            with d.lock:
+                d.cut_run = None
+        # Not `asyncio.run`: its shutdown waits for the executor's threads (D9). What the
+        # run left on the loop (litellm's logging worker binds itself to the loop of the
+        # last call) is cancelled and given a moment, so nothing is left pending on a
+        # closed loop.
+        try:
+            leftovers = asyncio.all_tasks(loop)
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                loop.run_until_complete(asyncio.wait(leftovers, timeout=1.0))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        except Exception:
+            log.debug("closing a sub-agent's loop", exc_info=True)
+        finally:
+            loop.close()
 
 
 def _quietly(fn: Callable[[], Any]) -> Callable[[], None]:
@@ -414,7 +480,7 @@ def sdk_classes() -> SimpleNamespace:
             while True:
                 if d is not None and d.stopped.is_set():
                     raise SubagentStopped("The user cancelled; the sub-agent was stopped.")
-                conversation.run()
+                run_until_stopped(conversation, d)
                 if d is not None and d.stopped.is_set():
                     raise SubagentStopped("The user cancelled; the sub-agent was stopped.")
                 if conversation.state.execution_status != waiting:
