@@ -93,9 +93,9 @@ async def _drive(chunks: list[Any], spin_s: float, sink_fd: int, journal: bool) 
         async with open_peer(stream, Handler()) as peer:
             client = ClientProxy(peer)
 
-            async def send_update(update: Any) -> None:
+            async def send_update(update: Any, *, at_once: bool = False) -> None:
                 sent["updates"] += 1
-                await client.session_update(session_id="bench", update=update)
+                await client.session_update(session_id="bench", update=update, at_once=at_once)
 
             outbox = Outbox(Translator("/"), UpdateMask(SecretValues()), send_update)
             scratch = tempfile.TemporaryDirectory()

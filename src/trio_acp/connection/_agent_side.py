@@ -90,8 +90,14 @@ class ClientProxy(Proxy):
             raise CapabilityError(what)
 
     async def session_update(
-        self, params: schema.SessionNotification | None = None, /, **kw: Any
+        self,
+        params: schema.SessionNotification | None = None,
+        /,
+        *,
+        at_once: bool = False,
+        **kw: Any,
     ) -> None:
+        """``at_once``: the last update the sender has for now (`Peer.notify`)."""
         notification = build_params(schema.SessionNotification, params, kw)
         # Updates a client must have asked for (spec: agents MUST only send them then).
         if isinstance(notification.update, schema.NoticeUpdate):
@@ -100,7 +106,7 @@ class ClientProxy(Proxy):
             notification.update, (schema.CompactionUpdate, schema.CompactionSummaryChunk)
         ):
             self._require_session_flag("compaction", "session.compaction")
-        await self._notify("session/update", notification)
+        await self._notify("session/update", notification, at_once=at_once)
 
     async def request_permission(
         self, params: schema.RequestPermissionRequest | None = None, /, **kw: Any

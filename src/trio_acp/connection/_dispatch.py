@@ -189,8 +189,8 @@ class Proxy:
         raw = await self._live.request(method, schema.to_wire(params), on_late=late_raw)
         return schema.from_wire(spec.result, raw)
 
-    async def _notify(self, method: str, params: Any) -> None:
-        await self._live.notify(method, schema.to_wire(params))
+    async def _notify(self, method: str, params: Any, *, at_once: bool = False) -> None:
+        await self._live.notify(method, schema.to_wire(params), at_once=at_once)
 
     async def ext_method(self, method: str, params: Any = None) -> Any:
         """Call an extension method (its name must start with ``_``)."""

@@ -15,8 +15,8 @@ Task layout of one connection (all inside `open_peer`'s nursery)::
   the other side waits for) skip the queue when it is empty and the writer idle: they are
   written at once, synchronously, if the stream allows it (`trio_acp.rpc._direct`), and
   the writer sends whatever the pipe did not take.  Notifications queue, so a burst of
-  them still leaves in few writes, unless the sender marks one with `notify_at_once` (the
-  last it has for now; the session's update pump does).
+  them still leaves in few writes, unless the sender asks for one to go at once
+  (``notify(..., at_once=True)``: the last it has for now; the session's update pump does).
 * Reading.  The reader parses each line and
     - starts a task per inbound **request** (so a handler awaiting a request to the other
       side never blocks the reader), at most ``max_running_requests`` at once: the next
@@ -83,7 +83,6 @@ __all__ = [
     "Peer",
     "after_response",
     "current_request_id",
-    "notify_at_once",
     "open_peer",
 ]
 
@@ -119,14 +118,6 @@ def after_response(fn: Callable[[], Awaitable[None]]) -> None:
     if callbacks is None:
         raise RuntimeError("after_response() is only valid inside a request handler")
     callbacks.append(fn)
-
-
-#: Set (in the sending task's context) around a notification that ends a burst — the
-#: last update a sender has for now, before it waits — so that `Peer.notify` writes it at
-#: once, as it writes requests and responses, if nothing is queued and the writer is idle:
-#: one scheduler pass less (the writer's). Left unset, a notification always queues, so a
-#: burst leaves in few writes. See trio_acp/rpc/_direct.py.
-notify_at_once: ContextVar[bool] = ContextVar("trio_acp.rpc.notify_at_once", default=False)
 
 
 current_request_id: ContextVar[RequestId | None] = ContextVar(
@@ -306,15 +297,20 @@ class Peer:
             raise slot.error
         return slot.result
 
-    async def notify(self, method: str, params: Any = None) -> None:
+    async def notify(self, method: str, params: Any = None, *, at_once: bool = False) -> None:
         """Queue a notification; it goes out in order with everything else this peer
         sends (so notifications a handler sends precede its response).  A cancel point,
         but it yields to the scheduler only when the outgoing queue is full, so a burst
         of notifications leaves in few ``send_all`` calls.  Raises `PeerClosed` once the
-        connection can no longer write."""
+        connection can no longer write.
+
+        ``at_once``: this notification ends a burst (the last one the sender has for now,
+        before it waits): written at once, as requests and responses are, if nothing is
+        queued and the writer is idle — one scheduler pass less, the writer's
+        (trio_acp/rpc/_direct.py).  Otherwise it queues like any other, in order."""
         frame = encode_notification(method, params)
         await trio.lowlevel.checkpoint_if_cancelled()
-        if notify_at_once.get() and self._write_now(frame):
+        if at_once and self._write_now(frame):
             return
         try:
             try:

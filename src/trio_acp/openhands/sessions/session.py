@@ -517,9 +517,11 @@ class Session:
         """
         self.outbox.post_retry(retry_note(self.client, attempt, total, error))
 
-    async def send_update(self, update: Any) -> None:
+    async def send_update(self, update: Any, *, at_once: bool = False) -> None:
         try:
-            await self.client.session_update(session_id=str(self.id), update=update)
+            await self.client.session_update(
+                session_id=str(self.id), update=update, at_once=at_once
+            )
         except PeerClosed:
             pass  # the client is gone; keep draining so flushes still complete
         except Exception:
