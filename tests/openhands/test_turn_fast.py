@@ -21,7 +21,7 @@ from trio_acp import schema
 from trio_acp.credentials import SecretValues, UpdateMask
 from trio_acp.openhands.permissions import confirm
 from trio_acp.openhands.permissions.policy import RuleBook
-from trio_acp.openhands.sessions import turn
+from trio_acp.openhands.sessions import commands, turn
 from trio_acp.openhands.sessions.bridge_items import TokenChunk
 from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.translate import Translator
@@ -98,11 +98,14 @@ class _Host:
 
     async def prompt(self, text: str, cancel_event: trio.Event | None = None) -> str:
         self._turns += 1
-        response = await turn.play_prompt(
-            self,
-            [schema.TextContent(text=text)],
-            cancel_event if cancel_event is not None else trio.Event(),
-            self._turns,
+        blocks: list[Any] = [schema.TextContent(text=text)]
+        event = cancel_event if cancel_event is not None else trio.Event()
+        # As the session runs it: the request's own cancel becomes the turn's event.
+        response = await turn.with_one_cancel(
+            event.set,
+            lambda: turn.play_prompt(
+                self, blocks, event, self._turns, command=commands.parse(blocks)
+            ),
         )
         self.client.wire.append(("response", response.stop_reason))
         return response.stop_reason

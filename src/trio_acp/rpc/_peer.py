@@ -59,6 +59,7 @@ import trio
 
 from ..exception_groups import leaves, reraise
 from ._admission import Admission
+from ._context import current_request_id
 from ._direct import direct_sender
 from ._errors import ErrorCode, PeerClosed, RequestError
 from ._framing import DEFAULT_MAX_FRAME_SIZE, FrameTooLarge, LineBuffer
@@ -120,11 +121,6 @@ def after_response(fn: Callable[[], Awaitable[None]]) -> None:
     callbacks.append(fn)
 
 
-current_request_id: ContextVar[RequestId | None] = ContextVar(
-    "trio_acp.rpc.current_request_id", default=None
-)
-
-
 class Handler(Protocol):
     """What a `Peer` dispatches inbound messages to.  Works on plain JSON values."""
 
@@ -143,13 +139,13 @@ class Handler(Protocol):
 
     # Optional (looked up with getattr, so a handler may leave it out):
     #
-    # def request_received(self, method: str, params: Any) -> None:
+    # def request_received(self, request_id: RequestId, method: str, params: Any) -> None:
     #     Called in the reader, synchronously, the moment a request is read — in wire order
-    #     with the notifications around it and before the request's task starts
-    #     (`current_request_id` is set).  For bookkeeping that must follow the wire's order
-    #     rather than the scheduler's: a notification right behind a request on the wire
-    #     (ACP's `session/cancel` behind a `session/prompt`) must find that request
-    #     registered, and requests read in one order must be served in that order.
+    #     with the notifications around it and before the request's task starts (whose
+    #     `current_request_id` is `request_id`).  For bookkeeping that must follow the
+    #     wire's order rather than the scheduler's: a notification right behind a request
+    #     on the wire (ACP's `session/cancel` behind a `session/prompt`) must find that
+    #     request registered, and requests read in one order must be served in that order.
     #     Must be quick and must not raise (exceptions are logged and ignored).
 
 
@@ -231,7 +227,7 @@ class Peer:
         self._internal_error: Exception | None = None
         self._system_nursery: trio.Nursery | None = None
         self._handler_nursery: trio.Nursery | None = None
-        self._request_received: Callable[[str, Any], None] | None = getattr(
+        self._request_received: Callable[[RequestId, str, Any], None] | None = getattr(
             handler, "request_received", None
         )
 
@@ -528,13 +524,10 @@ class Peer:
         scope = trio.CancelScope()
         self._inbound[request.id] = scope
         if self._request_received is not None:
-            token = current_request_id.set(request.id)
             try:
-                self._request_received(request.method, request.params)
+                self._request_received(request.id, request.method, request.params)
             except Exception:
                 logger.exception("request_received(%r) failed", request.method)
-            finally:
-                current_request_id.reset(token)
         if decision == "run":
             assert self._handler_nursery is not None
             self._handler_nursery.start_soon(self._serve_request, request, scope)

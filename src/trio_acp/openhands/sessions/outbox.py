@@ -15,6 +15,8 @@ import functools
 import logging
 from typing import Any, Protocol
 
+import trio
+
 from trio_acp.credentials import UpdateMask
 from trio_acp.openhands.sessions.bridge import Flush, ThreadBridge
 from trio_acp.openhands.sessions.bridge_items import (
@@ -84,11 +86,13 @@ class Outbox:
         self.turn_seq = seq
         self.finish_reason = None
 
-    async def end_turn(self, seq: int, fail_open: str | None) -> None:
+    async def end_turn(self, seq: int, fail_open: str | None, *, within: float) -> None:
         """Every update of turn `seq` is sent (unfinished tool calls closed as failed with
-        `fail_open`, if given); nothing of it can follow. Call shielded."""
+        `fail_open`, if given), waiting at most `within` s for that; nothing of it can
+        follow. Shielded: a turn cut by its last-resort deadline still ends here."""
         try:
-            await self.bridge.flush(EndTurn(seq, fail_open))
+            with trio.move_on_after(within, shield=True):
+                await self.bridge.flush(EndTurn(seq, fail_open))
         finally:
             # Closed here too in case the flush timed out (a client that stopped reading):
             # whatever of this turn the pump still holds is then dropped, not sent late.
