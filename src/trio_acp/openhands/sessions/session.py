@@ -22,6 +22,7 @@ from typing import Any
 import trio
 
 from trio_acp import schema
+from trio_acp.connection import ClientProxy
 from trio_acp.credentials import SecretValues, UpdateMask
 from trio_acp.openhands.backends.conversation import (
     WAITING_FOR_CONFIRMATION,
@@ -80,7 +81,7 @@ class Session:
         cwd: str,
         sdk: SimpleNamespace,
         conversation_factory: Any,
-        client: Any,
+        client: ClientProxy,
         model: str = "",
         mode: str = ALWAYS_ASK,
         rules_path: Any = None,
