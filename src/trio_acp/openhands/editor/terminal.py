@@ -48,7 +48,7 @@ next command), and stops the whole command when it should:
   closes it when the process dies, and the watcher then stops the group. A process that
   dies that way leaves its private directory behind (`trio-acp-session-<pid>-…` in the
   temporary directory): the next trio-acp process that opens one removes those of
-  processes that no longer exist (`_sweep_dead`).
+  processes that no longer exist (private_dirs.py).
 
 A client that drops ``env`` runs the bare command (no set-up ran: its private file is
 untouched); from then on the session passes ``BASH_ENV`` on the command line instead
@@ -63,10 +63,8 @@ import contextlib
 import logging
 import math
 import os
-import re
 import shlex
 import shutil
-import stat
 import tempfile
 import threading
 from collections.abc import Callable
@@ -85,6 +83,7 @@ from trio_acp.openhands.editor.client_calls import (
     ClientCallTimeout,
     client_reason,
 )
+from trio_acp.openhands.editor.private_dirs import PRIVATE_PREFIX, sweep_dead_once
 from trio_acp.rpc import RequestError
 
 log = logging.getLogger(__name__)
@@ -417,56 +416,6 @@ def _untouched(cwd_file: str) -> bool:
         return False
 
 
-PRIVATE_PREFIX = "trio-acp-session-"
-_PRIVATE_NAME = re.compile(re.escape(PRIVATE_PREFIX) + r"(\d+)-[^/]+")
-_swept = False
-
-
-def _sweep_dead_once() -> None:
-    global _swept
-    if not _swept:
-        _swept = True
-        _sweep_dead(tempfile.gettempdir())
-
-
-def _sweep_dead(tmp: str) -> list[str]:
-    """Remove the private directories (`_Private`) that trio-acp processes which no longer
-    exist left in `tmp`: a SIGKILL ends a process before it can remove its own. Only this
-    user's, only real directories; a pid in use again keeps its directory (the cost: a
-    few bytes, never a live session's files). Returns what it removed."""
-    removed: list[str] = []
-    try:
-        names = os.listdir(tmp)
-    except OSError:
-        return removed
-    for name in names:
-        found = _PRIVATE_NAME.fullmatch(name)
-        if found is None or _alive(int(found.group(1))):
-            continue
-        path = os.path.join(tmp, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # PermissionError: another user's process has it
-        return True
-    return True
-
-
 class _Private:
     """The session's private directory (0700): the lifeline FIFO, held open by this
     process alone, and each command's set-up script and directory file."""
@@ -478,7 +427,7 @@ class _Private:
 
     @classmethod
     def open(cls) -> _Private | None:
-        _sweep_dead_once()
+        sweep_dead_once()
         try:
             directory = tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-")
         except OSError:

@@ -28,7 +28,7 @@ CLI's keep working unchanged):
 - **Stopped.** A cancel interrupts the parent's `arun()`, but the sub-agent keeps running on
   the parent's tool thread, where the SDK's blocking `run()` could only pause between
   steps (a model call held a cancel for up to `STOP_WAIT`). So a sub-agent runs with
-  `arun()` on an asyncio loop of its own in that thread (`run_until_stopped`), and stopping
+  `arun()` on an asyncio loop of its own in that thread (subagent_run.py), and stopping
   the session's tools (`tool_processes.stop_tool_processes`) also stops every live
   sub-agent: its run is cut (mid-model-call too), its pending question is answered "stop",
   its tools are interrupted and their processes killed, and we wait (bounded) until its
@@ -46,7 +46,6 @@ a cancel, or the end of the turn's serving always sets.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import math
@@ -64,6 +63,7 @@ from trio_acp.openhands.permissions import run_gate, turn_points
 from trio_acp.openhands.permissions.confirm import CANCELLED
 from trio_acp.openhands.permissions.tool_processes import terminal_params
 from trio_acp.openhands.sdk import mask_in_conversation
+from trio_acp.openhands.setup.subagent_run import run_until_stopped
 from trio_acp.openhands.translate.subagents import (
     META_KEY,
     SubagentBegan,
@@ -305,56 +305,6 @@ class Hub:
             send.close()
             for ask in asks:
                 self._settle(ask, STOP, "The turn is over.")
-
-
-def run_until_stopped(conversation: Any, d: Delegation | None) -> None:
-    """The sub-agent's run, as the session's own (docs/ARCHITECTURE.md#d9): `arun()`,
-    so a cancel cuts its model call (`Delegation.stop` cancels the task, as the SDK's
-    `interrupt()` cancels the session's) instead of waiting for the call's end. On an
-    asyncio loop of its own, in the delegating call's thread, which it blocks as the
-    SDK's `run()` did; the run's gate (a context variable) is current in the task."""
-    loop = asyncio.new_event_loop()
-
-    async def run() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-
-        def cut() -> None:
-            try:
-                loop.call_soon_threadsafe(task.cancel)
-            except RuntimeError:  # the loop is closed: the run is over
-                pass
-
-        if d is not None:
-            with d.lock:
-                if d.stopped.is_set():
-                    return
-                d.cut_run = cut
-        await conversation.arun()
-
-    try:
-        loop.run_until_complete(run())
-    except asyncio.CancelledError:
-        pass  # cut before `arun()` took over its own cancellation (it then pauses)
-    finally:
-        if d is not None:
-            with d.lock:
-                d.cut_run = None
-        # Not `asyncio.run`: its shutdown waits for the executor's threads (D9). What the
-        # run left on the loop (litellm's logging worker binds itself to the loop of the
-        # last call) is cancelled and given a moment, so nothing is left pending on a
-        # closed loop.
-        try:
-            leftovers = asyncio.all_tasks(loop)
-            for task in leftovers:
-                task.cancel()
-            if leftovers:
-                loop.run_until_complete(asyncio.wait(leftovers, timeout=1.0))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        except Exception:
-            log.debug("closing a sub-agent's loop", exc_info=True)
-        finally:
-            loop.close()
 
 
 def _quietly(fn: Callable[[], Any]) -> Callable[[], None]:
