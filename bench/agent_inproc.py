@@ -174,7 +174,7 @@ async def pump(tokens: int) -> dict[str, Any]:
     chunks = _fake_chunks(text, 4)
     client = _CountingClient(len(text))
 
-    async def send_update(update: Any) -> None:
+    async def send_update(update: Any, *, at_once: bool = False) -> None:
         await client.session_update(session_id=str(uuid.UUID(int=0)), update=update)
 
     # Just a session's outbox and its pump: no conversation behind it.

@@ -93,9 +93,9 @@ async def _drive(chunks: list[Any], spin_s: float, sink_fd: int, journal: bool) 
         async with open_peer(stream, Handler()) as peer:
             client = ClientProxy(peer)
 
-            async def send_update(update: Any) -> None:
+            async def send_update(update: Any, *, at_once: bool = False) -> None:
                 sent["updates"] += 1
-                await client.session_update(session_id="bench", update=update)
+                await client.session_update(session_id="bench", update=update, at_once=at_once)
 
             outbox = Outbox(Translator("/"), UpdateMask(SecretValues()), send_update)
             scratch = tempfile.TemporaryDirectory()
@@ -123,7 +123,7 @@ async def _drive(chunks: list[Any], spin_s: float, sink_fd: int, journal: bool) 
                 thread = threading.Thread(target=produce, name="bench-producer")
                 thread.start()
                 await trio.to_thread.run_sync(thread.join)
-                await outbox.end_turn(1, None)  # everything translated and queued
+                await outbox.end_turn(1, None, within=60)  # everything translated and queued
                 if outbox.journal is not None:
                     await outbox.journal.aclose()  # and written
                 c1, t1, p1 = time.thread_time(), time.perf_counter(), time.process_time()

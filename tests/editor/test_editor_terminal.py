@@ -528,3 +528,45 @@ def test_the_agents_death_stops_the_command_and_its_background(tmp_path, when):
         agent.wait()
         for pid in ours(background, foreground):
             os.kill(pid, signal.SIGKILL)
+
+
+OPENS_PRIVATE = """
+from trio_acp.openhands.editor.terminal import _Private
+private = _Private.open()
+print(private.directory, flush=True)
+input()
+"""
+
+
+def test_a_killed_agents_private_directory_is_removed_by_the_next_one(tmp_path):
+    """Issue 22.3: kill -9 leaves the session's private directory (its lifeline, its
+    commands' set-up files) in the temporary directory; the next trio-acp process that
+    opens one removes it. A live process's directory is kept."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+
+    def open_private() -> tuple[subprocess.Popen[str], Path]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", OPENS_PRIVATE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert proc.stdout is not None
+        return proc, Path(proc.stdout.readline().strip())
+
+    killed, killed_dir = open_private()
+    live, live_dir = open_private()
+    try:
+        killed.kill()
+        killed.wait(timeout=15)
+        assert killed_dir.is_dir() and (killed_dir / "lifeline").exists()
+        third, third_dir = open_private()
+        third.communicate("", timeout=15)
+        assert not killed_dir.exists()
+        assert live_dir.is_dir()  # its process lives
+        assert third_dir.parent == killed_dir.parent == tmp_path
+    finally:
+        for proc in (killed, live):
+            proc.kill()
+            proc.wait()

@@ -58,7 +58,7 @@ class _Session:
     async def flush_turn_updates(self) -> None:
         pass
 
-    async def send_update(self, update: Any) -> None:
+    async def send_update(self, update: Any, *, at_once: bool = False) -> None:
         pass
 
 

@@ -349,7 +349,7 @@ async def test_slash_commands(env, tmp_path, llm):
             assert reply.startswith("Echo:") and reply.endswith("/frobnicate now")
             assert len(llm.requests) == requests + 1
             assert "always-ask" in await say("/confirm always-ask")
-            assert session.mode == "always-ask"
+            assert session.options.mode == "always-ask"
             kinds = [type(u).__name__ for u in client.updates]
             assert "CurrentModeUpdate" in kinds and "ConfigOptionUpdate" in kinds
 

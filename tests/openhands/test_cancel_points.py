@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -34,6 +35,8 @@ from _inprocess import RecordingClient, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.permissions import run_gate, turn_points
+from trio_acp.openhands.sdk import INTERRUPTION_TEXT
+from trio_acp.openhands.setup.subagents import hub_of
 from trio_acp.testing import scenario_prompt
 from trio_acp.testing.pair import open_in_memory_pair
 
@@ -388,3 +391,163 @@ async def test_cancel_during_the_critic(env, llm, tmp_path, step):
     assert len(llm.requests) == requests + 1  # only the next prompt's
     assert after.stop_reason == "end_turn"
     assert answered_with <= len(client.updates)
+
+
+HUNG = Path(__file__).parent / "mcp" / "hung_server.py"
+
+
+def _hung_running() -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if (
+            str(HUNG) in (proc.info["cmdline"] or [])
+            and proc.info["status"] != psutil.STATUS_ZOMBIE
+        ):
+            found.append(proc.pid)
+    return found
+
+
+def _cancel_at_send(session: Any) -> Callable[[str, Any], None]:
+    """A `turn_points` hook: `session/cancel` just before the prompt is sent. The `send`
+    point is on the Trio thread, where the reader handles a cancel: it is handled here,
+    synchronously, as the reader would."""
+
+    def hook(point: str, detail: Any) -> None:
+        if point == "send":
+            session.request_cancel()
+
+    return hook
+
+
+async def test_cancel_just_before_the_prompt_is_sent(env, llm, tmp_path):
+    # A ready conversation takes the message at once: it lands, nothing runs.
+    probe = Probe(tmp_path)
+    client = RecordingClient()
+    async with _agent(env, client, tmp_path) as (agent, conn, sid):
+        session = agent._sessions[uuid.UUID(sid)]
+        requests = len(llm.requests)
+        with trio.fail_after(WAIT), turn_points.stepping_in(_cancel_at_send(session)):
+            response = await conn.agent.prompt(
+                session_id=sid,
+                prompt=[
+                    schema.TextContent(text=scenario_prompt("terminal", command=probe.command))
+                ],
+            )
+        assert response.stop_reason == "cancelled"
+        assert len(llm.requests) == requests, "a model call after the cancel"
+        after = await conn.agent.prompt(
+            session_id=sid,
+            prompt=[schema.TextContent(text=scenario_prompt("terminal", command="echo after"))],
+        )
+    assert after.stop_reason == "end_turn"
+    assert probe.running() == [] and not probe.marker.exists()
+
+
+async def test_cancel_before_the_send_does_not_wait_for_mcp_servers_starting(env, llm, tmp_path):
+    # Issue 22.5: the cancel came before the send, while the MCP servers start (under the
+    # SDK's lock the send needs): the turn awaited the whole send, so the cancel waited for
+    # the start-up. The server hangs until the test releases it: no bound, no timing.
+    release = tmp_path / "release"
+    env = {**env, "TRIO_ACP_MCP_TIMEOUT": "600"}
+    hung = schema.McpServerStdio(
+        name="hung", command=sys.executable, args=[str(HUNG), str(release)], env=[]
+    )
+    client = RecordingClient()
+    try:
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_in_memory_pair(agent, client) as (_, conn):
+                await conn.agent.initialize(protocol_version=1)
+                new = await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[hung])
+                sid = new.session_id
+                session = agent._sessions[uuid.UUID(sid)]
+                with trio.fail_after(WAIT):
+                    while not _hung_running():
+                        await trio.sleep(0.05)
+                with trio.fail_after(WAIT), turn_points.stepping_in(_cancel_at_send(session)):
+                    response = await conn.agent.prompt(
+                        session_id=sid,
+                        prompt=[schema.TextContent(text=scenario_prompt("echo", "first"))],
+                    )
+                assert response.stop_reason == "cancelled"
+                assert _hung_running() and not release.exists()  # answered while it hung
+                release.touch()
+                with trio.fail_after(WAIT):
+                    after = await conn.agent.prompt(
+                        session_id=sid,
+                        prompt=[schema.TextContent(text=scenario_prompt("echo", "second"))],
+                    )
+                assert after.stop_reason == "end_turn"
+                events = list(session.conversation.sdk_conversation.state.events)
+    finally:
+        release.touch()
+    # The cancelled message landed, its interruption note right after it, then the next.
+    said = [
+        "".join(getattr(c, "text", "") for c in e.llm_message.content)
+        for e in events
+        if type(e).__name__ == "MessageEvent"
+    ]
+    first = next(i for i, text in enumerate(said) if "] first" in text)
+    assert INTERRUPTION_TEXT in said[first + 1]
+    assert "] second" in said[first + 2]
+
+
+async def test_closing_a_session_does_not_wait_for_mcp_servers_starting(env, llm, tmp_path):
+    # Issue 22.5: the warm-up starts the MCP servers under the SDK's lock that closing the
+    # conversation needs, and is not abandoned (its shell must not outlive the session):
+    # session/close waited for the start-up's whole bound. The server hangs until released.
+    release = tmp_path / "release"
+    env = {**env, "TRIO_ACP_MCP_TIMEOUT": "600"}
+    hung = schema.McpServerStdio(
+        name="hung", command=sys.executable, args=[str(HUNG), str(release)], env=[]
+    )
+    client = RecordingClient()
+    try:
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_in_memory_pair(agent, client) as (_, conn):
+                await conn.agent.initialize(protocol_version=1)
+                new = await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[hung])
+                with trio.fail_after(WAIT):
+                    while not _hung_running():
+                        await trio.sleep(0.05)
+                    await conn.agent.close_session(session_id=new.session_id)
+                assert _hung_running() and not release.exists()  # closed while it hung
+    finally:
+        release.touch()
+
+
+async def test_cancel_while_a_sub_agent_waits_on_its_model(env, llm, tmp_path):
+    # Issue 22.7: a sub-agent blocked in its model call (here one that never answers) held
+    # the cancelled turn up to STOP_WAIT (5 s), then the turn answered with the sub-agent
+    # still running, and what it posted afterwards was dropped. Its call is cut now, as
+    # the session's own is: when the turn answers, the sub-agent is over.
+    client = RecordingClient()
+    async with _agent(env, client, tmp_path) as (agent, conn, sid):
+        session = agent._sessions[uuid.UUID(sid)]
+        hub = hub_of(session.conversation)
+        assert hub is not None
+        before = len(llm.requests)
+        result: dict[str, Any] = {}
+
+        async def run_prompt() -> None:
+            result["response"] = await conn.agent.prompt(
+                session_id=sid,
+                prompt=[schema.TextContent(text=scenario_prompt("delegate", sub="stall"))],
+            )
+            result["live"] = len(hub._live)
+            result["requests"] = len(llm.requests)
+
+        with trio.fail_after(WAIT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run_prompt)
+                # The parent's call, then the sub-agent's, which stalls: it is in its call.
+                await llm.await_requests(
+                    before + 2, timeout=WAIT, predicate=lambda rs: rs[-1].outcome == "stall"
+                )
+                await conn.agent.cancel(session_id=sid)
+        after = await conn.agent.prompt(
+            session_id=sid, prompt=[schema.TextContent(text=scenario_prompt("echo", "after"))]
+        )
+    assert result["response"].stop_reason == "cancelled"
+    assert result["live"] == 0, "the sub-agent was still running when the turn answered"
+    assert result["requests"] == before + 2, "a model call after the cancel"
+    assert after.stop_reason == "end_turn"

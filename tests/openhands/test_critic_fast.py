@@ -196,7 +196,8 @@ def test_the_critic_template_and_timeout_variables(tmp_path):
 
 async def test_the_request_cancelled_while_the_follow_up_is_sent_ends_cancelled(autojump):
     # `$/cancel_request` cancels the prompt's own scope: arriving while the follow-up goes
-    # to the conversation, the turn still answers `cancelled` (not a dropped request).
+    # to the conversation, the turn still answers `cancelled` (not a dropped request), once
+    # the follow-up is sent (a send to a ready conversation is awaited whole).
     class SlowFollowUp(FakeConversation):
         async def send_message(self, parts):
             await super().send_message(parts)
@@ -224,7 +225,9 @@ async def test_the_request_cancelled_while_the_follow_up_is_sent_ends_cancelled(
         while len(conv.messages) < 2:
             await trio.sleep(0.01)
         result["scope"].cancel()
-        await trio.sleep(1)
+        with trio.fail_after(60):
+            while "stop" not in result:
+                await trio.sleep(0.1)
         nursery.cancel_scope.cancel()
     assert result["stop"] == "cancelled"
     assert len(_verdicts(host.client.wire)) == 1

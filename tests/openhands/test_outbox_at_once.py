@@ -1,5 +1,5 @@
 """The outbox marks the last update of each batch for an immediate write
-(`trio_acp.rpc.notify_at_once`): the pump waits after it, so the connection need not wake
+(`session/update` sent `at_once`, `trio_acp.rpc.Peer.notify`): the pump waits after it, so the connection need not wake
 its writer for it. The others queue, so a batch still leaves in one write."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from trio_acp import schema
 from trio_acp.credentials import SecretValues, UpdateMask
 from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.translate import Translator
-from trio_acp.rpc import notify_at_once
 
 
 def _chunk(text: str, message_id: str) -> schema.AgentMessageChunk:
@@ -22,8 +21,8 @@ def _chunk(text: str, message_id: str) -> schema.AgentMessageChunk:
 async def test_only_the_last_update_of_a_batch_is_marked() -> None:
     sent: list[tuple[str, bool]] = []
 
-    async def send_update(update: Any) -> None:
-        sent.append((update.content.text, notify_at_once.get()))
+    async def send_update(update: Any, *, at_once: bool = False) -> None:
+        sent.append((update.content.text, at_once))
 
     outbox = Outbox(Translator("/"), UpdateMask(SecretValues()), send_update)
     outbox.begin_turn(1)
@@ -37,4 +36,3 @@ async def test_only_the_last_update_of_a_batch_is_marked() -> None:
         await outbox.flush()
         nursery.cancel_scope.cancel()
     assert sent == [("u0", False), ("u1", False), ("u2", True), ("alone", True)]
-    assert notify_at_once.get() is False  # reset after the send

@@ -21,7 +21,7 @@ from trio_acp import schema
 from trio_acp.credentials import SecretValues, UpdateMask
 from trio_acp.openhands.permissions import confirm
 from trio_acp.openhands.permissions.policy import RuleBook
-from trio_acp.openhands.sessions import turn
+from trio_acp.openhands.sessions import commands, turn
 from trio_acp.openhands.sessions.bridge_items import TokenChunk
 from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.translate import Translator
@@ -74,7 +74,7 @@ class _Host:
         self._turns = 0
         nursery.start_soon(self.outbox.pump)
 
-    async def send_update(self, update: Any) -> None:
+    async def send_update(self, update: Any, *, at_once: bool = False) -> None:
         self.client.wire.append(update)
 
     async def execute_command(self, name: str, arg: str) -> str:
@@ -92,13 +92,20 @@ class _Host:
     async def flush_turn_updates(self) -> None:
         await self.outbox.flush()
 
+    async def note_cut_short(self, since: int, *, cancelled: bool) -> None:
+        if cancelled:
+            await self.conversation.note_interruption()
+
     async def prompt(self, text: str, cancel_event: trio.Event | None = None) -> str:
         self._turns += 1
-        response = await turn.play_prompt(
-            self,
-            [schema.TextContent(text=text)],
-            cancel_event if cancel_event is not None else trio.Event(),
-            self._turns,
+        blocks: list[Any] = [schema.TextContent(text=text)]
+        event = cancel_event if cancel_event is not None else trio.Event()
+        # As the session runs it: the request's own cancel becomes the turn's event.
+        response = await turn.with_one_cancel(
+            event.set,
+            lambda: turn.play_prompt(
+                self, blocks, event, self._turns, command=commands.parse(blocks)
+            ),
         )
         self.client.wire.append(("response", response.stop_reason))
         return response.stop_reason

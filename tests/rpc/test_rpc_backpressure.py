@@ -16,7 +16,7 @@ import trio
 import trio.testing
 from _rpc_helpers import RawSide, RecordingHandler, strip_error
 
-from trio_acp.rpc import Peer, RequestError, current_request_id, open_peer
+from trio_acp.rpc import Peer, RequestError, open_peer
 from trio_acp.rpc._admission import Admission
 
 RUNNING, WAITING, QUEUED = 8, 16, 4
@@ -46,8 +46,8 @@ class Counting(RecordingHandler):
         self.most_running = 0
         self.release = trio.Event()
 
-    def request_received(self, method: str, params: Any) -> None:
-        self.read.append(current_request_id.get())
+    def request_received(self, request_id: Any, method: str, params: Any) -> None:
+        self.read.append(request_id)
         assert self.peer is not None and self.peer._handler_nursery is not None
         self.most_running = max(self.most_running, len(self.peer._handler_nursery.child_tasks))
 

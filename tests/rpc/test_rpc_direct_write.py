@@ -19,7 +19,7 @@ import trio.testing
 from _rpc_helpers import RawSide, RecordingHandler
 
 from trio_acp.credentials import MASK, SecretValues
-from trio_acp.rpc import PeerClosed, direct_sender, notify_at_once, open_peer
+from trio_acp.rpc import PeerClosed, direct_sender, open_peer
 from trio_acp.server import MaskingStream
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="FdStream is Unix-only")
@@ -224,18 +224,10 @@ async def test_a_notification_marked_at_once_skips_the_writer_only_when_it_is_id
     with trio.fail_after(10):
         async with open_peer(ra, RecordingHandler()) as peer:
             await trio.testing.wait_all_tasks_blocked()  # the writer is idle
-            token = notify_at_once.set(True)
-            try:
-                await peer.notify("first")  # written at once
-                await peer.notify("second")  # the writer is idle still: at once too
-            finally:
-                notify_at_once.reset(token)
+            await peer.notify("first", at_once=True)  # written at once
+            await peer.notify("second", at_once=True)  # the writer is idle still: at once too
             await peer.notify("third")  # unmarked: queued (handed to the writer)
-            token = notify_at_once.set(True)
-            try:
-                await peer.notify("fourth")  # the writer holds "third": queued behind it
-            finally:
-                notify_at_once.reset(token)
+            await peer.notify("fourth", at_once=True)  # the writer holds "third": behind it
             assert [(await raw.receive())["method"] for _ in range(4)] == [
                 "first",
                 "second",

@@ -904,8 +904,8 @@ async def test_request_received_runs_in_wire_order_before_tasks_and_notification
     log: list[Any] = []
 
     class H(RecordingHandler):
-        def request_received(self, method: str, params: Any) -> None:
-            log.append(("received", current_request_id.get(), method))
+        def request_received(self, request_id: Any, method: str, params: Any) -> None:
+            log.append(("received", request_id, method))
             if method == "boom":
                 raise RuntimeError("bookkeeping failed")
 
@@ -938,8 +938,8 @@ async def test_request_received_not_called_for_a_duplicate_in_flight_id() -> Non
     release = trio.Event()
 
     class H(RecordingHandler):
-        def request_received(self, method: str, params: Any) -> None:
-            seen.append(current_request_id.get())
+        def request_received(self, request_id: Any, method: str, params: Any) -> None:
+            seen.append(request_id)
 
         async def handle_request(self, method: str, params: Any) -> Any:
             await release.wait()

@@ -42,7 +42,10 @@ class Agent(Protocol):
     `resume_session`, `close_session`, `delete_session`, `set_session_mode`,
     `set_session_config_option`, `fork_session` (unstable: `session/fork`), and the extension hooks
     `ext_method(method, params) -> result` / `ext_notification(method, params)`.
-    An agent may also define `on_connect(client: ClientProxy)`, called before any request.
+    An agent may also define `on_connect(client: ClientProxy)`, called before any request,
+    and `prompt_received(params: PromptRequest)`, called the moment a `session/prompt` is
+    read, in wire order with the notifications around it (a `session/cancel` right behind
+    it then finds it), before its `prompt` call, which gets the same `params` object.
     Raise `trio_acp.rpc.RequestError` to answer an error.
     """
 
@@ -90,8 +93,14 @@ class ClientProxy(Proxy):
             raise CapabilityError(what)
 
     async def session_update(
-        self, params: schema.SessionNotification | None = None, /, **kw: Any
+        self,
+        params: schema.SessionNotification | None = None,
+        /,
+        *,
+        at_once: bool = False,
+        **kw: Any,
     ) -> None:
+        """``at_once``: the last update the sender has for now (`Peer.notify`)."""
         notification = build_params(schema.SessionNotification, params, kw)
         # Updates a client must have asked for (spec: agents MUST only send them then).
         if isinstance(notification.update, schema.NoticeUpdate):
@@ -100,7 +109,7 @@ class ClientProxy(Proxy):
             notification.update, (schema.CompactionUpdate, schema.CompactionSummaryChunk)
         ):
             self._require_session_flag("compaction", "session.compaction")
-        await self._notify("session/update", notification)
+        await self._notify("session/update", notification, at_once=at_once)
 
     async def request_permission(
         self, params: schema.RequestPermissionRequest | None = None, /, **kw: Any
@@ -239,7 +248,13 @@ async def open_agent_connection(
     on_connect = getattr(agent, "on_connect", None)
     if on_connect is not None:
         on_connect(client)
-    handler = TypedHandler(agent, _AGENT_ROUTES, on_request=on_request)
+    prompt_received = getattr(agent, "prompt_received", None)
+    handler = TypedHandler(
+        agent,
+        _AGENT_ROUTES,
+        on_request=on_request,
+        on_received={"session/prompt": prompt_received} if prompt_received else None,
+    )
     async with open_peer(stream, handler, **peer_options) as peer:
         client._peer = peer
         yield AgentSideConnection(peer, client)

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import schema
+from ..rpc._context import current_request_id
 from ..rpc._errors import RequestError
+from ..rpc._messages import RequestId
 
 if TYPE_CHECKING:
     from ..rpc import Peer
@@ -78,33 +80,37 @@ class TypedHandler:
         routes: dict[str, Route],
         *,
         on_request: Callable[[str, Any], None] | None = None,
+        on_received: dict[str, Callable[[Any], None]] | None = None,
     ) -> None:
         self._impl = impl
         self._routes = routes
         # Called with (method, decoded params) before the implementation sees a request;
         # the agent side uses it to learn the client's capabilities from `initialize`.
         self._on_request = on_request
+        # {method: hook}: called with the decoded params the moment such a request is
+        # read, in wire order (`request_received`); the task gets the same object.
+        self._on_received = on_received or {}
+        # {request id: decoded params} between the reader and the request's task.
+        self._decoded: dict[RequestId, Any] = {}
         self._bound = {m: getattr(impl, r.attr, None) for m, r in routes.items()}
-        self._received_hook = getattr(impl, "request_received", None)
 
-    def request_received(self, method: str, params: Any) -> None:
-        """The rpc layer's wire-order hook → ``impl.request_received(method, decoded)``.
+    def request_received(self, request_id: RequestId, method: str, params: Any) -> None:
+        """The rpc layer's wire-order hook: the params of a method with an `on_received`
+        hook are decoded here, once, handed to the hook, and kept for the request's task.
 
         Only for requests whose params decode (a malformed one is answered -32602 by its
-        task and must leave no bookkeeping behind). The params are decoded again by the
-        task: cheap next to what any request does, and it keeps the task self-contained.
+        task and must leave no bookkeeping behind).
         """
-        hook = self._received_hook
-        if hook is None:
-            return
+        hook = self._on_received.get(method)
         route = self._routes.get(method)
-        if route is None or route.spec.result is None or self._bound.get(method) is None:
+        if hook is None or route is None or self._bound.get(method) is None:
             return
         try:
             decoded = schema.from_wire(route.spec.params, params)
         except schema.SchemaError:
             return
-        hook(method, decoded)
+        self._decoded[request_id] = decoded
+        hook(decoded)
 
     async def handle_request(self, method: str, params: Any) -> Any:
         route = self._routes.get(method)
@@ -117,7 +123,12 @@ class TypedHandler:
         fn = self._bound[method]
         if fn is None:
             raise RequestError.method_not_found(method)
-        decoded = decode_params(route, params)
+        request_id = current_request_id.get()
+        decoded = None
+        if self._decoded and request_id is not None:
+            decoded = self._decoded.pop(request_id, None)  # decoded once, when it was read
+        if decoded is None:
+            decoded = decode_params(route, params)
         if self._on_request is not None:
             self._on_request(method, decoded)
         result = await fn(decoded)
@@ -189,8 +200,8 @@ class Proxy:
         raw = await self._live.request(method, schema.to_wire(params), on_late=late_raw)
         return schema.from_wire(spec.result, raw)
 
-    async def _notify(self, method: str, params: Any) -> None:
-        await self._live.notify(method, schema.to_wire(params))
+    async def _notify(self, method: str, params: Any, *, at_once: bool = False) -> None:
+        await self._live.notify(method, schema.to_wire(params), at_once=at_once)
 
     async def ext_method(self, method: str, params: Any = None) -> Any:
         """Call an extension method (its name must start with ``_``)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from trio_acp import __version__, schema
+from trio_acp import schema
 from trio_acp.credentials import SecretValues, secret_values
 from trio_acp.openhands.backends.agent_server_api import RemoteError
 from trio_acp.openhands.backends.agent_server_config import (
@@ -56,23 +56,13 @@ from trio_acp.openhands.sessions.store import (
 from trio_acp.openhands.setup.agent_spec import session_tools
 from trio_acp.openhands.setup.critic_review import settings_notice
 from trio_acp.openhands.setup.models import model_choices
-from trio_acp.openhands.setup.settings import (
-    TERMINAL_AUTH_METHOD_NAME,
-    Settings,
-    SettingsError,
-    load_settings,
-)
-from trio_acp.openhands.setup.terminal_setup import SETUP_ARG
+from trio_acp.openhands.setup.settings import Settings, SettingsError, load_settings
 from trio_acp.openhands.setup.user_setup import stored_tools
-from trio_acp.rpc import RequestError, after_response, current_request_id
+from trio_acp.openhands.sign_in import SignIn
+from trio_acp.rpc import RequestError, after_response
 from trio_acp.schema import unstable
 
 log = logging.getLogger(__name__)
-
-AUTH_METHOD_ID = "openhands-settings"
-# Offered only to clients that advertise `clientCapabilities.auth.terminal`: they run our
-# command again with these args in a terminal (terminal_setup.py), never `authenticate`.
-TERMINAL_AUTH_METHOD_ID = "openhands-terminal-setup"
 
 
 def validate_session_id(session_id: str) -> uuid.UUID:
@@ -107,14 +97,11 @@ class OpenHandsAgent:
         self._client: Any = None
         self._sessions: dict[uuid.UUID, Session] = {}
         self._locks: dict[uuid.UUID, trio.Lock] = {}
-        # Prompts the reader has registered with their session, by request id, until
-        # their task picks them up (`request_received`, `prompt`).
-        self._received_prompts: dict[Any, Session] = {}
-        # Set by `logout`: the settings file's identity at that moment (see _check_logged_in).
-        self._logged_out: tuple[Any, ...] | None = None
-        # Whether the client offers the terminal set-up (`initialize`): the -32000 answer
-        # then points at it by its name.
-        self._terminal_auth = False
+        # Prompts the reader has registered with their session, by the identity of their
+        # (decoded once) params, until their task picks them up (`prompt_received`).
+        self._received_prompts: dict[int, tuple[schema.PromptRequest, Session]] = {}
+        # initialize, authenticate, logout, and what a missing model's answer says.
+        self._sign_in = SignIn(env)
 
     def on_connect(self, client: Any) -> None:
         self._client = client
@@ -138,100 +125,14 @@ class OpenHandsAgent:
             self.secrets.add([target.api_key])
         return target
 
-    # --- initialize / auth ------------------------------------------------------------
+    # --- initialize / auth (sign_in.py) ----------------------------------------------
 
     async def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
-        # Answer at once: the SDK import is still running in its thread
-        # (docs/ARCHITECTURE.md#d3-an-instant-initialize).
-        return schema.InitializeResponse(
-            # We speak v1; for any other requested version the answer is still 1 (§6.1).
-            protocol_version=schema.PROTOCOL_VERSION,
-            agent_capabilities=schema.AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=schema.PromptCapabilities(
-                    image=True, audio=False, embedded_context=True
-                ),
-                mcp_capabilities=schema.McpCapabilities(http=True, sse=True),
-                # A prompt sent while a turn runs is queued (FIFO), not refused; clients
-                # read this under Claude Code's key, the de-facto convention.
-                meta={
-                    "claudeCode": {"promptQueueing": True},
-                    "trioAcp": {"promptQueueing": "fifo"},
-                },
-                # The unstable subclass: it adds `fork` (schema/unstable.py).
-                session_capabilities=unstable.SessionCapabilities(
-                    close=schema.SessionCloseCapabilities(),
-                    list=schema.SessionListCapabilities(),
-                    resume=schema.SessionResumeCapabilities(),
-                    delete=schema.SessionDeleteCapabilities(),
-                    fork=unstable.SessionForkCapabilities(),
-                    # Extra workspace roots (session_roots.py, docs/editor-workspace.md).
-                    additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
-                ),
-                auth=schema.AgentAuthCapabilities(logout=schema.LogoutCapabilities()),
-            ),
-            auth_methods=self._auth_methods(params.client_capabilities),
-            agent_info=schema.Implementation(
-                name="trio-acp", version=__version__, title="OpenHands (trio-acp)"
-            ),
-        )
-
-    def _auth_methods(self, caps: schema.ClientCapabilities | None) -> list[Any]:
-        """The agent method always (after a `logout` it is the way back in); the terminal
-        set-up only for clients that can run it (spec: MUST NOT offer it otherwise)."""
-        self._terminal_auth = (
-            caps is not None and caps.auth is not None and caps.auth.terminal is True
-        )
-        try:
-            try:
-                settings = load_settings(self._env)
-                configured = settings.llm is not None
-                where = f"{settings.settings_file} and LLM_* variables"
-            except SettingsError as exc:
-                configured, where = False, str(exc)
-            description = (
-                f"Use the model configured in {where}."
-                if configured
-                else load_settings_message(self._env, terminal_auth=self._terminal_auth)
-            )
-        except Exception:
-            # The agent method is offered in every state (the ACP registry's CI requires an
-            # agent or terminal method; docs/registry.md): only its description may be lost.
-            log.exception("reading the OpenHands settings for initialize's authMethods")
-            configured, description = False, "The OpenHands settings could not be read."
-        methods: list[Any] = [
-            schema.AuthMethodAgent(
-                id=AUTH_METHOD_ID,
-                name="Use the configured model"
-                if configured
-                else "Configure a model for OpenHands",
-                description=description,
-            )
-        ]
-        if self._terminal_auth:
-            methods.append(
-                schema.AuthMethodTerminal(
-                    id=TERMINAL_AUTH_METHOD_ID,
-                    name=TERMINAL_AUTH_METHOD_NAME,
-                    description="Asks for the model, base URL and API key and saves them to "
-                    "agent_settings.json (as the OpenHands CLI does).",
-                    args=[SETUP_ARG],
-                )
-            )
-        return methods
+        return self._sign_in.initialize(params)
 
     @explained("authenticate")
     async def authenticate(self, params: schema.AuthenticateRequest) -> schema.AuthenticateResponse:
-        if params.method_id == TERMINAL_AUTH_METHOD_ID:
-            raise RequestError.invalid_params(
-                "the terminal set-up is run by the client in a terminal, not passed to authenticate"
-            )
-        if params.method_id != AUTH_METHOD_ID:
-            raise RequestError.invalid_params(f"unknown auth method {params.method_id!r}")
-        settings = self._settings()
-        if settings.llm is None:
-            raise not_configured(self._missing_model(settings))
-        self._logged_out = None
+        self._sign_in.authenticate(params, self._settings())
         return schema.AuthenticateResponse()
 
     async def logout(self, params: schema.LogoutRequest) -> schema.LogoutResponse:
@@ -241,30 +142,16 @@ class OpenHandsAgent:
         as by session/cancel; their history stays on disk for session/load). Until the
         settings file is written again (the terminal set-up, the OpenHands CLI, an edit)
         or the client calls `authenticate`, creating, loading, resuming or forking a
-        session answers -32000. The settings file itself is left alone: it is the
-        user's, shared with the OpenHands CLI, and an `LLM_*` variable could not be
-        unset anyway.
+        session answers -32000 (`SignIn.check_logged_in`). The settings file itself is
+        left alone: it is the user's, shared with the OpenHands CLI, and an `LLM_*`
+        variable could not be unset anyway.
         """
-        self._logged_out = _settings_identity(self._env)
+        self._sign_in.log_out()
         sessions, self._sessions = list(self._sessions.values()), {}
         async with trio.open_nursery() as nursery:
             for session in sessions:
                 nursery.start_soon(session.close)
         return schema.LogoutResponse()
-
-    def _missing_model(self, settings: Settings) -> str:
-        return settings.missing_model_message(terminal_auth=self._terminal_auth)
-
-    def _check_logged_in(self) -> None:
-        if self._logged_out is None:
-            return
-        if _settings_identity(self._env) != self._logged_out:
-            self._logged_out = None  # the settings were written since: configured again
-            return
-        raise not_configured(
-            "logged out: configure a model again (the terminal set-up, `trio-acp setup`, or the "
-            "OpenHands CLI), or authenticate with the configured one",
-        )
 
     # --- sessions ---------------------------------------------------------------------
 
@@ -295,8 +182,8 @@ class OpenHandsAgent:
         roots = self._roots(cwd, additional)
         settings = self._settings()
         if settings.llm is None:
-            raise not_configured(self._missing_model(settings))
-        self._check_logged_in()
+            raise not_configured(self._sign_in.missing_model(settings))
+        self._sign_in.check_logged_in()
         try:
             models = model_choices(settings, self._env)
         except SettingsError as exc:
@@ -339,7 +226,7 @@ class OpenHandsAgent:
             raise await open_failure(
                 sdk, store, sid, exc, existing=existing and server is None
             ) from None
-        if self._logged_out is not None:  # a logout came while this session was starting
+        if self._sign_in.logged_out:  # a logout came while this session was starting
             await session.close()
             raise not_configured("logged out while the session was starting")
         self._sessions[sid] = session
@@ -366,8 +253,8 @@ class OpenHandsAgent:
         )
         return schema.NewSessionResponse(
             session_id=str(session.id),
-            modes=session.mode_state(),
-            config_options=session.config_options(),
+            modes=session.options.mode_state(),
+            config_options=session.options.config_options(),
         )
 
     def _lock_for(self, sid: uuid.UUID) -> trio.Lock:
@@ -416,7 +303,7 @@ class OpenHandsAgent:
             # The whole history, user messages included, before the response (§6.2).
             await session.replay_history()
         return schema.LoadSessionResponse(
-            modes=session.mode_state(), config_options=session.config_options()
+            modes=session.options.mode_state(), config_options=session.options.config_options()
         )
 
     @explained("session/resume")
@@ -428,7 +315,7 @@ class OpenHandsAgent:
             params.session_id, params.cwd, params.mcp_servers, params.additional_directories
         )
         return schema.ResumeSessionResponse(
-            modes=session.mode_state(), config_options=session.config_options()
+            modes=session.options.mode_state(), config_options=session.options.config_options()
         )
 
     async def fork_session(
@@ -450,8 +337,8 @@ class OpenHandsAgent:
         roots = self._roots(params.cwd, params.additional_directories)
         settings = self._settings()
         if settings.llm is None:
-            raise not_configured(self._missing_model(settings))
-        self._check_logged_in()
+            raise not_configured(self._sign_in.missing_model(settings))
+        self._sign_in.check_logged_in()
         store = SessionStore(settings.conversations_dir)
         fork_id = uuid.uuid4()
         values: dict[str, Any] = {}
@@ -462,7 +349,7 @@ class OpenHandsAgent:
                     raise busy(
                         f"session {sid} is running a prompt turn; fork it when the turn is over"
                     )
-                values = live.config_values()
+                values = live.options.config_values()
                 try:
                     await live.fork_conversation(fork_id)
                 except Exception as exc:
@@ -498,22 +385,22 @@ class OpenHandsAgent:
         if parent is not None and parent.title:
             store.write_index(fork_id, cwd=params.cwd, title=f"{parent.title} (fork)", roots=roots)
             session.keep_title()
-        current = session.config_values()
+        current = session.options.config_values()
         for config_id, value in values.items():
             if current.get(config_id) == value:
                 # Nothing to change; and a change waits for the SDK's lock, which the
                 # fork's tool warm-up holds for about a second.
                 continue
             try:
-                await session.set_config_option(config_id, value)
+                await session.options.set_config_option(config_id, value)
             except RequestError as exc:
                 log.warning(
                     "the fork %s could not take %s=%r: %s", fork_id, config_id, value, exc.message
                 )
         return unstable.ForkSessionResponse(
             session_id=str(session.id),
-            modes=session.mode_state(),
-            config_options=session.config_options(),
+            modes=session.options.mode_state(),
+            config_options=session.options.config_options(),
         )
 
     async def _fork_stored(
@@ -601,9 +488,9 @@ class OpenHandsAgent:
         self, params: schema.SetSessionModeRequest
     ) -> schema.SetSessionModeResponse:
         session = self._session(params.session_id)
-        await session.set_mode(params.mode_id, announce=False)
+        await session.options.set_mode(params.mode_id, announce=False)
         # The mode changed by other means than set_config_option: keep both views in sync.
-        after_response(session.announce_mode)
+        after_response(session.options.announce_mode)
         return schema.SetSessionModeResponse()
 
     @explained("session/set_config_option")
@@ -611,11 +498,13 @@ class OpenHandsAgent:
         self, params: schema.SetSessionConfigOptionRequest
     ) -> schema.SetSessionConfigOptionResponse:
         session = self._session(params.session_id)
-        before = session.mode
-        options = await session.set_config_option(params.config_id, params.value)
-        if session.mode != before:
+        before = session.options.mode
+        options = await session.options.set_config_option(params.config_id, params.value)
+        if session.options.mode != before:
             after_response(
-                lambda: session.send_update(schema.CurrentModeUpdate(current_mode_id=session.mode))
+                lambda: session.send_update(
+                    schema.CurrentModeUpdate(current_mode_id=session.options.mode)
+                )
             )
         return schema.SetSessionConfigOptionResponse(config_options=options)
 
@@ -626,31 +515,28 @@ class OpenHandsAgent:
         session.check_alive()
         return session
 
-    def request_received(self, method: str, params: Any) -> None:
-        """The connection's reader read a request (wire order, before its task starts).
+    def prompt_received(self, params: schema.PromptRequest) -> None:
+        """The connection's reader read a prompt (wire order, before its task starts).
 
-        A prompt is queued with its session right here, so that a `session/cancel` read
-        right behind it finds it, whatever order the tasks then run in (turn_queue.py).
+        It is queued with its session right here, so that a `session/cancel` read right
+        behind it finds it, whatever order the tasks then run in (turn_queue.py). Its
+        `prompt` call gets this same `params` object: that is the prompt's key.
         """
-        if method != "session/prompt":
-            return
         sid = parse_session_id(params.session_id)
         session = self._sessions.get(sid) if sid is not None else None
         if session is None:
             return
-        key = current_request_id.get()
-        self._received_prompts[key] = session
-        session.prompt_received(key)
+        self._received_prompts[id(params)] = (params, session)
+        session.prompt_received(id(params))
 
     @explained("session/prompt")
     async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
-        key = current_request_id.get()
         # The session the prompt was queued with, even if it has since been closed (the
         # prompt then answers `cancelled`, as close cancels what was sent before it).
-        session = self._received_prompts.pop(key, None) if key is not None else None
-        if session is None:
-            session = self._session(params.session_id)
-        return await session.prompt(params.prompt, key=key)
+        received = self._received_prompts.pop(id(params), None)
+        if received is None:
+            return await self._session(params.session_id).prompt(params.prompt)
+        return await received[1].prompt(params.prompt, key=id(params))
 
     async def cancel(self, params: schema.CancelNotification) -> None:
         try:
@@ -673,26 +559,6 @@ class OpenHandsAgent:
         async with trio.open_nursery() as nursery:
             for session in sessions:
                 nursery.start_soon(session.close)
-
-
-def load_settings_message(env, *, terminal_auth: bool = False) -> str:
-    try:
-        return load_settings(env).missing_model_message(terminal_auth=terminal_auth)
-    except SettingsError as exc:
-        return str(exc)
-
-
-def _settings_identity(env) -> tuple[Any, ...]:
-    """Which settings file is there now: any write (atomic replace included) changes it."""
-    try:
-        path = load_settings(env).settings_file
-    except SettingsError as exc:
-        return ("unreadable", str(exc))
-    try:
-        st = path.stat()
-    except OSError:
-        return ("missing", str(path))
-    return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 @asynccontextmanager

@@ -33,7 +33,6 @@ from ._peer import (
     Peer,
     after_response,
     current_request_id,
-    notify_at_once,
     open_peer,
 )
 
@@ -61,7 +60,6 @@ __all__ = [
     "encode_notification",
     "encode_request",
     "encode_result",
-    "notify_at_once",
     "open_peer",
     "parse_message",
 ]

@@ -15,8 +15,8 @@ Task layout of one connection (all inside `open_peer`'s nursery)::
   the other side waits for) skip the queue when it is empty and the writer idle: they are
   written at once, synchronously, if the stream allows it (`trio_acp.rpc._direct`), and
   the writer sends whatever the pipe did not take.  Notifications queue, so a burst of
-  them still leaves in few writes, unless the sender marks one with `notify_at_once` (the
-  last it has for now; the session's update pump does).
+  them still leaves in few writes, unless the sender asks for one to go at once
+  (``notify(..., at_once=True)``: the last it has for now; the session's update pump does).
 * Reading.  The reader parses each line and
     - starts a task per inbound **request** (so a handler awaiting a request to the other
       side never blocks the reader), at most ``max_running_requests`` at once: the next
@@ -59,6 +59,7 @@ import trio
 
 from ..exception_groups import leaves, reraise
 from ._admission import Admission
+from ._context import current_request_id
 from ._direct import direct_sender
 from ._errors import ErrorCode, PeerClosed, RequestError
 from ._framing import DEFAULT_MAX_FRAME_SIZE, FrameTooLarge, LineBuffer
@@ -83,7 +84,6 @@ __all__ = [
     "Peer",
     "after_response",
     "current_request_id",
-    "notify_at_once",
     "open_peer",
 ]
 
@@ -121,19 +121,6 @@ def after_response(fn: Callable[[], Awaitable[None]]) -> None:
     callbacks.append(fn)
 
 
-#: Set (in the sending task's context) around a notification that ends a burst — the
-#: last update a sender has for now, before it waits — so that `Peer.notify` writes it at
-#: once, as it writes requests and responses, if nothing is queued and the writer is idle:
-#: one scheduler pass less (the writer's). Left unset, a notification always queues, so a
-#: burst leaves in few writes. See trio_acp/rpc/_direct.py.
-notify_at_once: ContextVar[bool] = ContextVar("trio_acp.rpc.notify_at_once", default=False)
-
-
-current_request_id: ContextVar[RequestId | None] = ContextVar(
-    "trio_acp.rpc.current_request_id", default=None
-)
-
-
 class Handler(Protocol):
     """What a `Peer` dispatches inbound messages to.  Works on plain JSON values."""
 
@@ -152,13 +139,13 @@ class Handler(Protocol):
 
     # Optional (looked up with getattr, so a handler may leave it out):
     #
-    # def request_received(self, method: str, params: Any) -> None:
+    # def request_received(self, request_id: RequestId, method: str, params: Any) -> None:
     #     Called in the reader, synchronously, the moment a request is read — in wire order
-    #     with the notifications around it and before the request's task starts
-    #     (`current_request_id` is set).  For bookkeeping that must follow the wire's order
-    #     rather than the scheduler's: a notification right behind a request on the wire
-    #     (ACP's `session/cancel` behind a `session/prompt`) must find that request
-    #     registered, and requests read in one order must be served in that order.
+    #     with the notifications around it and before the request's task starts (whose
+    #     `current_request_id` is `request_id`).  For bookkeeping that must follow the
+    #     wire's order rather than the scheduler's: a notification right behind a request
+    #     on the wire (ACP's `session/cancel` behind a `session/prompt`) must find that
+    #     request registered, and requests read in one order must be served in that order.
     #     Must be quick and must not raise (exceptions are logged and ignored).
 
 
@@ -240,7 +227,7 @@ class Peer:
         self._internal_error: Exception | None = None
         self._system_nursery: trio.Nursery | None = None
         self._handler_nursery: trio.Nursery | None = None
-        self._request_received: Callable[[str, Any], None] | None = getattr(
+        self._request_received: Callable[[RequestId, str, Any], None] | None = getattr(
             handler, "request_received", None
         )
 
@@ -306,15 +293,20 @@ class Peer:
             raise slot.error
         return slot.result
 
-    async def notify(self, method: str, params: Any = None) -> None:
+    async def notify(self, method: str, params: Any = None, *, at_once: bool = False) -> None:
         """Queue a notification; it goes out in order with everything else this peer
         sends (so notifications a handler sends precede its response).  A cancel point,
         but it yields to the scheduler only when the outgoing queue is full, so a burst
         of notifications leaves in few ``send_all`` calls.  Raises `PeerClosed` once the
-        connection can no longer write."""
+        connection can no longer write.
+
+        ``at_once``: this notification ends a burst (the last one the sender has for now,
+        before it waits): written at once, as requests and responses are, if nothing is
+        queued and the writer is idle — one scheduler pass less, the writer's
+        (trio_acp/rpc/_direct.py).  Otherwise it queues like any other, in order."""
         frame = encode_notification(method, params)
         await trio.lowlevel.checkpoint_if_cancelled()
-        if notify_at_once.get() and self._write_now(frame):
+        if at_once and self._write_now(frame):
             return
         try:
             try:
@@ -532,13 +524,10 @@ class Peer:
         scope = trio.CancelScope()
         self._inbound[request.id] = scope
         if self._request_received is not None:
-            token = current_request_id.set(request.id)
             try:
-                self._request_received(request.method, request.params)
+                self._request_received(request.id, request.method, request.params)
             except Exception:
                 logger.exception("request_received(%r) failed", request.method)
-            finally:
-                current_request_id.reset(token)
         if decision == "run":
             assert self._handler_nursery is not None
             self._handler_nursery.start_soon(self._serve_request, request, scope)

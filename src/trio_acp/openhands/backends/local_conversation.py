@@ -50,10 +50,16 @@ from trio_acp.openhands.sdk import (
     warm_tool_schemas,
 )
 from trio_acp.openhands.sessions.journal import JournalRecord
-from trio_acp.openhands.sessions.recovery import Recovery, plan_recovery, turn_tail
+from trio_acp.openhands.sessions.recovery import (
+    Recovery,
+    plan_recovery,
+    turn_tail,
+    unsaved_text,
+)
 from trio_acp.openhands.setup.critic import CriticFailures, prime_template
 from trio_acp.openhands.setup.critic_review import CriticOutcome, is_answer, outcome_of
 from trio_acp.openhands.setup.mcp_startup import McpStartFailure, McpStartup
+from trio_acp.openhands.translate.interruptions import FAILED_TEXT
 from trio_acp.openhands.translate.prompt import ImagePart, TextPart
 
 if TYPE_CHECKING:
@@ -84,6 +90,20 @@ class _FutureRun:
         await wait_done(self._fut)
 
 
+class _Landing:
+    """A message on its way into the conversation on a thread of its own (`send_message`)."""
+
+    __slots__ = ("cut_short", "done", "error", "landed", "previous", "wake")
+
+    def __init__(self, previous: _Landing | None) -> None:
+        self.previous = previous  # the send it goes after
+        self.landed = threading.Event()  # for the next send's thread
+        self.wake = trio.Event()  # for the task waiting here
+        self.done = False  # under `_send_lock`
+        self.cut_short = False  # under `_send_lock`: its turn was cancelled (note follows)
+        self.error: BaseException | None = None
+
+
 class LocalConversation:
     """An `openhands.sdk` conversation in this process (see the module's docstring)."""
 
@@ -97,12 +117,10 @@ class LocalConversation:
         self.limiter = trio.CapacityLimiter(2)
         self._interrupt_limiter = trio.CapacityLimiter(1)
         self._loop: LoopThread | None = LoopThread(name)
-        # A send a cancel stopped waiting for (`send_abandonable`) that has not landed yet,
-        # and whether the turn it belonged to was cut short (`note_interruption`).
+        # The last abandonable send (`send_message`): until it has landed, the next send
+        # goes after it and the turn's interruption note follows it (`note_interruption`).
         self._send_lock = threading.Lock()
-        self._sending = False
-        self._cut_short = False
-        self._landed: trio.Event | None = None
+        self._landing: _Landing | None = None
         # The gate of the current (or last) run: what its tools may still start (run_gate.py).
         self._gate: RunGate | None = None
         from trio_acp.openhands.sdk.terminal_gate import gate_terminals
@@ -183,14 +201,40 @@ class LocalConversation:
                 None,
                 True,
             )
-        async with trio.open_nursery() as nursery:
-            for name, step in steps.items():
-                nursery.start_soon(self._warm_step, report, name, *step)
+        over = False
+
+        async def stop_starting_on_cancel() -> None:
+            # The tools step is not abandoned (above), so a cancel (the session closing)
+            # stops the MCP start-up it may be in, rather than wait for its bound.
+            try:
+                await trio.sleep_forever()
+            finally:
+                if not over:
+                    self._stop_starting()
+
+        async with trio.open_nursery() as watch:
+            watch.start_soon(stop_starting_on_cancel)
+            async with trio.open_nursery() as nursery:
+                for name, step in steps.items():
+                    nursery.start_soon(self._warm_step, report, name, *step)
+            over = True
+            watch.cancel_scope.cancel()
         # The servers start once, in the warm-up or in the first prompt, whichever takes
         # the SDK's lock first; either way that is over now (session_build.py gives the
         # conversation its `McpStartup`).
-        startup = getattr(conv, "_mcp_tool_provider", None)
-        return list(startup.failures) if isinstance(startup, McpStartup) else []
+        startup = self._mcp_startup()
+        return list(startup.failures) if startup is not None else []
+
+    def _mcp_startup(self) -> McpStartup | None:
+        startup = getattr(self._conv, "_mcp_tool_provider", None)
+        return startup if isinstance(startup, McpStartup) else None
+
+    def _stop_starting(self) -> None:
+        """Closing: give up on MCP servers still starting (mcp_startup.py), which hold the
+        SDK's lock that closing needs, instead of waiting for TRIO_ACP_MCP_TIMEOUT."""
+        startup = self._mcp_startup()
+        if startup is not None:
+            startup.stop()
 
     async def _warm_step(
         self, report: dict[str, str], name: str, step: Any, limiter: Any, abandon: bool
@@ -281,49 +325,51 @@ class LocalConversation:
         still starting: the SDK starts them (the MCP servers: up to TRIO_ACP_MCP_TIMEOUT
         each, mcp_startup.py) under the state lock that taking a message in needs, and a
         cancel must not wait for that. Also while such a send is still landing."""
-        return self._sending or not getattr(self._conv, "_agent_ready", True)
+        landing = self._landing
+        return (landing is not None and not landing.done) or not getattr(
+            self._conv, "_agent_ready", True
+        )
 
     async def send_message(self, parts: list[TextPart | ImagePart]) -> None:
         message = user_message(self._sdk, parts)
-        if self._landed is not None:
-            # The message of a turn cut short is still landing: this one goes after it.
-            await self._landed.wait()
         if not self.send_abandonable:
             await trio.to_thread.run_sync(self._conv.send_message, message, limiter=self.limiter)
             return
-        conv, token, landed = self._conv, trio.lowlevel.current_trio_token(), trio.Event()
-        self._landed, self._sending, self._cut_short = landed, True, False
-        began = threading.Event()  # set under `_send_lock`: the message is being sent
-        skip = threading.Event()  # set under `_send_lock`: cancelled before that
+        # The thread starts before this task's first checkpoint, so a cancel, even one
+        # set before the turn got here, only stops the waiting: the message lands, after
+        # the one still landing, and a turn cut short has its note right after it.
+        landing = _Landing(previous=self._landing)
+        self._landing = landing
+        conv, sdk, token = self._conv, self._sdk, trio.lowlevel.current_trio_token()
 
         def send() -> None:
-            with self._send_lock:
-                if skip.is_set():
-                    return
-                began.set()
             try:
+                if landing.previous is not None:
+                    landing.previous.landed.wait()
+                    landing.previous = None
                 conv.send_message(message)
+            except BaseException as exc:
+                landing.error = exc
             finally:
                 with self._send_lock:
-                    cut_short, self._sending = self._cut_short, False
+                    landing.done = True
+                    cut_short = landing.cut_short
                 if cut_short:
-                    # After the message it answers for, never before it.
-                    with conv.state:
-                        conv.state.append_event(interruption_event(self._sdk))
+                    try:
+                        with conv.state:
+                            conv.state.append_event(interruption_event(sdk))
+                    except Exception:
+                        log.warning("could not record the interruption", exc_info=True)
+                landing.landed.set()
                 try:
-                    token.run_sync_soon(landed.set)
+                    token.run_sync_soon(landing.wake.set)
                 except trio.RunFinishedError:
                     pass
 
-        try:
-            await trio.to_thread.run_sync(send, limiter=self.limiter, abandon_on_cancel=True)
-        except BaseException:
-            with self._send_lock:
-                if not began.is_set():  # never sent, and now never will be
-                    skip.set()
-                    self._sending = False
-                    landed.set()
-            raise
+        trio.lowlevel.start_thread_soon(send, lambda _: None, name="trio-acp send_message")
+        await landing.wake.wait()
+        if landing.error is not None:
+            raise landing.error
 
     def start_run(self) -> Run:
         assert self._loop is not None
@@ -355,26 +401,54 @@ class LocalConversation:
             self._conv.reject_pending_actions, reason, limiter=self.limiter
         )
 
-    async def note_interruption(self) -> None:
+    async def note_interruption(self, shown: JournalRecord | None = None, since: int = 0) -> None:
         """Appended to the SDK's state directly (persisted, no callbacks): the client
-        already knows it cancelled; the model and a later `session/load` learn it."""
+        already knows it cancelled; the model and a later `session/load` learn it. With
+        `shown` (the turn journal's record of what the turn showed) the note keeps the
+        streamed text no event since `since` (the turn's first) holds: the reply the
+        cancel cut short, which the SDK never saves."""
         with self._send_lock:
-            if self._sending:
+            landing = self._landing
+            if landing is not None and not landing.done:
                 # The message is still landing (its send was abandoned): the note follows
                 # it there (`send_message`).
-                self._cut_short = True
+                landing.cut_short = True
                 return
         sdk, conv = self._sdk, self._conv
+
+        cwd = self._cwd
 
         def note() -> None:
             with conv.state:  # the SDK's state lock: a worker thread, never the Trio thread
                 if conv.state.execution_status == sdk.ExecutionStatus.FINISHED:
                     return  # the reply was complete when the cancel landed
-                conv.state.append_event(interruption_event(sdk))
+                text = thought = None
+                if shown:
+                    text, thought = unsaved_text(_since(conv.state.events, since), shown, cwd)
+                conv.state.append_event(interruption_event(sdk, text, thought))
 
         # Abandonable: a run that outlived its interrupt may still hold the lock, and a
         # cancel must answer within its budget rather than wait for it.
         await trio.to_thread.run_sync(note, limiter=self._interrupt_limiter, abandon_on_cancel=True)
+
+    async def keep_shown(self, shown: JournalRecord, since: int) -> None:
+        """The turn failed (its model call, say): keep what it showed of a reply no event
+        since `since` holds, as a stopped process's is kept (recovery.py), ending with
+        `FAILED_TEXT`. Persisted, no callbacks: the client saw it already."""
+        if not shown.shown:
+            return
+        sdk, conv, cwd = self._sdk, self._conv, self._cwd
+
+        def keep() -> None:
+            with conv.state:  # the SDK's state lock: a worker thread, never the Trio thread
+                text, thought = unsaved_text(_since(conv.state.events, since), shown, cwd)
+                if text is None and thought is None:
+                    return
+                body = f"{text}\n\n{FAILED_TEXT}" if text else FAILED_TEXT
+                conv.state.append_event(stopped_message_event(sdk, body, thought))
+
+        # Abandonable, as the note: a run that outlived its failure may still hold the lock.
+        await trio.to_thread.run_sync(keep, limiter=self._interrupt_limiter, abandon_on_cancel=True)
 
     async def recover(self, journal: JournalRecord, cwd: str) -> Recovery:
         """The conversation was just opened from disk: close what a process that stopped
@@ -446,6 +520,7 @@ class LocalConversation:
     async def close(self) -> None:
         """Close the SDK conversation (tool executors, terminals) and stop the loop thread."""
         conv, gate = self._conv, self._gate
+        self._stop_starting()
         try:
             await trio.to_thread.run_sync(
                 lambda: _close_all(conv, gate),
@@ -457,6 +532,11 @@ class LocalConversation:
                 self._critic_failures.detach()
             if self._loop is not None:
                 self._loop.stop()
+
+
+def _since(events: Any, start: int) -> list[Any]:
+    """The events from index `start` on (the SDK's event list reads each from disk)."""
+    return [events[i] for i in range(max(0, start), len(events))]
 
 
 def fork_stored(

@@ -45,7 +45,10 @@ next command), and stops the whole command when it should:
 * The session's end, and the agent's death however it comes (SIGKILL included), stop the
   command and what it left running in the background: the watcher also waits on the
   session's lifeline, a FIFO whose only writer is this process (`_Private`); the kernel
-  closes it when the process dies, and the watcher then stops the group.
+  closes it when the process dies, and the watcher then stops the group. A process that
+  dies that way leaves its private directory behind (`trio-acp-session-<pid>-…` in the
+  temporary directory): the next trio-acp process that opens one removes those of
+  processes that no longer exist (private_dirs.py).
 
 A client that drops ``env`` runs the bare command (no set-up ran: its private file is
 untouched); from then on the session passes ``BASH_ENV`` on the command line instead
@@ -80,6 +83,7 @@ from trio_acp.openhands.editor.client_calls import (
     ClientCallTimeout,
     client_reason,
 )
+from trio_acp.openhands.editor.private_dirs import PRIVATE_PREFIX, sweep_dead_once
 from trio_acp.rpc import RequestError
 
 log = logging.getLogger(__name__)
@@ -444,8 +448,9 @@ class _Private:
 
     @classmethod
     def open(cls) -> _Private | None:
+        sweep_dead_once()
         try:
-            directory = tempfile.mkdtemp(prefix="trio-acp-session-")
+            directory = tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-")
         except OSError:
             log.warning("no private directory for the editor terminal's commands", exc_info=True)
             return None

@@ -320,19 +320,23 @@ INTERRUPTION_SENDER = CANCEL_SENDER
 INTERRUPTION_TEXT = CANCEL_TEXT
 
 
-def interruption_event(sdk: Sdk) -> MessageEvent:
+def interruption_event(
+    sdk: Sdk, shown: str | None = None, thought: str | None = None
+) -> MessageEvent:
     """An assistant message recording that the user interrupted the turn.
 
     Without it the model cannot tell a cancelled request from a finished one: the SDK
     merges consecutive user messages, so the cancelled prompt and the next one would
     reach the model as one message and it would answer the cancelled question again.
     An assistant message between them ends the cancelled exchange, and `session/load`
-    replays it, so the user sees the same history the model does.
+    replays it, so the user sees the same history the model does. `shown`, `thought`: what
+    the user was shown of the reply the cancel cut short, which the SDK never saves.
     """
+    text = f"{shown}\n\n{INTERRUPTION_TEXT}" if shown else INTERRUPTION_TEXT
     return sdk.MessageEvent(
         source="agent",
         llm_message=sdk.Message(
-            role="assistant", content=[sdk.TextContent(text=INTERRUPTION_TEXT)]
+            role="assistant", content=[sdk.TextContent(text=text)], reasoning_content=thought
         ),
         sender=INTERRUPTION_SENDER,
     )

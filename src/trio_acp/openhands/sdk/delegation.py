@@ -36,6 +36,7 @@ from trio_acp.openhands.permissions import run_gate, turn_points
 from trio_acp.openhands.permissions.tool_processes import terminal_params
 from trio_acp.openhands.sdk import mask_in_conversation
 from trio_acp.openhands.setup import subagents
+from trio_acp.openhands.setup.subagent_run import run_until_stopped
 
 
 class SubagentView(ConversationVisualizerBase):
@@ -108,7 +109,7 @@ class SessionTaskManager(TaskManager):
         while True:
             if d is not None and d.stopped.is_set():
                 raise subagents.SubagentStopped("The user cancelled; the sub-agent was stopped.")
-            conversation.run()
+            run_until_stopped(conversation, d)
             if d is not None and d.stopped.is_set():
                 raise subagents.SubagentStopped("The user cancelled; the sub-agent was stopped.")
             if conversation.state.execution_status != waiting:

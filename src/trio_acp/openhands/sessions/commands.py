@@ -14,6 +14,7 @@ from trio_acp.openhands.permissions.policy import MODE_IDS, MODES, RuleBook
 
 if TYPE_CHECKING:
     from trio_acp.openhands.backends.conversation import Conversation
+    from trio_acp.openhands.sessions.options import SessionOptions
     from trio_acp.openhands.sessions.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class CommandHost(Protocol):
     """What the slash commands use of their session (nothing else of it)."""
 
     @property
-    def mode(self) -> str: ...
+    def options(self) -> SessionOptions: ...
 
     @property
     def model(self) -> str: ...
@@ -50,8 +51,6 @@ class CommandHost(Protocol):
 
     @property
     def outbox(self) -> Outbox: ...
-
-    async def set_mode(self, mode: str, *, announce: bool) -> None: ...
 
     async def send_update(self, update: Any) -> None: ...
 
@@ -94,8 +93,8 @@ async def execute(session: CommandHost, name: str, arg: str) -> str:
     if name == "confirm":
         if arg not in MODE_IDS:
             modes = "\n".join(f"- `{i}` — {d}" for i, _, d in MODES)
-            return f"Current mode: `{session.mode}`. Choose one of:\n{modes}"
-        await session.set_mode(arg, announce=True)
+            return f"Current mode: `{session.options.mode}`. Choose one of:\n{modes}"
+        await session.options.set_mode(arg, announce=True)
         return f"Approval mode is now `{arg}`."
     if name == "condense":
         return await condense(session)
@@ -155,7 +154,7 @@ async def condense(session: CommandHost) -> str:
 
 
 def status_text(session: CommandHost) -> str:
-    lines = [f"- model: `{session.model}`", f"- approval mode: `{session.mode}`"]
+    lines = [f"- model: `{session.model}`", f"- approval mode: `{session.options.mode}`"]
     usage = session.conversation.usage() if session.conversation is not None else None
     if usage is None:
         lines.append("- tokens: unknown")

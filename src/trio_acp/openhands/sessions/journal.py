@@ -12,6 +12,10 @@ approved? did it run? The journal answers both for the next process (recovery.py
   they can run;
 * `clear()`: the turn is over and every event of it is saved; nothing left to keep.
 
+A turn cut short (a cancel, a failed model call) saves no event for the reply it was
+streaming: before it ends, the session asks the journal what it showed (`current`, kept in
+memory too) and the conversation keeps what no event holds (recovery.py, `unsaved_text`).
+
 File: `trio_acp_turn.jsonl` in the session's directory (store.py), one JSON object per
 line, appended. Writes go through one daemon thread per process: the Trio thread only
 puts a line on a queue (`SimpleQueue.put`, never blocks), so streaming does not wait on
@@ -72,6 +76,9 @@ class JournalRecord:
 class TurnJournal:
     def __init__(self, path: Path) -> None:
         self.path = path
+        # What the file holds of the running turn, in memory (`current`).
+        self._texts: dict[tuple[str, str], list[str]] = {}
+        self._approved: set[str] = set()
 
     # --- the Trio thread: never blocks ---------------------------------------------
 
@@ -89,20 +96,29 @@ class TurnJournal:
             if not isinstance(text, str) or not text or update.message_id is None:
                 continue
             lines.append({"shown": part, "id": update.message_id, "text": text})
+            self._texts.setdefault((part, update.message_id), []).append(text)
         if lines:
             _writer().put(("append", self.path, _lines(lines), None))
 
     async def approved(self, tool_call_ids: list[str]) -> None:
         """Journal that these tool calls may run; returns once it is written."""
         if tool_call_ids:
+            self._approved.update(tool_call_ids)
             await _wait(("append", self.path, _lines([{"approved": tool_call_ids}])))
+
+    def current(self) -> JournalRecord:
+        """What the journal holds of the running turn (from memory: no disk, no wait)."""
+        shown = tuple(Shown(part, mid, "".join(t)) for (part, mid), t in self._texts.items())
+        return JournalRecord(shown, frozenset(self._approved))
 
     def clear(self) -> None:
         """The turn's events are all saved: empty the journal (after what is queued)."""
+        self._texts, self._approved = {}, set()
         _writer().put(("clear", self.path, b"", None))
 
     async def cleared(self) -> None:
         """`clear`, returning once done."""
+        self._texts, self._approved = {}, set()
         await _wait(("clear", self.path, b""))
 
     async def aclose(self) -> None:

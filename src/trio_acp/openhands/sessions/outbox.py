@@ -13,8 +13,9 @@ from __future__ import annotations
 import collections
 import functools
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
+
+import trio
 
 from trio_acp.credentials import UpdateMask
 from trio_acp.openhands.sessions.bridge import Flush, ThreadBridge
@@ -30,9 +31,15 @@ from trio_acp.openhands.setup.critic_review import replay_verdict
 from trio_acp.openhands.translate import Translator, coalesce
 from trio_acp.openhands.translate.fields import field
 from trio_acp.openhands.translate.replay import replay_windows
-from trio_acp.rpc import notify_at_once
 
 log = logging.getLogger(__name__)
+
+
+class SendUpdate(Protocol):
+    """Sends one `session/update` to the client; `at_once`: the last the sender has for
+    now (`trio_acp.rpc.Peer.notify`)."""
+
+    async def __call__(self, update: Any, *, at_once: bool = False) -> None: ...
 
 
 class Outbox:
@@ -40,7 +47,7 @@ class Outbox:
         self,
         translator: Translator,
         update_mask: UpdateMask,
-        send_update: Callable[[Any], Awaitable[None]],
+        send_update: SendUpdate,
         bridge: ThreadBridge | None = None,
     ) -> None:
         self._translator = translator
@@ -79,11 +86,13 @@ class Outbox:
         self.turn_seq = seq
         self.finish_reason = None
 
-    async def end_turn(self, seq: int, fail_open: str | None) -> None:
+    async def end_turn(self, seq: int, fail_open: str | None, *, within: float) -> None:
         """Every update of turn `seq` is sent (unfinished tool calls closed as failed with
-        `fail_open`, if given); nothing of it can follow. Call shielded."""
+        `fail_open`, if given), waiting at most `within` s for that; nothing of it can
+        follow. Shielded: a turn cut by its last-resort deadline still ends here."""
         try:
-            await self.bridge.flush(EndTurn(seq, fail_open))
+            with trio.move_on_after(within, shield=True):
+                await self.bridge.flush(EndTurn(seq, fail_open))
         finally:
             # Closed here too in case the flush timed out (a client that stopped reading):
             # whatever of this turn the pump still holds is then dropped, not sent late.
@@ -217,11 +226,7 @@ class Outbox:
             # The batch's last update: the pump waits for the next batch after it, so the
             # connection may write it at once rather than wake its writer for it (with
             # the SDK's thread busy in litellm, every scheduler pass is a GIL hand-off).
-            token = notify_at_once.set(True)
-            try:
-                await self._send_update(update)
-            finally:
-                notify_at_once.reset(token)
+            await self._send_update(update, at_once=True)
 
     def close(self) -> None:
         self.bridge.close()

@@ -30,7 +30,7 @@ from trio_acp.openhands.sessions.journal import JournalRecord
 from trio_acp.openhands.translate import Translator
 from trio_acp.openhands.translate.interruptions import NOT_APPROVED, STOPPED_TEXT, TOOL_STOPPED
 
-__all__ = ["Ending", "Recovery", "plan_recovery", "turn_tail"]
+__all__ = ["Ending", "Recovery", "plan_recovery", "turn_tail", "unsaved_text"]
 
 
 @attrs.frozen
@@ -89,19 +89,20 @@ def plan_recovery(
             endings.append(Ending(action, True, NOT_APPROVED))
         else:
             endings.append(Ending(action, False, TOOL_STOPPED))
-    text, thought = _unsaved_text(tail, journal, cwd)
+    text, thought = unsaved_text(tail, journal, cwd)
     if text is None and thought is None:
         return Recovery(tuple(endings))
     body = f"{text}\n\n{STOPPED_TEXT}" if text else STOPPED_TEXT
     return Recovery(tuple(endings), body, thought)
 
 
-def _unsaved_text(
-    tail: list[Any], journal: JournalRecord, cwd: str
+def unsaved_text(
+    tail: Sequence[Any], journal: JournalRecord, cwd: str
 ) -> tuple[str | None, str | None]:
-    """The text shown to the user that no saved event of the turn holds: the journal's
-    messages whose message id (streams.py: the same live and in a replay) the replay of
-    the turn's events does not produce."""
+    """(text, thought) shown to the user that no saved event of the turn holds: the
+    journal's messages whose message id (streams.py: the same live and in a replay) the
+    replay of the turn's events `tail` does not produce. Also for a live turn cut short
+    (a cancel, a failed model call), whose streamed reply the SDK never saves."""
     if not journal.shown:
         return None, None
     saved = {

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from trio_acp import schema
+from trio_acp.connection import ClientProxy
 from trio_acp.credentials import SecretValues, UpdateMask
 from trio_acp.openhands.backends.conversation import WAITING_FOR_CONFIRMATION, Conversation
 from trio_acp.openhands.backends.local_conversation import LocalConversation
@@ -41,30 +42,25 @@ from trio_acp.openhands.permissions.credential_files import CredentialFiles
 from trio_acp.openhands.permissions.policy import (
     ALWAYS_APPROVE,
     ALWAYS_ASK,
-    MODE_IDS,
     RuleBook,
-    mode_option,
-    mode_state,
 )
-from trio_acp.openhands.sdk import REASONING_EFFORTS
 from trio_acp.openhands.sessions import commands, turn
 from trio_acp.openhands.sessions.journal import JOURNAL_FILE, TurnJournal
+from trio_acp.openhands.sessions.options import SessionOptions
 from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.sessions.store import now_iso
-from trio_acp.openhands.sessions.turn_queue import TurnQueue
+from trio_acp.openhands.sessions.turn_queue import Ticket, TurnQueue
 from trio_acp.openhands.setup.config_options import (
     client_takes_booleans,
-    model_option,
-    stream_option,
 )
-from trio_acp.openhands.translate import Translator, one_line
+from trio_acp.openhands.translate import Translator
 from trio_acp.openhands.translate.notices import (
     mcp_failure_note,
     mcp_failure_notices,
     retry_note,
     supports_compaction,
 )
-from trio_acp.rpc import PeerClosed, RequestError
+from trio_acp.rpc import PeerClosed
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk.loaded import Sdk
@@ -84,7 +80,7 @@ class Session:
         cwd: str,
         sdk: Sdk,
         conversation_factory: Any,
-        client: Any,
+        client: ClientProxy,
         model: str = "",
         mode: str = ALWAYS_ASK,
         rules_path: Any = None,
@@ -111,8 +107,6 @@ class Session:
         self.workspace = EditorWorkspace(client, str(session_id), post_update=self._post_editor)
         # A conversation on an agent-server runs its tools there, not through this editor.
         self._editor_routed = self.workspace.routes_tools and open_conversation is None
-        self.model = model
-        self.mode = mode
         # The critic settings (user_setup.CriticSettings) when the agent has a critic.
         self.critic = critic
         secrets = secrets if secrets is not None else SecretValues()
@@ -121,16 +115,19 @@ class Session:
         self.credential_files = credential_files
         self._store = store
         self._titled = False
-        # The model's reasoning effort, when it has one to choose (else no option).
-        self.reasoning_effort: str | None = None
-        # The models the `model` option offers (models.ModelChoice, `model` is one's id),
-        # and how to build one's LLM (blocking: a worker thread calls it).
-        self.models: list[Any] = list(models or [])
+        # How to build a configured model's LLM (blocking: a worker thread calls it).
         self._make_llm = make_llm
-        # Whether replies stream token by token (the `stream` boolean option).
-        self.stream = True
-        # One LLM switch at a time: each builds on the LLM the last one installed.
-        self._llm_switch = trio.Lock()
+        # Mode, model, reasoning effort, streaming: offered, switched, saved (options.py).
+        self.options = SessionOptions(
+            session_id,
+            mode=mode,
+            model=model,
+            models=list(models or []),
+            offers_booleans=client_takes_booleans(client),
+            store=store,
+            send_update=self.send_update,
+            on_mode=lambda mode: self.outbox.actions_run_unasked(mode == ALWAYS_APPROVE),
+        )
         self._conversation_factory = conversation_factory
         # How the conversation is opened, when not in this process: an async callable
         # taking on_event, on_token and name (an agent-server's, remote_conversation.py).
@@ -206,11 +203,12 @@ class Session:
                     name=f"trio-acp-session-{self.id.hex[:8]}",
                 )
                 await self._recover()
-                await self._apply_mode(self.mode)
+                options = self.options
+                options.conversation = self.conversation
+                await options.apply_mode(options.mode)
                 llm = self.conversation.llm_options()
-                self.reasoning_effort = llm.reasoning_effort
-                self.stream = llm.stream
-                await self._restore_options()
+                options.reasoning_effort, options.stream = llm.reasoning_effort, llm.stream
+                await options.restore()
                 nursery.start_soon(self._warm_up)
                 task_status.started()
                 started = True
@@ -231,6 +229,8 @@ class Session:
         finally:
             # Tool threads waiting on the client are released before the SDK is closed.
             self.workspace.calls.close()
+            # Shielded: the session's scope is cancelled by now (closing), and the SDK's
+            # conversation (its shell, its MCP servers) must still be closed, bounded.
             with trio.move_on_after(CLOSE_DEADLINE, shield=True):
                 await self._shutdown_sdk()
             editor_workspace.detach(self.id)
@@ -332,169 +332,6 @@ class Session:
         self._closed.set()
         await self._stopped.wait()
 
-    # --- modes and config options -------------------------------------------------
-
-    def mode_state(self) -> schema.SessionModeState:
-        return mode_state(self.mode)
-
-    def config_options(self) -> list[Any]:
-        options = [mode_option(self.mode), model_option(self.model, self.models)]
-        if self.reasoning_effort is not None:
-            options.append(
-                schema.SessionConfigOptionSelect(
-                    id="thought_level",
-                    name="Reasoning effort",
-                    category="thought_level",
-                    current_value=self.reasoning_effort,
-                    options=[
-                        schema.SessionConfigSelectOption(value=v, name=v.capitalize())
-                        for v in REASONING_EFFORTS
-                    ],
-                )
-            )
-        if client_takes_booleans(self.client):
-            options.append(stream_option(self.stream))
-        return options
-
-    def config_values(self) -> dict[str, Any]:
-        """{config id: value} of every option, offered to this client or not: what a
-        fork carries over, and what `set_config_option` re-applies."""
-        values: dict[str, Any] = {"mode": self.mode, "model": self.model}
-        if self.reasoning_effort is not None:
-            values["thought_level"] = self.reasoning_effort
-        values["stream"] = self.stream
-        return values
-
-    async def _set_model(self, value: Any) -> None:
-        """Switch the session's LLM to another configured model; the next request uses it.
-
-        The reasoning effort follows the new model: kept where it has one (the new
-        model's own, or "high", if none was chosen), gone where it has none. Streaming
-        stays as the session has it.
-        """
-        choice = (
-            next((c for c in self.models if c.id == value), None)
-            if isinstance(value, str)
-            else None
-        )
-        if choice is None:
-            ids = [c.id for c in self.models] or [self.model]
-            raise RequestError.invalid_params(
-                f"unknown model {value!r}; the configured models are: {', '.join(ids)}",
-            )
-        if choice.id == self.model:
-            return
-        assert self.conversation is not None
-        try:
-            new_effort = await self.conversation.use_model(
-                choice, reasoning_effort=self.reasoning_effort, stream=self.stream
-            )
-        except Exception as exc:
-            log.warning(
-                "switching session %s to model %s failed", self.id, choice.id, exc_info=True
-            )
-            raise internal(f"model {choice.id!r} cannot be used: {one_line(exc, 500)}") from None
-        self.model = choice.id
-        self.reasoning_effort = new_effort
-
-    async def _set_stream(self, value: Any) -> None:
-        if not isinstance(value, bool):
-            raise RequestError.invalid_params("the stream option takes a boolean value")
-        assert self.conversation is not None
-        await self.conversation.update_llm(stream=value)
-        self.stream = value
-
-    async def _set_reasoning_effort(self, value: Any) -> None:
-        if self.reasoning_effort is None:
-            raise RequestError.invalid_params("this model has no reasoning effort to choose")
-        if value not in REASONING_EFFORTS:
-            raise RequestError.invalid_params(
-                f"reasoning effort must be one of {', '.join(REASONING_EFFORTS)}"
-            )
-        assert self.conversation is not None
-        await self.conversation.update_llm(reasoning_effort=value)
-        self.reasoning_effort = value
-
-    async def _apply_mode(self, mode: str) -> None:
-        assert self.conversation is not None
-        await self.conversation.set_mode(mode)
-        self.outbox.actions_run_unasked(mode == ALWAYS_APPROVE)
-
-    async def set_mode(self, mode: str, *, announce: bool) -> None:
-        """Switch the approval mode; `announce` sends current_mode_update and config_option_update."""
-        if mode not in MODE_IDS:
-            raise RequestError.invalid_params(
-                f"unknown mode {mode!r}; one of: {', '.join(MODE_IDS)}"
-            )
-        await self._apply_mode(mode)
-        self.mode = mode
-        self._save_options()
-        if announce:
-            await self.announce_mode()
-
-    async def announce_mode(self) -> None:
-        await self.send_update(schema.CurrentModeUpdate(current_mode_id=self.mode))
-        await self.send_update(schema.ConfigOptionUpdate(config_options=self.config_options()))
-
-    async def set_config_option(self, config_id: str, value: Any) -> list[Any]:
-        if config_id == "mode":
-            if not isinstance(value, str):
-                raise RequestError.invalid_params("the mode option takes a string value")
-            await self.set_mode(value, announce=False)
-        elif config_id in ("thought_level", "model", "stream"):
-            async with self._llm_switch:
-                if config_id == "thought_level":
-                    await self._set_reasoning_effort(value)
-                elif config_id == "model":
-                    await self._set_model(value)
-                else:
-                    # Accepted from any client (a saved value is re-applied this way),
-                    # though only clients that take boolean options are offered it.
-                    await self._set_stream(value)
-        else:
-            raise RequestError.invalid_params(f"unknown config option {config_id!r}")
-        self._save_options()
-        return self.config_options()
-
-    # A session keeps its settings: every config option value is saved with it (the
-    # session index, store.py) and re-applied when it is loaded or resumed. The model
-    # comes before the reasoning effort, which depends on what the model supports.
-    _RESTORE_ORDER = ("mode", "model", "thought_level", "stream")
-
-    def _current_options(self) -> dict[str, Any]:
-        # Every option, offered to this client or not (a boolean one is kept for a client
-        # that takes them).
-        return self.config_values()
-
-    def _save_options(self) -> None:
-        if self._store is None:
-            return
-        try:
-            self._store.write_options(self.id, self._current_options())
-        except OSError:
-            log.warning("could not save the settings of session %s", self.id, exc_info=True)
-
-    async def _restore_options(self) -> None:
-        if self._store is None:
-            return
-        saved = self._store.read_options(self.id)
-        order = {config_id: i for i, config_id in enumerate(self._RESTORE_ORDER)}
-        for config_id in sorted(saved, key=lambda c: (order.get(c, len(order)), c)):
-            if self._current_options().get(config_id) == saved[config_id]:
-                continue
-            try:
-                await self.set_config_option(config_id, saved[config_id])
-            except RequestError as exc:
-                # E.g. a model no longer configured: the session opens with the default.
-                log.warning(
-                    "session %s: not restoring %s=%r: %s",
-                    self.id,
-                    config_id,
-                    saved[config_id],
-                    exc.message,
-                )
-        self._save_options()
-
     async def fork_conversation(self, fork_id: uuid.UUID) -> None:
         """session/fork: copy this conversation, history and all, to `fork_id` on disk."""
         assert self.conversation is not None
@@ -516,13 +353,25 @@ class Session:
         """
         self.outbox.post_retry(retry_note(self.client, attempt, total, error))
 
-    async def send_update(self, update: Any) -> None:
+    async def send_update(self, update: Any, *, at_once: bool = False) -> None:
         try:
-            await self.client.session_update(session_id=str(self.id), update=update)
+            await self.client.session_update(
+                session_id=str(self.id), update=update, at_once=at_once
+            )
         except PeerClosed:
             pass  # the client is gone; keep draining so flushes still complete
         except Exception:
             log.exception("sending a session/update failed")
+
+    @property
+    def model(self) -> str:
+        """The id of the session's current model (`options`)."""
+        return self.options.model
+
+    @property
+    def mode(self) -> str:
+        """The session's approval mode (`options`)."""
+        return self.options.mode
 
     # --- turns ----------------------------------------------------------------------
 
@@ -580,37 +429,41 @@ class Session:
     async def prompt(self, blocks: list[Any], *, key: Any = None) -> schema.PromptResponse:
         """Queue the prompt behind the turns received before it, then run it.
 
-        `key` is the request id the reader registered it under (`prompt_received`).
+        `key` is the request id the reader registered it under (`prompt_received`). The
+        turn's one cancel is its ticket's event: session/cancel sets it, and so does this
+        request's own cancel (`turn.with_one_cancel`).
         """
         ticket = self._queue.claim(key)
         try:
-            try:
-                may_run = await self._queue.wait_turn(ticket)
-            except BaseException as exc:
-                # `$/cancel_request` for a queued prompt: it ends as a cancelled turn would.
-                if not turn.only_cancelled(exc):
-                    raise
-                may_run = False
-            self.check_alive()
-            if not may_run:
-                return schema.PromptResponse(stop_reason="cancelled")
-            if self._closed.is_set():
-                raise closed_session(self.id)
-            self._turns += 1
-            if not self._roots_told and commands.parse(blocks) is None:
-                blocks = [*blocks, schema.TextContent(text=roots_prompt(self.roots) or "")]
-                self._roots_told = True
-            try:
-                response = await self._play_with_editor(blocks, ticket.cancelled)
-            finally:
-                self.check_alive()  # the session failed during the turn: that is the answer
-            return response
+            return await turn.with_one_cancel(
+                functools.partial(self._queue.cancel, ticket),
+                functools.partial(self._serve_prompt, ticket, blocks),
+            )
         finally:
             # Last, and synchronous: the next turn starts only once this response is
             # about to be queued, so none of its updates can precede it on the wire.
             self._queue.release(ticket)
 
-    async def _play_with_editor(self, blocks: list[Any], cancel_event: trio.Event) -> Any:
+    async def _serve_prompt(self, ticket: Ticket, blocks: list[Any]) -> schema.PromptResponse:
+        may_run = await self._queue.wait_turn(ticket)
+        self.check_alive()
+        if not may_run:
+            return schema.PromptResponse(stop_reason="cancelled")
+        if self._closed.is_set():
+            raise closed_session(self.id)
+        self._turns += 1
+        command = commands.parse(blocks)  # once: the turn takes it as parsed here
+        if not self._roots_told and command is None:
+            blocks = [*blocks, schema.TextContent(text=roots_prompt(self.roots) or "")]
+            self._roots_told = True
+        try:
+            return await self._play_with_editor(blocks, command, ticket.cancelled)
+        finally:
+            self.check_alive()  # the session failed during the turn: that is the answer
+
+    async def _play_with_editor(
+        self, blocks: list[Any], command: tuple[str, str] | None, cancel_event: trio.Event
+    ) -> schema.PromptResponse:
         """The turn, with the tool threads' waits on the client tied to its cancel.
 
         On cancel (session/cancel, `$/cancel_request`, closing) every pending client call
@@ -620,9 +473,7 @@ class Session:
         """
         calls = self.workspace.calls
         calls.begin_turn()
-        # The watcher lives in the session's nursery, not in this request's scope: a
-        # `$/cancel_request` for the prompt cancels this task, and the turn turns that
-        # into its `cancelled` answer (turn.py), which a cancelled child here would undo.
+        # The watcher lives in the session's nursery: it only waits for the turn's event.
         watch = trio.CancelScope()
 
         async def fail_waits_on_cancel() -> None:
@@ -634,7 +485,9 @@ class Session:
             self._nursery.start_soon(fail_waits_on_cancel)
         over = False
         try:
-            response = await turn.play_prompt(self, blocks, cancel_event, self._turns)
+            response = await turn.play_prompt(
+                self, blocks, cancel_event, self._turns, command=command
+            )
             over = response.stop_reason != "cancelled"
         finally:
             watch.cancel()
@@ -660,6 +513,23 @@ class Session:
             pending = await conv.pending_actions()
             await self._journal.approved([str(a.tool_call_id) for a in pending])
         return decision
+
+    async def note_cut_short(self, since: int, *, cancelled: bool) -> None:
+        """The turn that began at event `since` was cancelled, or failed: record it in the
+        conversation, keeping what it streamed that no event holds (journal.py): the SDK
+        saves no event for a reply cut short, and a reload would lose what the user read."""
+        conv = self.conversation
+        shown = self._journal.current() if self._journal is not None else None
+        try:
+            if isinstance(conv, LocalConversation):
+                if cancelled:
+                    await conv.note_interruption(shown, since)
+                elif shown:
+                    await conv.keep_shown(shown, since)
+            elif conv is not None and cancelled:
+                await conv.note_interruption()
+        except Exception:
+            log.warning("could not record the interruption of a turn", exc_info=True)
 
     def post_usage(self, seq: int) -> None:
         assert self.conversation is not None

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import trio
 
 from trio_acp import schema
+from trio_acp.connection import ClientProxy
 from trio_acp.openhands.backends.conversation import (
     ERROR,
     FINISHED,
@@ -23,9 +25,9 @@ from trio_acp.openhands.backends.conversation import (
     Conversation,
     Run,
 )
-from trio_acp.openhands.errors import internal
+from trio_acp.openhands.errors import internal, reraise, sole_error
+from trio_acp.openhands.permissions import turn_points
 from trio_acp.openhands.permissions.confirm import CANCELLED, PermissionFailed
-from trio_acp.openhands.sessions import commands
 from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.setup.critic_review import (
     refinement_message,
@@ -33,6 +35,7 @@ from trio_acp.openhands.setup.critic_review import (
     review_updates,
 )
 from trio_acp.openhands.setup.subagents import serve_subagents, wait_for_subagents
+from trio_acp.openhands.setup.user_setup import CriticSettings
 from trio_acp.openhands.translate import one_line
 from trio_acp.openhands.translate.model_failures import describe_model_failure
 from trio_acp.openhands.translate.prompt import TextPart, prompt_to_parts
@@ -55,10 +58,14 @@ class TurnHost(Protocol):
 
     conversation: Conversation | None
     outbox: Outbox
-    model: str
-    client: Any
+
+    @property
+    def model(self) -> str: ...
+
+    # The client's end of the connection: what it advertised decides how notes are shown.
+    client: ClientProxy
     # The critic settings of cli_config.json when the agent has a critic, else None.
-    critic: Any
+    critic: CriticSettings | None
 
     async def execute_command(self, name: str, arg: str) -> str: ...
 
@@ -70,17 +77,27 @@ class TurnHost(Protocol):
 
     async def send_update(self, update: Any) -> None: ...
 
+    async def note_cut_short(self, since: int, *, cancelled: bool) -> None: ...
+
 
 async def play_prompt(
-    host: TurnHost, blocks: list[Any], cancel_event: trio.Event, seq: int
+    host: TurnHost,
+    blocks: list[Any],
+    cancel_event: trio.Event,
+    seq: int,
+    *,
+    command: tuple[str, str] | None,
 ) -> schema.PromptResponse:
-    """Turn `seq`: a slash command, or the prompt sent to the conversation and run."""
+    """Turn `seq`: the slash `command` (`commands.parse` of `blocks`, parsed once by the
+    caller), or the prompt sent to the conversation and run.
+
+    `cancel_event` is the turn's one cancel mechanism: a session/cancel sets it, and so
+    does the request's own cancel, converted once (`with_one_cancel`)."""
     outbox = host.outbox
     outbox.begin_turn(seq)
     stop_reason: str | None = None
     sent = False
     try:
-        command = commands.parse(blocks)
         if command is not None:
             text = await host.execute_command(*command)
             await host.send_update(schema.AgentMessageChunk(content=schema.TextContent(text=text)))
@@ -100,6 +117,7 @@ async def play_prompt(
             )
         start = conv.event_count()
         sent = True  # from here the message may reach the conversation, even if cut short
+        turn_points.reached("send", parts)
         await _send_unless_cancelled(conv, parts, cancel_event)
         if cancel_event.is_set():
             stop_reason = "cancelled"
@@ -122,14 +140,19 @@ async def play_prompt(
             if stop_reason == "end_turn"
             else ("Cancelled." if stop_reason == "cancelled" else "The turn ended with an error.")
         )
+        # Shielded: this also runs when the turn's last-resort deadline cut it
+        # (`with_one_cancel`), and the turn's end must still be recorded and shown.
         with trio.move_on_after(CANCEL_DEADLINE, shield=True):
             if sent and host.conversation is not None:
                 # The sub-agents' last events come from their own threads (subagents.py).
                 await wait_for_subagents(host.conversation)
-                if stop_reason == "cancelled":
-                    await _note_interruption(host.conversation)
-            await outbox.end_turn(seq, fail_open)
-        outbox.close_turn(seq)
+                if stop_reason is None or stop_reason == "cancelled":
+                    # Cut short: what it streamed is all shown (and journaled) first, then
+                    # kept with the note (the SDK saves no event for a cut reply).
+                    await outbox.flush()
+                    await host.note_cut_short(start, cancelled=stop_reason == "cancelled")
+        # Bounded and shielded itself; it closes the turn however it ends.
+        await outbox.end_turn(seq, fail_open, within=CANCEL_DEADLINE)
     if stop_reason == "end_turn":
         stop_reason = {"length": "max_tokens", "content_filter": "refusal"}.get(
             outbox.finish_reason or "", "end_turn"
@@ -140,13 +163,14 @@ async def play_prompt(
 async def _send_unless_cancelled(
     conv: Conversation, parts: list[Any], cancel_event: trio.Event
 ) -> None:
-    """Send the prompt; a cancel meanwhile stops waiting for it where the conversation
-    says its sending may be left to finish on its own (`send_abandonable`: an
+    """Send the prompt; a cancel, before or during the send, stops waiting for it where
+    the conversation says its sending may be left to finish on its own
+    (`send_abandonable`: tools still starting, MCP servers up to their bound; an
     agent-server's first message waits for the server to start the tools, seconds).
-    The message still arrives; the turn ends `cancelled`, and the conversation notes the
-    interruption (`note_interruption`). A local send is short and waits for the
-    conversation's own lock: it is awaited whole, as before."""
-    if cancel_event.is_set() or not getattr(conv, "send_abandonable", False):
+    The turn ends `cancelled` and the conversation notes the interruption after the
+    message (`note_interruption`); the next send goes after it. A send to a ready local
+    conversation is short (its lock): it is awaited whole."""
+    if not getattr(conv, "send_abandonable", False):
         await conv.send_message(parts)
         return
     async with trio.open_nursery() as nursery:
@@ -180,14 +204,7 @@ async def _review_and_refine(
         text = refinement_message(outcome, iteration, host.critic)
         host.outbox.post_note(refinement_update(text, iteration, host.critic, str(uuid.uuid4())))
         start = conv.event_count()
-        try:
-            await conv.send_message([TextPart(text)])
-        except BaseException as exc:
-            # This request cancelled ($/cancel_request, the connection closing): the turn
-            # ends as a session/cancel would (see _run_until_over).
-            if not only_cancelled(exc):
-                raise
-            cancel_event.set()
+        await _send_unless_cancelled(conv, [TextPart(text)], cancel_event)
         if cancel_event.is_set():
             return "cancelled"
         stop_reason = await _run_until_over(host, conv, cancel_event, start)
@@ -199,30 +216,16 @@ async def _run_until_over(
 ) -> str:
     """Run the conversation until the turn is over, asking permission as it stops for it.
 
-    If this request itself is cancelled — `$/cancel_request` for the prompt (also while
-    a permission request is pending), or the connection closing — the turn ends as a
-    session/cancel would: the conversation is stopped, nothing pending runs, and the
+    A cancel — session/cancel, or this request's own (`$/cancel_request`, also while a
+    permission request is pending; the connection closing), which `with_one_cancel`
+    turned into the same event — stops the conversation, nothing pending runs, and the
     answer is the `cancelled` stop reason rather than an error.
     """
-    try:
-        return await _confirm_loop(host, conv, cancel_event, start)
-    except BaseException as exc:
-        if not only_cancelled(exc):
-            raise
-    # Swallowing the Cancelled is deliberate; everything from here to the response
-    # is shielded or synchronous, so the still-cancelled scope cannot interrupt it.
-    cancel_event.set()
-    with trio.move_on_after(CANCEL_DEADLINE, shield=True):
-        if conv.status() == WAITING_FOR_CONFIRMATION:
-            await _reject_pending(conv, "The user cancelled before approving this action.")
-    return "cancelled"
-
-
-async def _confirm_loop(
-    host: TurnHost, conv: Conversation, cancel_event: trio.Event, start: int
-) -> str:
     while True:
         outcome = await _run_conversation_once(conv, cancel_event, start, host.model, host)
+        if outcome == "cancelled" and conv.status() == WAITING_FOR_CONFIRMATION:
+            # The next run would take the pending actions as approved.
+            await _reject_pending(conv, "The user cancelled before approving this action.")
         if outcome != "confirm":
             return outcome
         try:
@@ -232,9 +235,8 @@ async def _confirm_loop(
             await _reject_pending(conv, "The permission request failed; nothing was run.")
             raise internal(f"{exc}; nothing was run") from None
         except BaseException:
-            # Whatever else went wrong (a cancel is handled in _run_until_over), the
-            # actions that were waiting must not be left pending: the next run would take
-            # them as approved.
+            # Whatever else went wrong, the actions that were waiting must not be left
+            # pending: the next run would take them as approved.
             await _reject_pending(conv, "No approval was given; nothing was run.")
             raise
         if decision == CANCELLED or cancel_event.is_set():
@@ -243,21 +245,19 @@ async def _confirm_loop(
             return "cancelled"
 
 
-async def _note_interruption(conv: Conversation) -> None:
-    """Record in the conversation that the user cut this turn short (sdk.interruption_event)."""
-    try:
-        await conv.note_interruption()
-    except Exception:
-        log.warning("could not record the interruption", exc_info=True)
-
-
 async def _reject_pending(conv: Conversation, reason: str) -> None:
+    # Shielded: pending actions left as they are would run as approved on the next run,
+    # so this must happen even when the turn's last-resort deadline has cut it.
     with trio.move_on_after(CANCEL_DEADLINE, shield=True):
         await conv.reject_pending(reason)
 
 
 async def _run_conversation_once(
-    conv: Conversation, cancel_event: trio.Event, start: int, model: str, host: Any = None
+    conv: Conversation,
+    cancel_event: trio.Event,
+    start: int,
+    model: str,
+    host: TurnHost | None = None,
 ) -> str:
     run = conv.start_run()
     try:
@@ -268,8 +268,8 @@ async def _run_conversation_once(
             error = await run.outcome()
             nursery.cancel_scope.cancel()
     except BaseException:
-        # The handler itself was cancelled (connection closing, $/cancel_request):
-        # the conversation must still stop before we let go of it.
+        # A failure here, or the turn's last-resort deadline: the conversation must
+        # still stop before we let go of it (shielded: that deadline has passed).
         with trio.move_on_after(CANCEL_DEADLINE, shield=True):
             cancel_event.set()
             await interrupt_until_done(conv, run)
@@ -329,6 +329,53 @@ def stop_reason(conv: Conversation, start: int, error: BaseException | None, mod
         )
     # PAUSED, STUCK, IDLE: the turn is over without an error.
     return "end_turn"
+
+
+async def with_one_cancel(
+    cancel: Callable[[], None], turn: Callable[[], Awaitable[schema.PromptResponse]]
+) -> schema.PromptResponse:
+    """Run a prompt's `turn` with one cancel mechanism: its ticket's event.
+
+    The request's own cancel — `$/cancel_request` for the prompt, the connection
+    closing — cancels this task's scope. Here, and only here, it becomes the turn's
+    cancel (`cancel()` sets the ticket's event, as session/cancel does): the turn is
+    shielded from the scope, stops the conversation, and answers `cancelled`, a result,
+    never an error (docs/ARCHITECTURE.md#d6-cancel-is-a-result-bounded-in-time). A turn
+    that a cancel has not ended within CANCEL_DEADLINE (a tool, the client, not
+    answering) is cut then, as a last resort, and answers `cancelled` too.
+    """
+    answer: list[schema.PromptResponse] = []
+    # Shielded, so the request's cancel reaches the turn only as the event.
+    turn_scope = trio.CancelScope(shield=True)
+
+    async def request_cancelled() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            if not answer:  # not the end of the turn: the request was cancelled
+                cancel()
+                turn_scope.deadline = min(
+                    turn_scope.deadline, trio.current_time() + CANCEL_DEADLINE
+                )
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(request_cancelled)
+            with turn_scope:
+                answer.append(await turn())
+            if turn_scope.cancelled_caught:
+                answer.append(schema.PromptResponse(stop_reason="cancelled"))
+            nursery.cancel_scope.cancel()
+    except BaseException as exc:
+        if answer and only_cancelled(exc):
+            # The request's own Cancelled, once the turn has answered: the answer is the
+            # result (the scope is left without another checkpoint).
+            return answer[-1]
+        error = sole_error(exc)
+        if isinstance(error, BaseExceptionGroup) or not isinstance(error, Exception):
+            raise
+        reraise(error)  # the turn's one failure, not Trio's group
+    return answer[-1]
 
 
 def only_cancelled(exc: BaseException) -> bool:

@@ -87,6 +87,11 @@ class TurnQueue:
             self._running.cancelled.set()
         self._lot.unpark_all()
 
+    def cancel(self, ticket: Ticket) -> None:
+        """This prompt alone ends `cancelled` (its request was cancelled); synchronous."""
+        ticket.cancelled.set()
+        self._lot.unpark_all()
+
     async def wait_turn(self, ticket: Ticket) -> bool:
         """Wait until `ticket` may run: True, or False if it was cancelled first.
 

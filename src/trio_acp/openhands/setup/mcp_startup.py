@@ -81,11 +81,12 @@ class StartedTools:
 class _Start:
     """One server's start, on a thread of its own; abandoned by `McpStartup` at its bound."""
 
-    def __init__(self, name: str, client: MCPClient) -> None:
+    def __init__(self, name: str, client: MCPClient, wake: threading.Event) -> None:
         self.name = name
         self.client = client
         self.error: BaseException | None = None
         self.done = threading.Event()
+        self._wake = wake  # the start-up's: set when any of its servers is done
         self._lock = threading.Lock()
         self._abandoned = False
 
@@ -100,6 +101,7 @@ class _Start:
         with self._lock:
             self.done.set()
             close = self._abandoned or self.error is not None
+        self._wake.set()
         if close:
             _close_in_background(self.client)
 
@@ -130,6 +132,17 @@ class McpStartup:
     def __init__(self, timeout: float = DEFAULT_MCP_TIMEOUT) -> None:
         self.timeout = timeout
         self.failures: list[McpStartFailure] = []
+        # Set by `stop` (the session is closing) and by each server that is done.
+        self._stopped = False
+        self._wake = threading.Event()
+
+    def stop(self) -> None:
+        """The session is closing: a start-up under way returns now, giving up on the
+        servers still starting (they close themselves when their start ends), and one
+        not begun starts nothing. Any thread; the start-up holds the SDK's lock that
+        closing the conversation needs, so closing must not wait for its bound."""
+        self._stopped = True
+        self._wake.set()
 
     def create_tools(
         self,
@@ -155,18 +168,31 @@ class McpStartup:
             except Exception as exc:  # its settings are not usable (a bad URL, ...)
                 self._failed(name, describe(exc))
                 continue
-            starts.append(_Start(name, client))
+            starts.append(_Start(name, client, self._wake))
+        if self._stopped:
+            starts = []  # closing already: start nothing (their clients own no process yet)
         for start in starts:
             threading.Thread(
                 target=start.run, args=(self.timeout,), name=f"mcp-start {start.name}", daemon=True
             ).start()
         deadline = time.monotonic() + self.timeout
+        while True:
+            # Cleared before looking: a server done (or a stop) after the look wakes the wait.
+            self._wake.clear()
+            if self._stopped:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0 or all(start.done.is_set() for start in starts):
+                break
+            self._wake.wait(left)
         tools: list[Any] = []
         for start in starts:
-            if not start.done.wait(max(0.0, deadline - time.monotonic())) and start.abandon():
+            if not start.done.is_set() and start.abandon():
                 self._failed(
                     start.name,
-                    f"it did not start within {self.timeout:g} s (no answer to MCP's "
+                    "the session closed while it was starting"
+                    if self._stopped
+                    else f"it did not start within {self.timeout:g} s (no answer to MCP's "
                     f"initialize or tools/list; {MCP_TIMEOUT_VAR} sets the limit)",
                 )
             elif start.error is not None:

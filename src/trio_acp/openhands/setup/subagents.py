@@ -27,10 +27,13 @@ module is the rest:
   same "always" rules, preview and fail-closed answers) and waits for the decision. With no
   turn to ask (cancelled, or over), the sub-agent is stopped: it never runs a tool unasked.
 - **Stopped.** A cancel interrupts the parent's `arun()`, but the sub-agent keeps running on
-  the parent's tool thread and its `run()` can only pause between steps. So stopping the
-  session's tools (`tool_processes.stop_tool_processes`) also stops every live sub-agent:
-  its pending question is answered "stop", its tools are interrupted and their processes
-  killed, it is paused, and we wait (bounded) until its thread is done.
+  the parent's tool thread, where the SDK's blocking `run()` could only pause between
+  steps (a model call held a cancel for up to `STOP_WAIT`). So a sub-agent runs with
+  `arun()` on an asyncio loop of its own in that thread (subagent_run.py), and stopping
+  the session's tools (`tool_processes.stop_tool_processes`) also stops every live
+  sub-agent: its run is cut (mid-model-call too), its pending question is answered "stop",
+  its tools are interrupted and their processes killed, and we wait (bounded) until its
+  thread is done, so what it showed up to the stop is in the turn.
 - The sub-agent's terminal runs as a plain subprocess, as the session's does, and the
   agent's credentials are masked in its tool output as in the session's
   (`sdk.mask_in_conversation`). Its conversation's files, under the session's
@@ -92,6 +95,18 @@ class Delegation:
     conversation: Any = None
     stopped: threading.Event = attrs.Factory(threading.Event)
     finished: threading.Event = attrs.Factory(threading.Event)
+    # Cuts the sub-agent's run short, model call included (`run_until_stopped`); any
+    # thread, never blocks. None while no run is under way.
+    cut_run: Callable[[], None] | None = None
+    lock: threading.Lock = attrs.Factory(threading.Lock)
+
+    def stop(self) -> None:
+        """Mark it stopped and cut its run, mid-model-call if need be; never blocks."""
+        with self.lock:
+            self.stopped.set()
+            cut = self.cut_run
+        if cut is not None:
+            cut()
 
 
 @attrs.define(eq=False)
@@ -207,7 +222,7 @@ class Hub:
             self._cancelled = True
             live, asks = list(self._live), list(self._asks)
         for d in live:
-            d.stopped.set()
+            d.stop()
         for ask in asks:
             self._settle(ask, STOP, "The user cancelled.")
 

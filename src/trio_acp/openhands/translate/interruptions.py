@@ -12,6 +12,10 @@ a replay shows it: never as words the user typed.
   `_meta.trioAcp.interrupted = "stopped"`), and every tool call left without a result gets
   one saying what is known (`TOOL_STOPPED`, or `NOT_APPROVED` when it was still waiting for
   the user's approval): recovery.py.
+* A turn cut short while its reply streamed (a cancel, a failed model call): the SDK saves
+  no event for that reply, so what the user was shown of it is kept the same way, before
+  the turn answers: in the cancel's note (before `CANCEL_TEXT`), or, for a failed call, as
+  a `STOPPED_SENDER` message ending with `FAILED_TEXT`.
 
 Pure: no trio, no `openhands.*`.
 """
@@ -24,6 +28,7 @@ __all__ = [
     "CANCEL_NOTE",
     "CANCEL_SENDER",
     "CANCEL_TEXT",
+    "FAILED_TEXT",
     "NOT_APPROVED",
     "STOPPED_SENDER",
     "STOPPED_TEXT",
@@ -45,6 +50,8 @@ STOPPED_SENDER = "trio-acp:stopped"
 STOPPED_TEXT = "[Interrupted: trio-acp stopped while this reply was being written.]"
 TOOL_STOPPED = "interrupted: trio-acp stopped while this ran; it may have finished."
 NOT_APPROVED = "Not approved before the session was reopened; nothing was run."
+# What a kept reply of a turn whose model call failed ends with.
+FAILED_TEXT = "[Interrupted: the model call failed before this reply was finished.]"
 
 
 def interrupted_meta(how: str) -> dict[str, Any]:
