@@ -146,6 +146,9 @@ RELIANCE: tuple[Reliance, ...] = (
     attribute(f"{_TERMINAL}._pty_master_fd"),
     attribute(f"{_TERMINAL}.process"),
     attribute("openhands.tools.terminal.impl:TerminalExecutor._session"),
+    # (terminal_gate.keep_subprocess_on_reset replaces the name the executor's reset calls.)
+    name("openhands.tools.terminal.impl:create_terminal_session"),
+    calls("openhands.tools.terminal.terminal.factory:create_terminal_session", "work_dir, terminal_type"),
     attribute("openhands.tools.terminal.terminal.terminal_session:TerminalSession.terminal"),
     name("openhands.tools.terminal.constants:CMD_OUTPUT_PS1_END"),
     # mcp_clients.py: one MCP client per server.

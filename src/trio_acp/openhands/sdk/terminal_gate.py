@@ -15,6 +15,7 @@ import os
 import time
 from typing import Any
 
+from openhands.tools.terminal import impl as terminal_impl
 from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
 from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
 
@@ -62,6 +63,23 @@ def gate_terminals() -> None:
 
     SubprocessTerminal.send_keys = gated_send_keys  # type: ignore[method-assign]
     SubprocessTerminal.interrupt = interrupt  # type: ignore[method-assign]
+    keep_subprocess_on_reset()
+
+
+def keep_subprocess_on_reset() -> None:
+    """The terminal tool's `reset: true` makes a new session with `terminal_type=None`
+    (auto-detect: tmux where it is installed), dropping the subprocess terminal asked for
+    (`tool_processes.terminal_params`): the run's gate and the cancel's process stopping
+    would no longer reach its commands, and a tmux server could outlive trio-acp. Every
+    terminal session the terminal tool makes in trio-acp's process is a subprocess one."""
+    create = terminal_impl.create_terminal_session
+
+    def subprocess_session(*args: Any, **kwargs: Any) -> Any:
+        if len(args) < 4 and kwargs.get("terminal_type") is None:
+            kwargs["terminal_type"] = "subprocess"
+        return create(*args, **kwargs)
+
+    terminal_impl.create_terminal_session = subprocess_session  # type: ignore[assignment]
 
 
 def _prompts(terminal: Any, prompt_end: str) -> int:
