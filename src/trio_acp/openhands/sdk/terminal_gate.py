@@ -79,7 +79,7 @@ def keep_subprocess_on_reset() -> None:
             kwargs["terminal_type"] = "subprocess"
         return create(*args, **kwargs)
 
-    terminal_impl.create_terminal_session = subprocess_session  # type: ignore[assignment]
+    terminal_impl.create_terminal_session = subprocess_session
 
 
 def _prompts(terminal: Any, prompt_end: str) -> int:
