@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trio_acp.openhands.editor.terminal import _Private, setup_script
+from trio_acp.openhands.editor.terminal_launch import _Private, setup_script
 
 
 def plain_script(command: str, cwd_file: str) -> str:

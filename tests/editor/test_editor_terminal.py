@@ -17,7 +17,8 @@ import pytest
 import trio
 
 from trio_acp.openhands.editor.client_calls import ClientCalls
-from trio_acp.openhands.editor.terminal import client_reason, make_executor, setup_script
+from trio_acp.openhands.editor.terminal import client_reason, make_executor
+from trio_acp.openhands.editor.terminal_launch import setup_script
 from trio_acp.rpc import RequestError
 from trio_acp.testing.editor import SESSION, EditorClient, editor_pair
 
@@ -458,7 +459,7 @@ def test_the_clients_reason_is_its_details_else_its_message(data, reason):
 
 AGENT = """
 import json, sys, time
-from trio_acp.openhands.editor.terminal import _Private
+from trio_acp.openhands.editor.terminal_launch import _Private
 private = _Private.open()
 launch = private.launch(sys.argv[1], 1, None)
 print(json.dumps([launch.command, *launch.args, launch.env["BASH_ENV"]]), flush=True)
@@ -531,7 +532,7 @@ def test_the_agents_death_stops_the_command_and_its_background(tmp_path, when):
 
 
 OPENS_PRIVATE = """
-from trio_acp.openhands.editor.terminal import _Private
+from trio_acp.openhands.editor.terminal_launch import _Private
 private = _Private.open()
 print(private.directory, flush=True)
 input()
