@@ -63,7 +63,7 @@ from trio_acp.openhands.setup.settings import (
     load_settings,
 )
 from trio_acp.openhands.setup.terminal_setup import SETUP_ARG
-from trio_acp.openhands.setup.user_setup import stored_tools
+from trio_acp.openhands.setup.user_setup import mcp_file_secrets, stored_tools
 from trio_acp.rpc import RequestError, after_response, current_request_id
 from trio_acp.schema import unstable
 
@@ -126,6 +126,7 @@ class OpenHandsAgent:
             raise not_configured(str(exc)) from None
         # Masked from now on, before anything can quote them (a validation error, say).
         self.secrets.add(secret_values(settings.llm or {}))
+        self.secrets.add(mcp_file_secrets(settings.persistence_dir))
         return settings
 
     def _agent_server(self) -> AgentServerTarget | None:
