@@ -144,9 +144,7 @@ def _probe(server_pid: int, key_files: list[Path]) -> Scenario:
     command = (
         f"tr '\\0' '\\n' < /proc/{server_pid}/environ | sed 's/^/server:/'; "
         "tr '\\0' '\\n' < /proc/$PPID/environ | sed 's/^/parent:/'; "
-        # Not the prompt's variables: the SDK's subprocess terminal (what the server's user
-        # gets here) takes its prompt marker, printed back, for the end of the command.
-        "env | grep -v -e '^PS[0-9]=' -e '^PROMPT_COMMAND=' | sed 's/^/shell:/'"
+        "env | sed 's/^/shell:/'"
     )
     command += "; echo whoami:$(id -un)"
     for n, path in enumerate(key_files):
