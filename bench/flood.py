@@ -6,6 +6,11 @@ out in one stream without reading stdout, until they are all written or the agen
 taken nothing for `--stall` seconds (it stopped reading: back-pressure). Then the client
 reads, writing the rest meanwhile, until every request is answered.
 
+`--stream-tokens N` floods the other way: one `session/prompt` whose model reply streams N
+tokens (the scripted `long` scenario), and a client that reads nothing until the model has
+sent them all; then it reads every update and counts the text (the SDK's tokens wait for
+the client in the session's bridge: trio_acp/openhands/sessions/token_backlog.py).
+
 Printed: the agent's RSS and threads before the flood (after one request of the method,
 so a first call's imports are not counted), at their peak (sampled, and the kernel's
 high-water mark VmHWM) and after every answer was read; how much of the flood the agent
@@ -73,6 +78,12 @@ def main(argv: list[str] | None = None) -> None:
         default=5.0,
         help="seconds without the agent taking a byte that end the unread phase (default 5)",
     )
+    parser.add_argument(
+        "--stream-tokens",
+        type=int,
+        default=0,
+        help="instead: one prompt streaming this many tokens to a client that reads none",
+    )
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="trio-acp-flood-"))
     persist, ws, home = (root / n for n in ("persist", "ws", "home"))
@@ -84,7 +95,10 @@ def main(argv: list[str] | None = None) -> None:
         env.update(OPENHANDS_PERSISTENCE_DIR=str(persist), HOME=str(home))
         agent = RawAgent.spawn(env, cwd=str(ws))
         try:
-            run(agent, args, str(ws))
+            if args.stream_tokens:
+                run_stream(agent, llm, args.stream_tokens, str(ws))
+            else:
+                run(agent, args, str(ws))
         finally:
             if agent.alive():
                 agent.process.kill()
@@ -205,4 +219,94 @@ def run(agent: RawAgent, args: argparse.Namespace, cwd: str) -> None:
     print(
         f"  answered {len(answered):,}/{args.requests:,} (duplicates {duplicates}) "
         f"in {drained_seconds:.1f} s; {dict(codes)}"
+    )
+
+
+def settled(pid: int, agent: RawAgent) -> dict[str, int]:
+    """The agent's status once its RSS is unchanged for 2 s."""
+    last, steady_since = status(pid)["VmRSS"], time.perf_counter()
+    while time.perf_counter() - steady_since < 2.0:
+        agent.drain(0.5)
+        now = status(pid)["VmRSS"]
+        if now != last:
+            last, steady_since = now, time.perf_counter()
+    return status(pid)
+
+
+def run_stream(agent: RawAgent, llm: ScriptedLLM, tokens: int, cwd: str) -> None:
+    from trio_acp.testing import scenario_prompt
+
+    agent.initialize()
+    sid = agent.new_session(cwd, timeout=300)
+    agent.prompt(sid, scenario_prompt("long", "warm", tokens=200), timeout=300)
+    pid = agent.pid
+    before = settled(pid, agent)
+    calls = len(llm.requests)
+    rid = agent.new_id()
+    agent.send(
+        {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": "session/prompt",
+            "params": {
+                "sessionId": sid,
+                "prompt": [{"type": "text", "text": scenario_prompt("long", "x", tokens=tokens)}],
+            },
+        }
+    )
+    peak = dict(before)
+    started = time.perf_counter()
+    # Unread until the model has streamed it all (the agent's stdout pipe fills first).
+    while time.perf_counter() - started < 600:
+        now = status(pid)
+        peak["VmRSS"] = max(peak["VmRSS"], now["VmRSS"])
+        done = [r for r in llm.requests[calls:] if r.outcome != "running"]
+        if done:
+            break
+        time.sleep(0.2)
+    streamed = time.perf_counter() - started
+    time.sleep(1.0)
+    peak["VmRSS"] = max(peak["VmRSS"], status(pid)["VmRSS"])
+    unread = status(pid)
+    fd_out = agent.process.stdout.fileno()  # type: ignore[union-attr]
+    buffer = bytearray()
+    text: list[str] = []
+    updates = 0
+    answered = None
+    sel = selectors.DefaultSelector()
+    sel.register(fd_out, selectors.EVENT_READ)
+    while answered is None and time.perf_counter() - started < 900:
+        if not sel.select(1.0):
+            continue
+        try:
+            data = os.read(fd_out, 1 << 20)
+        except BlockingIOError:
+            continue
+        if not data:
+            break
+        buffer += data
+        lines = buffer.split(b"\n")
+        buffer = bytearray(lines.pop())
+        for line in lines:
+            frame = json.loads(line)
+            if frame.get("id") == rid:
+                answered = frame
+            update = frame.get("params", {}).get("update", {})
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                updates += 1
+                text.append(update["content"].get("text", ""))
+    time.sleep(1.0)
+    after = status(pid)
+    got = "".join(text)
+    print(f"stream flood: one turn of {tokens:,} streamed tokens, the client reading none")
+    print(f"  the model streamed it all in {streamed:.1f} s while nothing was read")
+    print(
+        f"  RSS: before {mib(before['VmRSS'])}, unread {mib(unread['VmRSS'])}, peak "
+        f"{mib(peak['VmRSS'])} sampled (VmHWM {mib(before['VmHWM'])} → "
+        f"{mib(after['VmHWM'])}), after {mib(after['VmRSS'])}; "
+        f"peak - before: {mib(peak['VmRSS'] - before['VmRSS'])}"
+    )
+    print(
+        f"  answered: {(answered or {}).get('result')}; {updates:,} message updates, "
+        f"{len(got):,} characters of text"
     )

@@ -533,7 +533,7 @@ async def measure_list(env: dict[str, str], cwd: str, runs: int) -> dict[str, An
                 if frame.get("id") == request_id:
                     return frame
 
-        from trio_acp.openhands.sessions import store
+        from trio_acp.openhands.sessions import list_cache, store
 
         first_page: list[float] = []
         walks: list[float] = []
@@ -546,7 +546,7 @@ async def measure_list(env: dict[str, str], cwd: str, runs: int) -> dict[str, An
             if run == 0:
                 cache.unlink(missing_ok=True)
             if run <= 1:
-                store._LISTINGS.clear()
+                list_cache.LISTINGS.clear()
             start = time.perf_counter()
             page = await call({"cwd": cwd})
             first_page.append(time.perf_counter() - start)

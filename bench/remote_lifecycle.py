@@ -13,6 +13,10 @@ What an editor sees, over stdio (`trio_acp.testing.raw_agent`), with and without
   at its first streamed chunk → the `cancelled` response.
 - **cancel mid-tool**: the same, while the terminal runs `sleep 30` (the cancel at the
   tool call's `in_progress` update).
+- **tool turn** (`--tool-turns N`, 5): a whole turn of one terminal command (`echo`) and
+  the model's `finish`, run unasked (always-approve): through an agent-server the server
+  stops before the command for trio-acp to decide (a credential read is asked:
+  docs/agent-server.md, "Events, cancel, permissions, failures").
 
 Figures per side: p50/p99 (and max) in ms; the load average. Prints; asserts only that
 each cancelled turn answered `cancelled` and each process exited 0.
@@ -78,6 +82,14 @@ def _cancel_at(agent: RawAgent, sid: str, text: str, at: Callable[[dict[str, Any
     return latency
 
 
+def _tool_turn(agent: RawAgent, sid: str) -> float:
+    start = time.perf_counter()
+    reply = agent.prompt(sid, scenario_prompt("terminal", command="echo bench"), timeout=120)
+    latency = time.perf_counter() - start
+    assert reply.get("result", {}).get("stopReason") == "end_turn", reply
+    return latency
+
+
 def _exit_after_eof(argv: list[str], env: dict[str, str], cwd: str) -> float:
     agent = RawAgent.spawn(env, argv=argv, stderr=subprocess.DEVNULL)
     try:
@@ -107,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--exits", type=int, default=3, help="fresh processes per side (3)")
     parser.add_argument("--cancels", type=int, default=10, help="cancels per side and case (10)")
     parser.add_argument("--only", choices=("local", "remote"), help="one side only")
+    parser.add_argument("--tool-turns", type=int, default=5, help="tool turns per side (5)")
     args = parser.parse_args(argv)
     sides = [args.only] if args.only else ["local", "remote"]
     with ScriptedLLM() as llm, AgentServer() as server, tempfile.TemporaryDirectory() as home:
@@ -125,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
             "cancel mid-tool": (scenario_prompt("sleep", seconds=30), _tool_running),
         }
         figures: dict[str, dict[str, list[float]]] = {
-            side: {name: [] for name in ["exit", *cases]} for side in sides
+            side: {name: [] for name in ["exit", *cases, "tool turn"]} for side in sides
         }
         agents = {
             side: RawAgent.spawn(env, argv=argv_of[side], stderr=subprocess.DEVNULL)
@@ -143,13 +156,20 @@ def main(argv: list[str] | None = None) -> None:
                         figures[side][name].append(
                             _cancel_at(agents[side], sessions[side], text, at)
                         )
+            for _ in range(args.tool_turns):
+                for side in sides:
+                    figures[side]["tool turn"].append(_tool_turn(agents[side], sessions[side]))
         finally:
             for agent in agents.values():
                 agent.close(timeout=60)
         for _ in range(args.exits):
             for side in sides:
                 figures[side]["exit"].append(_exit_after_eof(argv_of[side], env, cwd))
-    out: dict[str, Any] = {"exits": args.exits, "cancels": args.cancels}
+    out: dict[str, Any] = {
+        "exits": args.exits,
+        "cancels": args.cancels,
+        "tool_turns": args.tool_turns,
+    }
     for side in sides:
         for name, latencies in figures[side].items():
             summary = latency_summary(latencies)

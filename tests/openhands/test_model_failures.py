@@ -387,6 +387,23 @@ async def test_an_html_page_is_a_model_error_not_a_reply(env, tmp_path, llm):
             await _still_works(conn, client, sid, "after-html")
 
 
+async def test_an_html_page_is_a_model_error_without_streaming_too(env, tmp_path, llm):
+    # LLM_STREAM=false: litellm reports the page as an invalid reply with a made-up
+    # HTTP 500, which the SDK would retry as a server error (4 calls, kind "server").
+    env["LLM_STREAM"] = "false"
+    client = Client()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            sid = await _session(conn, tmp_path)
+            err, calls = await _fails(conn, llm, sid, scenario_prompt("html"))
+            assert calls == ["html"]
+            assert "was not a model reply" in err.message and "LLM_BASE_URL" in err.message
+            assert err.data["model"]["kind"] == "not_a_reply"
+            assert err.data["model"]["retryable"] is False
+            assert client.thoughts() == ""  # no "retrying" note
+            await _still_works(conn, client, sid, "after-html")
+
+
 async def test_what_is_read_of_an_error_body_is_bounded(llm):
     # A 256 KiB HTTP 500 body (the was 5 MiB: litellm's secret redaction ran over
     # all of it several times per attempt, 37 s between two attempts 2 s apart).

@@ -12,6 +12,7 @@ import orjson
 import pytest
 from test_store_list_cache import make  # one stored session, as the cache tests build it
 
+from trio_acp.openhands.sessions import list_cache
 from trio_acp.openhands.sessions import store as store_mod
 from trio_acp.openhands.sessions.damage import find_damage
 from trio_acp.openhands.sessions.store import (
@@ -32,7 +33,7 @@ def root(tmp_path):
 
 
 def new_process(root: Path) -> None:
-    store_mod._LISTINGS.pop(str(root), None)
+    list_cache.LISTINGS.pop(str(root), None)
     store_mod._WALKS.clear()
 
 
@@ -125,6 +126,45 @@ def test_a_forged_cache_entry_never_outranks_the_sessions_files(root, tmp_path, 
     assert saved["entries"][mine.hex][1][1:3] == [str(tmp_path), "mine"]
     new_process(root)
     assert listed(root) == want
+
+
+def test_a_forged_cwd_in_the_cache_hides_no_session_from_a_filtered_list(root, tmp_path):
+    # The cache's cwd decides which sessions a filtered list reads; one it put elsewhere
+    # would be left out of its own cwd's list, never read, never vouched for.
+    elsewhere = tmp_path / "elsewhere"
+    other = make(root, str(elsewhere), title="other", updated="2026-01-01T00:00:00Z")
+    mine = make(root, str(tmp_path), title="mine", updated="2026-01-02T00:00:00Z")
+    want = [(str(mine), str(tmp_path), "mine")]
+    assert listed(root, cwd=str(tmp_path)) == want
+    _forge(root, mine, cwd=str(elsewhere))
+    new_process(root)
+    assert listed(root, cwd=str(tmp_path)) == want
+    # ...and the list of the cwd it was moved to does not show it either.
+    _forge(root, mine, cwd=str(elsewhere))
+    new_process(root)
+    assert listed(root, cwd=str(elsewhere)) == [(str(other), str(elsewhere), "other")]
+    saved = json.loads((root / LIST_CACHE_FILE).read_text())
+    assert saved["entries"][mine.hex][1][1] == str(tmp_path)
+
+
+def test_a_filtered_list_reads_each_session_of_another_cwd_once_per_process(
+    root, tmp_path, monkeypatch
+):
+    for n in range(5):
+        make(root, str(tmp_path / "elsewhere"), title=f"o{n}", updated="2026-01-01T00:00:00Z")
+    mine = make(root, str(tmp_path), title="mine", updated="2026-01-02T00:00:00Z")
+    assert listed(root, cwd=str(tmp_path)) == [(str(mine), str(tmp_path), "mine")]
+    new_process(root)
+    reads: list[str] = []
+    original = store_mod._read_json
+    monkeypatch.setattr(store_mod, "_read_json", lambda p: reads.append(str(p)) or original(p))
+    listed(root, cwd=str(tmp_path))
+    # Each session of the other cwd: its index only (it names the cwd), once.
+    others = [p for p in reads if mine.hex not in p]
+    assert len(others) == 5 and all(p.endswith("/trio_acp_session.json") for p in others)
+    first = len(reads)
+    listed(root, cwd=str(tmp_path))
+    assert len(reads) == first  # checked once, then trusted for this process
 
 
 def test_a_forged_entry_for_no_session_hides_none(root, tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trio_acp.openhands.sessions import store as store_mod
+from trio_acp.openhands.sessions import list_cache
 from trio_acp.openhands.sessions.store import DAMAGED, SessionStore
 
 
@@ -96,7 +96,7 @@ def test_new_deleted_and_damaged_sessions_are_seen(root, tmp_path):
     listed = titles(SessionStore(root))
     assert set(listed) == {str(a), str(c)}
     assert listed[str(a)] == f"{DAMAGED} a"
-    assert b.hex not in store_mod._LISTINGS[str(root)].entries  # pruned
+    assert b.hex not in list_cache.LISTINGS[str(root)].entries  # pruned
 
 
 def test_a_session_without_our_index_is_dated_by_its_newest_event(root, tmp_path):

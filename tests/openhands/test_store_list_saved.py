@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from test_store_list_cache import age, make  # one stored session, as the cache tests build it
 
+from trio_acp.openhands.sessions import list_cache
 from trio_acp.openhands.sessions import store as store_mod
 from trio_acp.openhands.sessions.store import DAMAGED, LIST_CACHE_FILE, PAGE_SIZE, SessionStore
 
@@ -27,7 +28,7 @@ def root(tmp_path):
 
 def new_process(root: Path) -> None:
     """Forget what this process has parsed, as a new process starts without it."""
-    store_mod._LISTINGS.pop(str(root), None)
+    list_cache.LISTINGS.pop(str(root), None)
     store_mod._WALKS.clear()
 
 
@@ -169,7 +170,7 @@ def test_a_cache_that_cannot_be_saved_costs_nothing_but_time(root, tmp_path, mon
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(store_mod.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(list_cache.tempfile, "mkstemp", refuse)
     assert listed(root) == [(str(sid), "t")]
     assert not (root / LIST_CACHE_FILE).exists()
     new_process(root)

@@ -68,8 +68,8 @@ def test_pages_after_the_first_check_only_what_they_show(root, tmp_path, session
     store = SessionStore(root)
     page, cursor = store.list(str(tmp_path), None)
     stamped: list[str] = []
-    original = store_mod._stamp
-    monkeypatch.setattr(store_mod, "_stamp", lambda p: stamped.append(p) or original(p))
+    original = store_mod.stamp
+    monkeypatch.setattr(store_mod, "stamp", lambda p: stamped.append(p) or original(p))
     page, cursor = store.list(str(tmp_path), cursor)
     assert len(page) == PAGE_SIZE
     shown = {str(root / uuid.UUID(s.session_id).hex) for s in page}

@@ -22,7 +22,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+import attrs
 import pytest
+from _remote_e2e import answer_permission, send_prompt
 
 from trio_acp.openhands.backends.agent_server_command import (
     CONFIG_FILE,
@@ -58,34 +60,95 @@ def test_prepare_writes_private_keys_and_refuses_keys_in_the_environment(tmp_pat
         prepare(tmp_path / "srv", {})
 
 
-def _server_user() -> str | None:
-    """As root: an unprivileged user who can run this interpreter (`--user`: the tools
-    then cannot read the keys file), else root itself (the same code path, no other
-    user); None when not root."""
-    if os.geteuid() != 0:
+@attrs.frozen
+class ServerUser:
+    """Who `trio-acp agent-server --user` makes the server, and the Python it runs on."""
+
+    name: str | None  # None: not root, no --user
+    python: str
+    env: dict[str, str]  # what that Python needs in its environment
+
+
+# What of the interpreter's tree the server never imports: not copied.
+_NOT_COPIED = {"test", "site-packages", "idlelib", "tkinter", "turtledemo", "ensurepip"}
+
+
+def _python_for(user: str, where: Path) -> ServerUser | None:
+    """This interpreter, runnable by `user`, with this environment's packages; None if the
+    machine does not allow it.
+
+    Here the interpreter lives under /root (0700): once `--user` drops root, the server
+    could not import a module it had not imported yet. A tree of hard links to it (no
+    copy: one file system) outside /root, its site-packages a path file naming this
+    environment's, is the same interpreter that `user` can reach.
+    """
+    base = Path(sys.base_prefix)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    try:
+        where.mkdir(mode=0o755)
+        (where / "bin").mkdir()
+        os.link(os.path.realpath(sys.executable), where / "bin" / version)
+        for directory, dirs, files in os.walk(base / "lib"):
+            dirs[:] = [d for d in dirs if d not in _NOT_COPIED]
+            target = where / Path(directory).relative_to(base)
+            target.mkdir(exist_ok=True)
+            for name in files:
+                os.link(Path(directory, name), target / name, follow_symlinks=False)
+        site = where / "lib" / version / "site-packages"
+        site.mkdir()
+        packages = [p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix)]
+        (site / "trio_acp_test.pth").write_text(
+            "".join(f"import site; site.addsitedir({p!r})\n" for p in packages)
+        )
+    except OSError:
         return None
-    check = [sys.executable, "-c", "import trio_acp, openhands.agent_server"]
-    runuser = shutil.which("runuser")
-    if runuser is not None:
-        try:
-            done = subprocess.run(
-                [runuser, "-u", "nobody", "--", *check], capture_output=True, timeout=120
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            done = None
-        if done is not None and done.returncode == 0:
-            return "nobody"
-    return "root"
+    # Its libpython is found through an absolute path under /root (RUNPATH) otherwise.
+    env = {"LD_LIBRARY_PATH": str(where / "lib")}
+    python = str(where / "bin" / version)
+    try:
+        done = subprocess.run(
+            ["runuser", "-u", user, "--", "env", *(f"{k}={v}" for k, v in env.items()), python]
+            + ["-c", "import trio_acp, openhands.agent_server"],
+            capture_output=True,
+            timeout=180,
+            cwd="/",
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return ServerUser(user, python, env) if done.returncode == 0 else None
 
 
-def _probe(server_pid: int, keys_file: Path | None) -> Scenario:
+def _server_user(where: Path) -> ServerUser:
+    """As root: an unprivileged user (`nobody`) who can run this interpreter (`--user`:
+    the tools then cannot read the keys file), else root itself (the same code path, no
+    other user); no user when not root."""
+    if os.geteuid() != 0:
+        return ServerUser(None, sys.executable, {})
+    if shutil.which("runuser") is not None:
+        for python in (sys.executable, None):
+            if python is not None:
+                check = [python, "-c", "import trio_acp, openhands.agent_server"]
+                done = subprocess.run(
+                    ["runuser", "-u", "nobody", "--", *check], capture_output=True, timeout=180
+                )
+                if done.returncode == 0:
+                    return ServerUser("nobody", python, {})
+            else:
+                found = _python_for("nobody", where / "python")
+                if found is not None:
+                    return found
+    return ServerUser("root", sys.executable, {})
+
+
+def _probe(server_pid: int, key_files: list[Path]) -> Scenario:
     command = (
         f"tr '\\0' '\\n' < /proc/{server_pid}/environ | sed 's/^/server:/'; "
         "tr '\\0' '\\n' < /proc/$PPID/environ | sed 's/^/parent:/'; "
         "env | sed 's/^/shell:/'"
     )
-    if keys_file is not None:
-        command += f"; echo keys:; cat {keys_file} 2>&1"
+    command += "; echo whoami:$(id -un)"
+    for n, path in enumerate(key_files):
+        command += f"; echo keys{n}:; cat {path} 2>&1"
     return Scenario(
         "environ-probe",
         [
@@ -133,10 +196,14 @@ def test_a_session_runs_through_the_command_and_its_shell_finds_no_key():
         LOG_LEVEL="WARNING",
     )
     server_env.pop("LITELLM_LOCAL_MODEL_COST_MAP", None)  # the command sets it
-    user = _server_user()
+    # Another user (the server's, its Python's) reaches what is under it: not the keys (0600).
+    root.chmod(0o755)
+    runs_as = _server_user(root)
+    user = runs_as.name
+    server_env.update(runs_as.env)
     with open(log, "wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "trio_acp", "agent-server", "--port", str(port)]
+            [runs_as.python, "-m", "trio_acp", "agent-server", "--port", str(port)]
             + ["--dir", str(srv), "--configure"]
             + (["--user", user] if user else []),
             env=server_env,
@@ -161,11 +228,20 @@ def test_a_session_runs_through_the_command_and_its_shell_finds_no_key():
         project = srv / "workspace" / "project"
         project.mkdir(parents=True, exist_ok=True)
         other_user = user not in (None, "root")
+        if shutil.which("runuser") is not None and os.geteuid() == 0:
+            # Root here: the server must have become an unprivileged user (issue 23.4c).
+            assert other_user, "no unprivileged user could run the server's Python"
         if other_user:
+            assert user is not None
             entry = pwd.getpwnam(user)
             os.chown(project, entry.pw_uid, entry.pw_gid)
-        keys_file = srv / KEYS_FILE if other_user else None
-        with ScriptedLLM(scenarios=[_probe(server.pid, keys_file)]) as llm:
+            # The server runs as that user, all its ids (real, effective, saved, fs).
+            status = Path(f"/proc/{server.pid}/status").read_text()
+            uids = next(line for line in status.splitlines() if line.startswith("Uid:"))
+            assert uids.split()[1:] == [str(entry.pw_uid)] * 4, uids
+        # The launcher's key files: the server's keys, and the client's copy of its key.
+        key_files = [srv / KEYS_FILE, home / "agent_server.json"] if other_user else []
+        with ScriptedLLM(scenarios=[_probe(server.pid, key_files)]) as llm:
             env = dict(base, **scripted_env(llm.base_url))
             # The server is found through agent_server.json, as --configure wrote it.
             env.update(
@@ -179,17 +255,31 @@ def test_a_session_runs_through_the_command_and_its_shell_finds_no_key():
                 sid = agent.new_session(str(project), timeout=300)
                 status = agent.prompt(sid, "/status", timeout=120)
                 assert status["result"]["stopReason"] == "end_turn"
-                reply = agent.prompt(sid, scenario_prompt("environ-probe"), timeout=300)
+                rid = send_prompt(agent, sid, scenario_prompt("environ-probe"))
+                if other_user:
+                    # It names trio-acp's agent_server.json: asked, in every mode (and
+                    # through the server: confirm.py); allowed, the server's user is
+                    # refused it by the file's mode.
+                    request = answer_permission(agent, "allow_once")
+                    assert "agent_server.json" in request["params"]["toolCall"]["title"]
+                reply = agent.response(rid, timeout=300)
                 assert reply["result"]["stopReason"] == "end_turn", reply
                 frames = json.dumps(agent.frames)
             seen = json.dumps([m for r in llm.requests for m in r.messages])
         assert f"the agent-server at {url}" in frames  # /status: the session runs there
         # The probe ran and its output reached the model: the server's environment, the
         # shell's parent's and the shell's own.
-        assert "server:OH_ENABLE_VSCODE=false" in seen
+        if other_user:
+            # Non-dumpable, and not root's to read: not even its own user reads it.
+            assert f"/proc/{server.pid}/environ: Permission denied" in seen
+        else:
+            assert "server:OH_ENABLE_VSCODE=false" in seen
         assert "parent:" in seen and "shell:" in seen
-        if other_user:  # the tools run as that user: the keys file is not theirs to read
-            assert "keys:" in seen and "Permission denied" in seen
+        if other_user:  # the tools run as that user: the key files are not theirs to read
+            assert f"whoami:{user}" in seen
+            for n, path in enumerate(key_files):
+                assert f"keys{n}:" in seen
+                assert f"cat: {path}: Permission denied" in seen
         assert [value for value in secret_values if value in seen] == []
         assert [value for value in secret_values if value in frames] == []
     finally:

@@ -175,6 +175,35 @@ async def test_while_waiting_on_the_client_the_reader_reads_on(
     assert handler.most_running <= RUNNING
 
 
+async def test_answers_to_garbage_never_stop_the_reader_short_of_the_bound(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # A client that writes invalid frames and reads nothing, while a request of ours waits
+    # on it: the answers the reader makes itself queue for the writer (within the waiting
+    # bounds), the reader reads on, and the client's answer behind the garbage is read.
+    # lockstep: a write returns only once the other side has read it, as a full pipe.
+    raw_stream, peer_stream = trio.testing.lockstep_stream_pair()
+    raw = RawSide(raw_stream)
+    handler = Counting()
+    garbage = WAITING - 1  # more than the writer's queue holds, less than may wait
+    with trio.fail_after(60):
+        async with bounded(peer_stream, handler) as peer:
+            handler.peer = peer
+            await raw.send(req("a", "ask", ["x"]))
+            question = await raw.receive()
+            assert question["method"] == "question"
+            await raw.send_raw(b"".join(b"not json %d\n" % i for i in range(garbage - 2)))
+            await raw.send_raw(b"[]\n")  # valid JSON, no message
+            await raw.send(req(None, "echo"))  # a null id: an invalid request
+            # Read by the agent (lockstep) although nobody read its answers yet.
+            await raw.send({"jsonrpc": "2.0", "id": question["id"], "result": "yes"})
+            answers = [await raw.receive() for _ in range(garbage + 1)]
+    errors = [a for a in answers if "error" in a]
+    assert len(errors) == garbage and all(a["id"] is None for a in errors)
+    assert {a["error"]["code"] for a in errors} == {-32700, -32600}
+    assert [a["result"] for a in answers if a.get("id") == "a"] == ["yes"]
+
+
 async def test_waiting_requests_are_answered_at_eof(autojump_clock: trio.abc.Clock) -> None:
     raw_stream, peer_stream = trio.testing.memory_stream_pair()
     raw = RawSide(raw_stream)

@@ -57,7 +57,7 @@ from trio_acp.openhands.setup.agent_spec import session_tools
 from trio_acp.openhands.setup.critic_review import settings_notice
 from trio_acp.openhands.setup.models import model_choices
 from trio_acp.openhands.setup.settings import Settings, SettingsError, load_settings
-from trio_acp.openhands.setup.user_setup import stored_tools
+from trio_acp.openhands.setup.user_setup import mcp_file_secrets, stored_tools
 from trio_acp.openhands.sign_in import SignIn
 from trio_acp.rpc import RequestError, after_response
 from trio_acp.schema import unstable
@@ -113,6 +113,7 @@ class OpenHandsAgent:
             raise not_configured(str(exc)) from None
         # Masked from now on, before anything can quote them (a validation error, say).
         self.secrets.add(secret_values(settings.llm or {}))
+        self.secrets.add(mcp_file_secrets(settings.persistence_dir))
         return settings
 
     def _agent_server(self) -> AgentServerTarget | None:

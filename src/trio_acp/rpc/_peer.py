@@ -37,6 +37,11 @@ Task layout of one connection (all inside `open_peer`'s nursery)::
     - completes pending outbound requests from **responses** (late or unknown ids are
       dropped);
     - answers anything **invalid** with a JSON-RPC error (never a notification).
+    The answers the reader makes itself (to invalid frames, to requests it refuses) never
+    make it wait on the writer: past a full writer queue they are kept, as many as
+    requests may wait, for a task that queues them (`Peer._answer`), so a client that
+    writes garbage and reads nothing cannot stop the reader short of that bound (the
+    answer it owes to a request of ours may be behind the garbage).
 * Shutdown (EOF, a broken pipe, `Peer.aclose`, leaving `open_peer`): stop reading; fail
   pending outbound requests with `PeerClosed`; cancel in-flight inbound handlers, which
   answer ``-32800`` unless they return something else first; wait for them at most
@@ -48,6 +53,7 @@ Task layout of one connection (all inside `open_peer`'s nursery)::
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -218,8 +224,16 @@ class Peer:
             max_waiting=max_waiting_requests,
             max_waiting_bytes=max_waiting_bytes,
         )
-        # Where the reader waits while no request can be run or kept (`_receive_request`).
+        # Where the reader waits while no request can be run or kept (`_receive_request`),
+        # or no answer of its own (`_answer`).
         self._room = trio.lowlevel.ParkingLot()
+        # The answers the reader makes itself (an invalid frame, a refused request), in
+        # order, while the writer's queue is full: a task of their own (`_write_answers`)
+        # queues them, so the reader never waits on a client that does not read. Bounded
+        # as the waiting requests are.
+        self._answers: collections.deque[bytes] = collections.deque()
+        self._answers_bytes = 0
+        self._answers_writing = False
         self._reader_scope = trio.CancelScope()
         self._closing = False
         self._closing_event = trio.Event()
@@ -472,7 +486,7 @@ class Peer:
             error = RequestError.invalid_request(
                 message=f"Invalid request: frame too large (limit {item.max_frame_size} bytes)"
             )
-            await self._send_quietly(encode_error(None, error))
+            await self._answer(encode_error(None, error))
             return
         msg = parse_message(item)
         if isinstance(msg, Notification):
@@ -489,7 +503,7 @@ class Peer:
         else:
             assert isinstance(msg, InvalidMessage)
             logger.info("answering an invalid message: %s", msg.error.message)
-            await self._send_quietly(encode_error(msg.id, msg.error))
+            await self._answer(encode_error(msg.id, msg.error))
 
     async def _receive_request(self, request: Request, line: bytes) -> None:
         """Run, keep or refuse a request just read (`trio_acp.rpc._admission`)."""
@@ -505,7 +519,7 @@ class Peer:
             error = RequestError.invalid_request(
                 message="Invalid request: id of a request still in progress"
             )
-            await self._send_quietly(encode_error(request.id, error))
+            await self._answer(encode_error(request.id, error))
             return
         decision = admission.offer(line)
         if decision == "full":
@@ -517,7 +531,7 @@ class Peer:
                 admission.running,
                 admission.waiting,
             )
-            await self._send_quietly(encode_error(request.id, _too_many_requests()))
+            await self._answer(encode_error(request.id, _too_many_requests()))
             return
         # Registered before the task starts, so a $/cancel_request right behind the
         # request on the wire finds it (a scope cancelled before entry starts cancelled).
@@ -531,6 +545,54 @@ class Peer:
         if decision == "run":
             assert self._handler_nursery is not None
             self._handler_nursery.start_soon(self._serve_request, request, scope)
+
+    async def _answer(self, frame: bytes) -> None:
+        """Send an answer the reader made itself, without waiting on the writer.
+
+        Queued at once if the writer's queue has room and no earlier such answer waits;
+        otherwise kept for `_write_answers`, up to as many (and as many bytes) as requests
+        may wait (`trio_acp.rpc._admission`). When even that is full the reader waits for
+        room, as it does for requests: a bound, never a process that grows.
+        """
+        if not self._answers:
+            try:
+                self._send_channel.send_nowait(frame)
+                return
+            except trio.WouldBlock:
+                pass
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                logger.debug("connection closed, dropping a frame")
+                return
+        admission = self._admission
+        while (
+            self._answers
+            and (
+                len(self._answers) >= admission.max_waiting
+                or self._answers_bytes + len(frame) > admission.max_waiting_bytes
+            )
+            and not self._closing
+        ):
+            await self._room.park()
+        if self._closing:
+            return  # nothing is written any more but what is queued
+        self._answers.append(frame)
+        self._answers_bytes += len(frame)
+        if not self._answers_writing and self._system_nursery is not None:
+            self._answers_writing = True
+            self._system_nursery.start_soon(self._write_answers)
+
+    async def _write_answers(self) -> None:
+        try:
+            while self._answers:
+                frame = self._answers[0]
+                await self._send_channel.send(frame)
+                self._answers.popleft()
+                self._answers_bytes -= len(frame)
+                self._room.unpark_all()  # the reader may wait for room
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            logger.debug("connection closed, dropping %d answers", len(self._answers))
+        finally:
+            self._answers_writing = False
 
     def _run_waiting(self, line: bytes) -> None:
         """Start the task of a request that waited its turn (its line, as read)."""

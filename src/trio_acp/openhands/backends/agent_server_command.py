@@ -175,7 +175,18 @@ def _load_server(keys: ServerKeys) -> None:
         config_path.unlink(missing_ok=True)
 
 
-def _become(user: str, home: Path) -> None:
+def _home_for(user: str, home: Path) -> None:
+    """`home`, the user's, as the process's home from now on (still root here)."""
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    home.mkdir(exist_ok=True)
+    os.chown(home, entry.pw_uid, entry.pw_gid)
+    os.environ["HOME"] = str(home)
+    os.environ["USER"] = os.environ["LOGNAME"] = user
+
+
+def _become(user: str) -> None:
     import pwd
 
     entry = pwd.getpwnam(user)
@@ -184,9 +195,6 @@ def _become(user: str, home: Path) -> None:
     os.setuid(entry.pw_uid)
     if os.getuid() != entry.pw_uid or os.geteuid() != entry.pw_uid:
         raise AgentServerCommandError(f"could not become {user}")
-    home.mkdir(exist_ok=True)
-    os.environ["HOME"] = str(home)
-    os.environ["USER"] = os.environ["LOGNAME"] = user
 
 
 def serve(
@@ -222,9 +230,13 @@ def serve(
             written = write_client_config(persistence.expanduser(), url, keys)
             print(f"trio-acp's sessions now run on it ({written})", file=sys.stderr)
         os.chdir(where)  # its storage is relative: ./workspace/conversations, ...
+        if user is not None:
+            # Its home before the server is loaded: modules keep paths under it from
+            # their import on (the SDK's `~/.openhands/...`), which the user must reach.
+            _home_for(user, where / "workspace" / "home")
         _load_server(keys)
         if user is not None:
-            _become(user, where / "workspace" / "home")
+            _become(user)
     except AgentServerCommandError as exc:
         print(f"trio-acp agent-server: {exc}", file=sys.stderr)
         return 2

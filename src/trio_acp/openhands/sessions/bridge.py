@@ -9,12 +9,16 @@ and, at most once per batch, schedules a wake-up with `TrioToken.run_sync_soon` 
 call (≈200 µs measured): fine per event, far too slow per token.
 
 The Trio side drains everything queued since the last wake-up in one batch, which is
-where token chunks get coalesced under load.
+where token chunks get coalesced under load. While it cannot drain (its client reads
+nothing), a post may merge into the item before it instead of adding one
+(`post(item, merge=...)`, token_backlog.py): what waits stays bounded by its content.
 """
 
 from __future__ import annotations
 
 import collections
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -48,12 +52,35 @@ class ThreadBridge:
         # extra wake-up.
         self._wake_pending = False
         self._closed = False
+        # Taken by a post that merges (never by a plain one) and by the consumer as it
+        # takes the items, so that the item merged into is not taken meanwhile. Held for
+        # microseconds: a post still never waits on Trio.
+        self._merging = threading.Lock()
 
-    def post(self, item: Any) -> None:
-        """Queue `item`. Safe from any thread, including the Trio thread; never blocks."""
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def post(
+        self,
+        item: Any,
+        merge: Callable[[Any, Any], bool] | None = None,
+        *,
+        merge_after: int = 0,
+    ) -> None:
+        """Queue `item`. Safe from any thread, including the Trio thread; never blocks.
+
+        With `merge`, once more than `merge_after` items wait, `merge(last, item)` may
+        fold `item` into the last waiting item instead (True: folded, nothing added).
+        """
         if self._closed:
             return
-        self._items.append(item)
+        if merge is not None and len(self._items) > merge_after:
+            with self._merging:
+                if self._items and merge(self._items[-1], item):
+                    return  # the consumer will take it with the item it joined
+                self._items.append(item)
+        else:
+            self._items.append(item)
         if not self._wake_pending:
             self._wake_pending = True
             try:
@@ -77,8 +104,9 @@ class ThreadBridge:
             self._event = trio.Event()
         items = []
         popleft = self._items.popleft
-        while self._items:
-            items.append(popleft())
+        with self._merging:
+            while self._items:
+                items.append(popleft())
         return items
 
     async def flush(self, payload: Any = None) -> None:

@@ -27,6 +27,7 @@ from trio_acp.openhands.sessions.bridge_items import (
     TokenChunk,
 )
 from trio_acp.openhands.sessions.journal import TurnJournal
+from trio_acp.openhands.sessions.token_backlog import BACKLOG, merge_text
 from trio_acp.openhands.setup.critic_review import replay_verdict
 from trio_acp.openhands.translate import Translator, coalesce
 from trio_acp.openhands.translate.fields import field
@@ -69,7 +70,8 @@ class Outbox:
         self.bridge.post(SdkEvent(event, self.turn_seq))
 
     def post_token(self, chunk: Any) -> None:
-        self.bridge.post(TokenChunk(chunk, self.turn_seq))
+        # Merged into the text before it while the client does not read (token_backlog.py).
+        self.bridge.post(TokenChunk(chunk, self.turn_seq), merge_text, merge_after=BACKLOG)
 
     def post_note(self, update: Any, seq: int | None = None) -> None:
         """An update of the session's own, sent in order with the turn `seq` (default: the current one)."""

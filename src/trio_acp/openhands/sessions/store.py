@@ -16,9 +16,10 @@ its own entry, never the list: one whose `base_state.json` cannot be read is lis
 a "[damaged]" title (when our index knows its cwd) so the user can see it and delete it.
 
 `session/list` keeps what it parsed in `.trio_acp_list.json` in the conversations directory
-(`LIST_CACHE_FILE`), so a new process's first list does not read every session's files
+(list_cache.py), so a new process's first list does not read every session's files
 again; each entry is checked against its files' stamps before it is used (`SessionStore.list`),
-and never outranks them: what a page shows is read from them (`SessionStore._vouch`). A
+and never outranks them: what a page shows is read from them (`SessionStore._vouch`), and
+so is the cwd of a session a cwd filter leaves out (`SessionStore._vouch_cwds`). A
 cache file that cannot be read, or that disagrees with a session's files, is set aside
 (`SET_ASIDE_CACHE_FILE`) and rebuilt. Any file here may hold anything (a crash, a hand
 edit, a hostile tool): JSON nested deeper than the parser goes is invalid JSON like any
@@ -29,25 +30,38 @@ other (small_files.py), titles are cleaned before they are shown (translate/text
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import os
-import re
 import shutil
-import tempfile
-import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import attrs
 
-from trio_acp import __version__
 from trio_acp.openhands.editor.session_roots import SessionRoots, roots_from_index, with_roots
 from trio_acp.openhands.sessions.damage import BASE_STATE, EVENTS_DIR, event_files
+from trio_acp.openhands.sessions.list_cache import (
+    DAMAGED,
+    LIST_CACHE_FILE,
+    LISTINGS,
+    RACY_NS,
+    SET_ASIDE_CACHE_FILE,
+    Listing,
+    StoredSession,
+    is_abs_path,
+    is_timestamp,
+    is_wire_text,
+    load_cache,
+    save_cache,
+    set_aside_cache,
+    stamp,
+)
 from trio_acp.openhands.sessions.small_files import loads_json, read_bytes
 from trio_acp.openhands.translate.text import clean_title
 
@@ -57,14 +71,22 @@ INDEX_FILE = "trio_acp_session.json"
 # The index key naming the agent-server of a remote session.
 AGENT_SERVER = "agentServer"
 RULES_FILE = "trio_acp_rules.json"
-# The session list's cache: a file (a dot file, so that no one takes it for a conversation)
-# that only saves reading; deleting it loses nothing.
-LIST_CACHE_FILE = ".trio_acp_list.json"
-# Where a cache file that cannot be read, or that was caught lying, is set aside (the last
-# one only), for whoever wants to see what it was; the list is rebuilt from the sessions.
-SET_ASIDE_CACHE_FILE = LIST_CACHE_FILE + ".damaged"
 PAGE_SIZE = 50
-DAMAGED = "[damaged]"
+# Named here too, for the modules that know sessions by this one.
+__all__ = [
+    "AGENT_SERVER",
+    "DAMAGED",
+    "INDEX_FILE",
+    "LIST_CACHE_FILE",
+    "PAGE_SIZE",
+    "RULES_FILE",
+    "SET_ASIDE_CACHE_FILE",
+    "DeleteError",
+    "SessionStore",
+    "StoredSession",
+    "now_iso",
+    "parse_session_id",
+]
 
 
 class DeleteError(Exception):
@@ -87,61 +109,6 @@ def parse_session_id(session_id: Any) -> uuid.UUID | None:
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-@attrs.define
-class StoredSession:
-    session_id: str
-    cwd: str
-    title: str | None
-    updated_at: str
-    # The last additionalDirectories the session was opened with (session_roots.py).
-    additional_directories: list[str] = attrs.Factory(list)
-
-
-# A file's identity for the listing cache: replaced (new inode), rewritten (mtime, size) or
-# gone (None) all change it.
-_Stamp = tuple[int, int, int] | None
-_Stamps = tuple[_Stamp, _Stamp, _Stamp]  # base_state.json, our index, the events directory
-
-
-def _stamp(path: str) -> _Stamp:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-
-# A stamp cannot tell two versions of a file apart that were written within one tick of the
-# file system's clock (a directory that gains a file, a file rewritten in place at the same
-# size): an entry whose files changed less than this before they were stamped is not kept,
-# the next list reads it again (git's "racy" entries). Two seconds covers the coarsest
-# clocks (FAT's); a session changed that recently costs one read per list.
-_RACY_NS = 2_000_000_000
-
-# The cache file's format: a cache of another format or another version of trio-acp (whose
-# reading of a session may differ) is not used. Bump it when `_read`'s result changes.
-_CACHE_FORMAT = f"1/{__version__}"
-
-
-@attrs.define
-class _Listing:
-    """The parsed entries of one conversations directory, shared by its stores."""
-
-    # directory name -> the stamps it was read under, and what it read
-    entries: dict[str, tuple[_Stamps, StoredSession | None]] = attrs.Factory(dict)
-    loaded: bool = False  # the cache file has been read
-    dirty: bool = False  # entries differ from what the cache file holds
-    # Entries taken from the cache file and not yet read from their sessions' files by
-    # this process: they order and filter a list, but a page shows none of them unread
-    # (`SessionStore._vouch`).
-    borrowed: set[str] = attrs.Factory(set)
-    # Lists run in worker threads, two at once if a client asks so.
-    lock: threading.Lock = attrs.Factory(threading.Lock)
-
-
-_LISTINGS: dict[str, _Listing] = {}
 
 
 @attrs.frozen
@@ -171,7 +138,7 @@ class SessionStore:
         # moves when an event file is added or removed), so a list re-reads only what changed.
         # Shared by every store of this directory (the agent makes one per request), and
         # saved for the next process (LIST_CACHE_FILE).
-        self._listing = _LISTINGS.setdefault(str(conversations_dir), _Listing())
+        self._listing = LISTINGS.setdefault(str(conversations_dir), Listing())
 
     def dir_for(self, sid: uuid.UUID) -> Path:
         return self.root / sid.hex
@@ -260,9 +227,9 @@ class SessionStore:
         # of a cached list's time. The caller holds the listing's lock.
         seen.add(name)
         stamps = (
-            _stamp(f"{path}/{BASE_STATE}"),
-            _stamp(f"{path}/{INDEX_FILE}"),
-            _stamp(f"{path}/{EVENTS_DIR}"),
+            stamp(f"{path}/{BASE_STATE}"),
+            stamp(f"{path}/{INDEX_FILE}"),
+            stamp(f"{path}/{EVENTS_DIR}"),
         )
         listing = self._listing
         cached = listing.entries.get(name)
@@ -270,8 +237,8 @@ class SessionStore:
             return cached[1]
         stored = self.read(path)
         listing.borrowed.discard(name)
-        if any(s is not None and s[1] > now_ns - _RACY_NS for s in stamps):
-            # Changed just now: read again next time (_RACY_NS).
+        if any(s is not None and s[1] > now_ns - RACY_NS for s in stamps):
+            # Changed just now: read again next time (RACY_NS).
             if listing.entries.pop(name, None) is not None:
                 listing.dirty = True
         else:
@@ -290,22 +257,19 @@ class SessionStore:
         events_dir = Path(directory, EVENTS_DIR)
         if base is None and not damaged and not remote and not event_files(events_dir):
             return None  # not a conversation
-        cwd = index.get("cwd")
-        if not _is_abs_path(cwd):
-            workspace = (base or {}).get("workspace")
-            cwd = workspace.get("working_dir") if isinstance(workspace, dict) else None
-        if not _is_abs_path(cwd):
+        cwd = _session_cwd(index, lambda: base)
+        if cwd is None:
             return None
         updated = index.get("updatedAt")
-        if not _is_timestamp(updated):
+        if not is_timestamp(updated):
             stamps = [p.stat().st_mtime for p in events_dir.glob("*.json")]
-            stamp = (
+            when = (
                 max(stamps)
                 if stamps
                 else os.lstat(base_path if os.path.lexists(base_path) else directory).st_mtime
             )
             updated = (
-                dt.datetime.fromtimestamp(stamp, dt.UTC)
+                dt.datetime.fromtimestamp(when, dt.UTC)
                 .isoformat(timespec="seconds")
                 .replace("+00:00", "Z")
             )
@@ -318,8 +282,7 @@ class SessionStore:
             title = clean_title(first) if first is not None else None
         if damaged:
             title = f"{DAMAGED} {title or 'untitled session'}"
-        assert isinstance(cwd, str)  # _is_abs_path above
-        roots = [d for d in roots_from_index(index) if _is_wire_text(d)]
+        roots = [d for d in roots_from_index(index) if is_wire_text(d)]
         return StoredSession(str(sid), cwd, title, updated, roots)
 
     def _walk_page(
@@ -368,14 +331,43 @@ class SessionStore:
                 listing.borrowed.discard(name)
         return True
 
+    def _vouch_cwds(self, left_out: list[tuple[StoredSession, str]]) -> bool:
+        """Whether the sessions a cwd filter left out on the cache file's word are in
+        another cwd by their own files.
+
+        `_vouch` reads what a page shows; a session the filter left out is shown by no
+        page, so a cache entry that moved it to another cwd would hide it from its own
+        cwd's list. Only its cwd is read (its index, or base_state.json when the index
+        names none), once per process; a mismatch is handled as `_vouch`'s is.
+        """
+        listing = self._listing
+        with listing.lock:
+            for stored, name in left_out:
+                if name not in listing.borrowed or name in listing.cwd_vouched:
+                    continue
+                directory = os.path.join(self.root, name)
+                try:
+                    cwd = _session_cwd(
+                        _read_json(f"{directory}/{INDEX_FILE}") or {},
+                        functools.partial(_read_json, f"{directory}/{BASE_STATE}"),
+                    )
+                except (OSError, ValueError):
+                    cwd = None
+                if cwd != stored.cwd:
+                    self._distrust(f"its entry for {name} names another cwd than its files")
+                    return False
+                listing.cwd_vouched.add(name)
+        return True
+
     def _distrust(self, why: str) -> None:
         """Drop what the cache file gave and set the file aside (the caller holds the lock)."""
         listing = self._listing
         for name in listing.borrowed:
             listing.entries.pop(name, None)
         listing.borrowed.clear()
+        listing.cwd_vouched.clear()
         listing.dirty = True
-        _set_aside_cache(str(self.root), why)
+        set_aside_cache(str(self.root), why)
 
     def list(self, cwd: str | None, cursor: str | None) -> tuple[list[StoredSession], str | None]:
         """One page of sessions, newest first; raises ValueError for a cursor we did not make.
@@ -403,6 +395,8 @@ class SessionStore:
             if walk is not None and walk.root == root and walk.cwd == cwd and now < walk.until:
                 return self._walk_page(walk, walk_id, offset, cwd)
         found: list[tuple[StoredSession, str]] = []  # and its directory's name
+        # Left out by the cwd filter on the cache file's word alone (`_vouch_cwds`).
+        left_out: list[tuple[StoredSession, str]] = []
         seen: set[str] = set()
         try:
             entries = list(os.scandir(self.root))
@@ -413,9 +407,9 @@ class SessionStore:
             if not listing.loaded:
                 listing.loaded = True
                 if entries:
-                    cached = _load_cache(root)
+                    cached = load_cache(root)
                     if cached is None:
-                        _set_aside_cache(root, "it cannot be read")
+                        set_aside_cache(root, "it cannot be read")
                     else:
                         listing.entries.update(cached)
                         listing.borrowed.update(cached)
@@ -423,10 +417,12 @@ class SessionStore:
             for entry in entries:
                 if entry.is_dir():
                     stored = self._read_cached(entry.path, entry.name, seen, now_ns)
-                    if stored is not None and (
-                        cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)
-                    ):
+                    if stored is None:
+                        continue
+                    if cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd):
                         found.append((stored, entry.name))
+                    elif entry.name in listing.borrowed:
+                        left_out.append((stored, entry.name))
             for name in listing.entries.keys() - seen:
                 listing.entries.pop(name, None)  # deleted since the last list
                 listing.borrowed.discard(name)
@@ -434,7 +430,9 @@ class SessionStore:
             saving = dict(listing.entries) if listing.dirty and entries else None
             listing.dirty = False
         if saving is not None:
-            _save_cache(root, saving)
+            save_cache(root, saving)
+        if not self._vouch_cwds(left_out):
+            return self.list(cwd, cursor)  # now read from the files
         found.sort(key=lambda f: (f[0].updated_at, f[0].session_id), reverse=True)
         if not self._vouch(found[offset : offset + PAGE_SIZE]):
             return self.list(cwd, cursor)  # now read from the files
@@ -466,131 +464,6 @@ class SessionStore:
             )
 
 
-def _load_cache(root: str) -> dict[str, tuple[_Stamps, StoredSession]] | None:
-    """The entries the cache file of `root` holds that are well formed ({} if there is no
-    file, or one of another version); None if the file cannot be read as a cache."""
-    path = os.path.join(root, LIST_CACHE_FILE)
-    try:
-        data = loads_json(read_bytes(path).decode("utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError):  # nested too deeply included (loads_json)
-        return None
-    if not isinstance(data, dict):
-        return None
-    if data.get("format") != _CACHE_FORMAT:
-        return {}  # another version's: replaced by the next save
-    raw = data.get("entries")
-    if not isinstance(raw, dict):
-        return None
-    entries: dict[str, tuple[_Stamps, StoredSession]] = {}
-    for name, item in raw.items():
-        # Checked as strictly as the files they stand for: a damaged or hand-edited cache
-        # costs reading the sessions it gets wrong, never a wrong entry. (Checked by hand,
-        # not with uuid.UUID and generators: those were most of a cold list's time.)
-        # An entry for no session (a directory that is no conversation) is not taken: it
-        # would hide one, and such a directory costs little to read again.
-        try:
-            (base, index, events), stored_raw = item
-            stamps = (_stamp_of(base), _stamp_of(index), _stamp_of(events))
-            stored = _session_of(_sid_of(name), stored_raw)
-        except (ValueError, TypeError):
-            continue
-        entries[name] = (stamps, stored)
-    return entries
-
-
-def _set_aside_cache(root: str, why: str) -> None:
-    """Move the cache file out of the way (SET_ASIDE_CACHE_FILE); the next list saves a
-    new one from the sessions' files."""
-    try:
-        os.replace(os.path.join(root, LIST_CACHE_FILE), os.path.join(root, SET_ASIDE_CACHE_FILE))
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        log.warning("could not set the session list's cache in %s aside (%s): %s", root, why, exc)
-        return
-    log.warning(
-        "the session list's cache %s was set aside as %s (%s); the list is rebuilt from "
-        "the sessions' files",
-        os.path.join(root, LIST_CACHE_FILE),
-        SET_ASIDE_CACHE_FILE,
-        why,
-    )
-
-
-_HEX32 = re.compile(r"[0-9a-fA-F]{32}")
-
-
-def _sid_of(name: str) -> str:
-    """str(uuid.UUID(hex=name)) (ValueError if it is none), in a tenth of its time."""
-    if _HEX32.fullmatch(name) is None:
-        return str(uuid.UUID(hex=name))
-    n = name.lower()
-    return f"{n[:8]}-{n[8:12]}-{n[12:16]}-{n[16:20]}-{n[20:]}"
-
-
-def _stamp_of(raw: Any) -> _Stamp:
-    if raw is None:
-        return None
-    ino, mtime, size = raw
-    if type(ino) is not int or type(mtime) is not int or type(size) is not int:
-        raise ValueError(raw)
-    return (ino, mtime, size)
-
-
-def _session_of(sid: str, raw: Any) -> StoredSession:
-    session_id, cwd, title, updated, dirs = raw
-    if (
-        session_id != sid
-        or not _is_abs_path(cwd)
-        or not (title is None or (type(title) is str and _is_clean_title(title)))
-        or not _is_timestamp(updated)
-        or type(dirs) is not list
-    ):
-        raise ValueError(raw)
-    for d in dirs:
-        if type(d) is not str or not _is_wire_text(d):
-            raise ValueError(raw)
-    return StoredSession(session_id, cwd, title, updated, dirs)
-
-
-def _save_cache(root: str, entries: dict[str, tuple[_Stamps, StoredSession | None]]) -> None:
-    data = {
-        "format": _CACHE_FORMAT,
-        "entries": {
-            name: [
-                stamps,
-                None
-                if stored is None
-                else [
-                    stored.session_id,
-                    stored.cwd,
-                    stored.title,
-                    stored.updated_at,
-                    stored.additional_directories,
-                ],
-            ]
-            for name, (stamps, stored) in entries.items()
-        },
-    }
-    try:
-        # Whole or not at all, owner-only (titles are the user's words); two processes
-        # saving at once each write their own temporary file, the last one stays.
-        fd, tmp = tempfile.mkstemp(prefix=f"{LIST_CACHE_FILE}.", suffix=".tmp", dir=root)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(json.dumps(data, separators=(",", ":")).encode("utf-8"))
-            os.replace(tmp, os.path.join(root, LIST_CACHE_FILE))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except OSError as exc:
-        # A read-only directory: lists work, a new process's first one is slower.
-        log.debug("could not save the session list's cache in %s: %s", root, exc)
-
-
 def _first_user_text(events_dir: Path, *, look_at: int = 50) -> str | None:
     for path in event_files(events_dir)[:look_at]:
         event = _read_json(path)
@@ -608,6 +481,17 @@ def _first_user_text(events_dir: Path, *, look_at: int = 50) -> str | None:
     return None
 
 
+def _session_cwd(index: dict[str, Any], base: Callable[[], dict[str, Any] | None]) -> str | None:
+    """A session's cwd: its index's, else its conversation's working directory (`base`
+    reads base_state.json, only when needed); None if neither is an absolute path."""
+    cwd = index.get("cwd")
+    if is_abs_path(cwd):
+        return cwd
+    workspace = (base() or {}).get("workspace")
+    cwd = workspace.get("working_dir") if isinstance(workspace, dict) else None
+    return cwd if is_abs_path(cwd) else None
+
+
 def _read_json(path: Path | str) -> dict[str, Any] | None:
     try:
         # Without a text-mode file object, a third of reading 1,000 small files (small_files.py).
@@ -622,31 +506,6 @@ def _is_empty_file(path: str) -> bool:
         return os.path.isfile(path) and not Path(path).read_text(encoding="utf-8").strip()
     except (OSError, ValueError):
         return False
-
-
-def _is_clean_title(title: str) -> bool:
-    # As `_read` makes them: cleaned, or cleaned behind the "[damaged]" mark.
-    if title.startswith(f"{DAMAGED} "):
-        title = title[len(DAMAGED) + 1 :]
-    return clean_title(title) == title
-
-
-def _is_timestamp(value: Any) -> TypeGuard[str]:
-    # An ISO 8601 date-time as we write it (now_iso), loosely: short, plain ASCII.
-    return isinstance(value, str) and len(value) <= 40 and value.isascii() and value.isprintable()
-
-
-def _is_abs_path(value: Any) -> bool:
-    return isinstance(value, str) and os.path.isabs(value) and _is_wire_text(value)
-
-
-# Lone surrogates (JSON's "\ud800" escapes): no UTF-8 encodes them, so one in a listed
-# value would fail the whole session/list answer.
-_WIRE_UNSAFE = re.compile("[\ud800-\udfff]")
-
-
-def _is_wire_text(value: str) -> bool:
-    return value.isascii() or _WIRE_UNSAFE.search(value) is None
 
 
 def _encode_cursor(offset: int, walk_id: str) -> str:

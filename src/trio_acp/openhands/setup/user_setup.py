@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from trio_acp.credentials import secret_values
 from trio_acp.openhands.sessions.small_files import loads_json
 from trio_acp.openhands.setup.settings import SettingsError
 
@@ -206,6 +207,27 @@ def load_mcp_file(persistence_dir: Path) -> dict[str, dict[str, Any]]:
             if key not in _MCP_BOOKKEEPING and value is not None
         }
     return enabled
+
+
+def mcp_file_secrets(persistence_dir: Path) -> set[str]:
+    """The credentials in `<persistence dir>/mcp.json`: the values of its servers' headers
+    and environment named like one (`Authorization`, `GITHUB_TOKEN`, `X-Api-Key`: as the
+    model's settings, credentials.py), disabled servers' too, for masking. A file that
+    cannot be read gives none (`load_mcp_file` says what is wrong with it)."""
+    try:
+        data = loads_json((persistence_dir / MCP_CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        return set()
+    found: set[str] = set()
+    for server in servers.values():
+        if isinstance(server, dict):
+            found |= secret_values(
+                {"headers": server.get("headers") or {}, "env": server.get("env") or {}}
+            )
+    return found
 
 
 def hooks_file(persistence_dir: Path, cwd: str | Path) -> Path | None:

@@ -97,6 +97,8 @@ class RetryPolicy:
         _mark(exc, attempt=attempt, attempts=self.attempts_for(exc), retry_after=retry_after)
         if not sdk_says:
             return False
+        if is_web_page_reply(exc):
+            return False  # the same page again: retrying cannot make it the API
         if attempt >= self.attempts_for(exc):
             return False
         if retry_after is not None and retry_after > RETRY_AFTER_CAP:
@@ -137,6 +139,26 @@ def _any_named(error: BaseException | None, *names: str) -> BaseException | None
 
 def is_timeout(error: BaseException | None) -> bool:
     return _any_named(error, "Timeout", "LLMTimeoutError", "APITimeoutError") is not None
+
+
+# litellm's words for a whole (not streamed) reply that was no completion: the body the
+# OpenAI client could not parse as one, as its repr. A web page there (HTTP 200, text/html:
+# a web UI, a sign-in page) is reported with a made-up status 500, which the SDK retries as
+# a server error; it is the streamed path's `NotAModelReply` (sdk/__init__.py).
+_INVALID_REPLY = "Empty or invalid response from LLM endpoint. Received: "
+_WEB_PAGE = re.compile(
+    r"""['"](?:\\[nrt]|\s)*<(?:!doctype\s+html|html[\s>]|head[\s>]|body[\s>])""", re.I
+)
+
+
+def is_web_page_reply(error: BaseException | None) -> bool:
+    """Whether a whole (non-streamed) model reply was a web page rather than the API's."""
+    for exc in chain(error):
+        text = str(exc)
+        at = text.find(_INVALID_REPLY)
+        if at >= 0 and _WEB_PAGE.match(text, at + len(_INVALID_REPLY)):
+            return True
+    return False
 
 
 def http_status(error: BaseException | None) -> int | None:
@@ -251,7 +273,7 @@ def _classify(error: BaseException | None, code: str | None) -> tuple[str, int |
         names.add(code)
     if names & {"ContextWindowExceededError", "LLMContextWindowExceedError", "ContextStillTooLong"}:
         return "context_window", status
-    if "NotAModelReply" in names:
+    if "NotAModelReply" in names or is_web_page_reply(error):
         return "not_a_reply", status
     if status == 401 or names & {"AuthenticationError", "LLMAuthenticationError"}:
         return "auth", status
