@@ -25,6 +25,8 @@ AGENT_METHOD_ATTRS = {
     "session/delete": "delete_session",
     # UNSTABLE in the spec (schema/unstable.py), shipped by leading peers.
     "session/fork": "fork_session",
+    "session/set_title": "set_session_title",
+    "session/status": "session_status",
     "session/set_mode": "set_session_mode",
     "session/set_config_option": "set_session_config_option",
     "session/prompt": "prompt",

@@ -44,6 +44,7 @@ from trio_acp.openhands.errors import (
 )
 from trio_acp.openhands.sdk import SdkLoader, build_agent, build_llm
 from trio_acp.openhands.sessions import commands
+from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.build import SessionPlan, build_session, open_failure, short
 from trio_acp.openhands.sessions.collector import collector_paused
 from trio_acp.openhands.sessions.session import Session
@@ -165,6 +166,7 @@ class OpenHandsAgent:
                     resume=schema.SessionResumeCapabilities(),
                     delete=schema.SessionDeleteCapabilities(),
                     fork=unstable.SessionForkCapabilities(),
+                    system_prompt=system_prompts.capabilities(),
                     # Extra workspace roots (session_roots.py, docs/editor-workspace.md).
                     additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
                 ),
@@ -290,6 +292,7 @@ class OpenHandsAgent:
         additional: list[str] | None = None,
         *,
         fresh: bool = False,
+        system_prompt: system_prompts.ClientSystemPrompt | None = None,
     ) -> Session:
         """Start a session (new, or an existing conversation from disk) in the agent's nursery."""
         roots = self._roots(cwd, additional)
@@ -325,6 +328,7 @@ class OpenHandsAgent:
                 existing=existing,
                 fresh=fresh,
                 server=server,
+                system_prompt=system_prompt,
             ),
             sdk,
             env=self._env,
@@ -347,6 +351,8 @@ class OpenHandsAgent:
             if server is not None:
                 store.write_agent_server(sid, server.url)
             store.write_index(sid, cwd=cwd, roots=roots)
+            if fresh:
+                system_prompts.write_stored(store.dir_for(sid), system_prompt)
         except OSError:
             # Only session/list reads the index; the session itself is fine.
             log.warning("could not write the session index of %s", sid, exc_info=True)
@@ -360,9 +366,14 @@ class OpenHandsAgent:
         return session
 
     @explained("session/new")
-    async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+    async def new_session(self, params: unstable.NewSessionRequest) -> schema.NewSessionResponse:
         session = await self._open_session(
-            uuid.uuid4(), params.cwd, params.mcp_servers, params.additional_directories, fresh=True
+            uuid.uuid4(),
+            params.cwd,
+            params.mcp_servers,
+            params.additional_directories,
+            fresh=True,
+            system_prompt=system_prompts.parse(params.system_prompt),
         )
         return schema.NewSessionResponse(
             session_id=str(session.id),
@@ -381,10 +392,11 @@ class OpenHandsAgent:
         cwd: str,
         mcp_servers: list[Any] | None,
         additional: list[str] | None = None,
+        system_prompt: unstable.SystemPrompt | None = None,
     ) -> Session:
         sid = validate_session_id(session_id)
         async with self._lock_for(sid):
-            return await self._reopen(sid, cwd, mcp_servers, additional)
+            return await self._reopen(sid, cwd, mcp_servers, additional, system_prompt)
 
     async def _reopen(
         self,
@@ -392,10 +404,17 @@ class OpenHandsAgent:
         cwd: str,
         mcp_servers: list[Any] | None,
         additional: list[str] | None = None,
+        system_prompt: unstable.SystemPrompt | None = None,
     ) -> Session:
-        # Before anything is closed: a load with a bad cwd (or extra root) must leave the
-        # live session be.
+        # Before anything is closed: a load with a bad cwd (or extra root, or a system
+        # prompt it cannot take) must leave the live session be.
         self._roots(cwd, additional)
+        prompt = system_prompts.for_existing(
+            system_prompts.parse(system_prompt),
+            system_prompts.read_stored(
+                SessionStore(self._settings().conversations_dir).dir_for(sid)
+            ),
+        )
         live = self._sessions.get(sid)
         if live is not None:
             if live.busy:
@@ -405,13 +424,17 @@ class OpenHandsAgent:
             await live.close()
         if not SessionStore(self._settings().conversations_dir).exists(sid):
             raise unknown_session(sid)
-        return await self._open_session(sid, cwd, mcp_servers, additional)
+        return await self._open_session(sid, cwd, mcp_servers, additional, system_prompt=prompt)
 
     @explained("session/load")
-    async def load_session(self, params: schema.LoadSessionRequest) -> schema.LoadSessionResponse:
+    async def load_session(self, params: unstable.LoadSessionRequest) -> schema.LoadSessionResponse:
         with collector_paused():  # opening and replaying a long history (collector.py)
             session = await self._existing(
-                params.session_id, params.cwd, params.mcp_servers, params.additional_directories
+                params.session_id,
+                params.cwd,
+                params.mcp_servers,
+                params.additional_directories,
+                params.system_prompt,
             )
             # The whole history, user messages included, before the response (§6.2).
             await session.replay_history()
@@ -421,11 +444,15 @@ class OpenHandsAgent:
 
     @explained("session/resume")
     async def resume_session(
-        self, params: schema.ResumeSessionRequest
+        self, params: unstable.ResumeSessionRequest
     ) -> schema.ResumeSessionResponse:
         # Like load, but the client already shows the history: no replay.
         session = await self._existing(
-            params.session_id, params.cwd, params.mcp_servers, params.additional_directories
+            params.session_id,
+            params.cwd,
+            params.mcp_servers,
+            params.additional_directories,
+            params.system_prompt,
         )
         return schema.ResumeSessionResponse(
             modes=session.mode_state(), config_options=session.config_options()
@@ -442,10 +469,6 @@ class OpenHandsAgent:
         one. A live parent's choices (mode, model, reasoning effort, streaming) and its
         "always" rules carry over. The schema has no cut point: the whole history.
         """
-        if params.system_prompt is not None:
-            raise RequestError.invalid_params(
-                "systemPrompt is not supported (trio-acp does not advertise sessionCapabilities.systemPrompt)"
-            )
         sid = validate_session_id(params.session_id)
         roots = self._roots(params.cwd, params.additional_directories)
         settings = self._settings()
@@ -453,6 +476,11 @@ class OpenHandsAgent:
             raise not_configured(self._missing_model(settings))
         self._check_logged_in()
         store = SessionStore(settings.conversations_dir)
+        # The fork's history starts with its parent's system message (system_prompt.py).
+        prompt = system_prompts.for_existing(
+            system_prompts.parse(params.system_prompt),
+            system_prompts.read_stored(store.dir_for(sid)),
+        )
         fork_id = uuid.uuid4()
         values: dict[str, Any] = {}
         async with self._lock_for(sid):
@@ -489,8 +517,13 @@ class OpenHandsAgent:
             if rules.is_file():
                 store.dir_for(fork_id).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(rules, store.dir_for(fork_id) / RULES_FILE)
+            system_prompts.write_stored(store.dir_for(fork_id), prompt)
             session = await self._open_session(
-                fork_id, params.cwd, params.mcp_servers, params.additional_directories
+                fork_id,
+                params.cwd,
+                params.mcp_servers,
+                params.additional_directories,
+                system_prompt=prompt,
             )
         except BaseException:
             await trio.to_thread.run_sync(store.delete, fork_id)
