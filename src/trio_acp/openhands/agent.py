@@ -55,6 +55,11 @@ from trio_acp.openhands.sessions.store import (
     parse_session_id,
 )
 from trio_acp.openhands.setup.agent_spec import session_tools
+from trio_acp.openhands.setup.audio_input import (
+    check_audio,
+    default_model_takes_audio,
+    model_fields,
+)
 from trio_acp.openhands.setup.critic_review import settings_notice
 from trio_acp.openhands.setup.models import model_choices
 from trio_acp.openhands.setup.settings import (
@@ -150,7 +155,10 @@ class OpenHandsAgent:
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(
-                    image=True, audio=False, embedded_context=True
+                    # Audio only for a model that takes it (setup/audio_input.py).
+                    image=True,
+                    audio=default_model_takes_audio(self._env),
+                    embedded_context=True,
                 ),
                 mcp_capabilities=schema.McpCapabilities(http=True, sse=True),
                 # A prompt sent while a turn runs is queued (FIFO), not refused; clients
@@ -683,6 +691,11 @@ class OpenHandsAgent:
         session = self._received_prompts.pop(key, None) if key is not None else None
         if session is None:
             session = self._session(params.session_id)
+        try:
+            check_audio(params.prompt, model_fields(session.model, session.models))
+        except RequestError:
+            session.forget_prompt(key)  # refused before its turn: nothing waits behind it
+            raise
         return await session.prompt(params.prompt, key=key)
 
     async def cancel(self, params: schema.CancelNotification) -> None:

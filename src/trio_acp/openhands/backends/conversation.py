@@ -50,12 +50,13 @@ from trio_acp.openhands.sdk import (
     warm_model_path,
     warm_tool_schemas,
 )
+from trio_acp.openhands.sdk.audio import audio_content
 from trio_acp.openhands.sessions.journal import JournalRecord
 from trio_acp.openhands.sessions.recovery import Recovery, plan_recovery, turn_tail
 from trio_acp.openhands.setup.critic import CriticFailures, prime_template
 from trio_acp.openhands.setup.critic_review import CriticOutcome, is_answer, outcome_of
 from trio_acp.openhands.setup.mcp_startup import McpStartFailure, McpStartup
-from trio_acp.openhands.translate.prompt import ImagePart, TextPart, merge_text
+from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart, merge_text
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ class Conversation(Protocol):
         """(code, detail) of the last error event since `since`, or (None, None)."""
         ...
 
-    async def send_message(self, parts: list[TextPart | ImagePart]) -> None: ...
+    async def send_message(self, parts: list[TextPart | ImagePart | AudioPart]) -> None: ...
 
     def start_run(self) -> Run: ...
 
@@ -194,7 +195,7 @@ class _FutureRun:
         await wait_done(self._fut)
 
 
-def user_message(sdk: SimpleNamespace, parts: list[TextPart | ImagePart]) -> Any:
+def user_message(sdk: SimpleNamespace, parts: list[TextPart | ImagePart | AudioPart]) -> Any:
     """The SDK's user `Message` for a prompt's parts (prompt.py), local or remote alike:
     adjacent text parts become one `TextContent` (`merge_text`: a part costs the SDK a
     deep copy on every model call)."""
@@ -204,6 +205,8 @@ def user_message(sdk: SimpleNamespace, parts: list[TextPart | ImagePart]) -> Any
             content.append(sdk.TextContent(text=part.text))
         elif isinstance(part, ImagePart):
             content.append(sdk.ImageContent(image_urls=[part.url]))
+        elif isinstance(part, AudioPart):
+            content.append(audio_content(part.data, part.format, part.label))
     return sdk.Message(role="user", content=content)
 
 
@@ -403,7 +406,7 @@ class LocalConversation:
         cancel must not wait for that. Also while such a send is still landing."""
         return self._sending or not getattr(self._conv, "_agent_ready", True)
 
-    async def send_message(self, parts: list[TextPart | ImagePart]) -> None:
+    async def send_message(self, parts: list[TextPart | ImagePart | AudioPart]) -> None:
         message = user_message(self._sdk, parts)
         if self._landed is not None:
             # The message of a turn cut short is still landing: this one goes after it.
