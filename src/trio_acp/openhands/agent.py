@@ -43,7 +43,7 @@ from trio_acp.openhands.errors import (
     unknown_session,
 )
 from trio_acp.openhands.sdk import SdkLoader, build_agent, build_llm
-from trio_acp.openhands.sessions import commands
+from trio_acp.openhands.sessions import commands, session_meta
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.build import SessionPlan, build_session, open_failure, short
 from trio_acp.openhands.sessions.collector import collector_paused
@@ -175,6 +175,9 @@ class OpenHandsAgent:
                     delete=schema.SessionDeleteCapabilities(),
                     fork=unstable.SessionForkCapabilities(),
                     system_prompt=system_prompts.capabilities(),
+                    # session/set_title and session/status (sessions/session_meta.py).
+                    title=unstable.SessionTitleCapabilities(),
+                    status=unstable.SessionStatusCapabilities(),
                     # Extra workspace roots (session_roots.py, docs/editor-workspace.md).
                     additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
                 ),
@@ -659,6 +662,20 @@ class OpenHandsAgent:
                 lambda: session.send_update(schema.CurrentModeUpdate(current_mode_id=session.mode))
             )
         return schema.SetSessionConfigOptionResponse(config_options=options)
+
+    @explained("session/set_title")
+    async def set_session_title(
+        self, params: unstable.SetSessionTitleRequest
+    ) -> unstable.SetSessionTitleResponse:
+        store = SessionStore(self._settings().conversations_dir)
+        return await session_meta.set_title(params, self._sessions, store)
+
+    @explained("session/status")
+    async def session_status(
+        self, params: unstable.SessionStatusRequest
+    ) -> unstable.SessionStatusResponse:
+        store = SessionStore(self._settings().conversations_dir)
+        return session_meta.status(params, self._sessions, store)
 
     def _session(self, session_id: str) -> Session:
         session = self._sessions.get(validate_session_id(session_id))

@@ -535,7 +535,15 @@ class LocalConversation:
         return list(getattr(context, "skills", None) or [])
 
     def usage(self) -> Usage | None:
-        return usage_of(self._conv.conversation_stats)
+        stats = self._conv.conversation_stats
+        if not stats.usage_to_metrics:
+            # The SDK registers only LLMs of exactly its `LLM` class with the stats
+            # (`get_all_llms`); the session's is our subclass (sdk/__init__.py
+            # `SessionLLM`), so its metrics are read from it directly.
+            return usage_of(
+                SimpleNamespace(get_combined_metrics=lambda: self._conv.agent.llm.metrics)
+            )
+        return usage_of(stats)
 
     # --- the whole conversation --------------------------------------------------------
 

@@ -51,7 +51,7 @@ from trio_acp.openhands.permissions.policy import (
     mode_state,
 )
 from trio_acp.openhands.sdk import REASONING_EFFORTS
-from trio_acp.openhands.sessions import commands, turn
+from trio_acp.openhands.sessions import commands, turn, turn_usage
 from trio_acp.openhands.sessions.journal import JOURNAL_FILE, TurnJournal
 from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.sessions.store import now_iso
@@ -601,11 +601,12 @@ class Session:
             if not self._roots_told and commands.parse(blocks) is None:
                 blocks = [*blocks, schema.TextContent(text=roots_prompt(self.roots) or "")]
                 self._roots_told = True
+            start = turn_usage.totals(self.conversation)
             try:
                 response = await self._play_with_editor(blocks, ticket.cancelled)
             finally:
                 self.check_alive()  # the session failed during the turn: that is the answer
-            return response
+            return turn_usage.with_usage(response, start, self.conversation)
         finally:
             # Last, and synchronous: the next turn starts only once this response is
             # about to be queued, so none of its updates can precede it on the wire.
