@@ -115,3 +115,39 @@ async def test_prompt_response_carries_the_turns_usage(env, llm, tmp_path):
         assert command["usage"] == {"totalTokens": 0, "inputTokens": 0, "outputTokens": 0}
 
     await with_raw(env, body)
+
+
+def status_updates(frames) -> list[dict]:
+    return [f["params"] for f in frames if f.get("method") == "auth/status_update"]
+
+
+async def test_auth_status_and_its_updates_only_for_a_client_that_asked(env, tmp_path):
+    async def body(raw, agent):
+        init = await raw.initialize()
+        assert init["agentCapabilities"]["auth"]["status"] == {}
+        method = init["authMethods"][0]["id"]
+        # A client that never asked is not told of changes.
+        await raw.result("logout", {})
+        await raw.result("authenticate", {"methodId": method})
+
+        answer = await raw.result("auth/status", {})
+        assert status_updates(raw.frames) == []  # (anything sent after those responses is in)
+        assert unstable_errors("AuthStatusResponse", answer) == []
+        assert answer["state"] == "authenticated"
+        assert answer["accounts"] == [{"label": "OpenHands model openai/scripted", "active": True}]
+
+        start = len(raw.frames)
+        await raw.result("logout", {})
+        await raw.result("logout", {})  # unchanged: not told again
+        # Asking is never refused with -32000, logged out or not.
+        assert (await raw.result("auth/status", {})) == {"state": "unauthenticated"}
+        await raw.result("authenticate", {"methodId": method})
+        # The update follows the response (after_response): read until it is there.
+        while len(status_updates(raw.frames[start:])) < 2:
+            await raw.receive()
+        updates = status_updates(raw.frames[start:])
+        assert [u["state"] for u in updates] == ["unauthenticated", "authenticated"]
+        for update in updates:
+            assert unstable_errors("AuthStatusUpdateNotification", update) == []
+
+    await with_raw(env, body)

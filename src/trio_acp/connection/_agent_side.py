@@ -10,6 +10,7 @@ import trio
 
 from .. import schema
 from ..rpc import ErrorCode, Peer, RequestError, open_peer
+from ..schema import unstable
 from ..schema.unstable import UNSTABLE_AGENT_METHODS
 from ._dispatch import Proxy, TypedHandler, build_params, build_routes, missing_required
 
@@ -27,6 +28,7 @@ AGENT_METHOD_ATTRS = {
     "session/fork": "fork_session",
     "session/set_title": "set_session_title",
     "session/status": "session_status",
+    "auth/status": "auth_status",
     "session/set_mode": "set_session_mode",
     "session/set_config_option": "set_session_config_option",
     "session/prompt": "prompt",
@@ -194,6 +196,15 @@ class ClientProxy(Proxy):
     ) -> None:
         await self._notify(
             "elicitation/complete", build_params(schema.CompleteElicitationNotification, params, kw)
+        )
+
+    async def auth_status_update(
+        self, params: unstable.AuthStatusUpdateNotification | None = None, /, **kw: Any
+    ) -> None:
+        """UNSTABLE: `auth/status_update`, the agent's authentication state changed. The
+        spec gives it no client capability: the caller decides who can take it."""
+        await self._notify(
+            "auth/status_update", build_params(unstable.AuthStatusUpdateNotification, params, kw)
         )
 
 

@@ -19,6 +19,7 @@ import trio
 
 from trio_acp import __version__, schema
 from trio_acp.credentials import SecretValues, secret_values
+from trio_acp.openhands.auth_status import AuthStatusReporter, auth_status
 from trio_acp.openhands.backends.agent_server_api import RemoteError
 from trio_acp.openhands.backends.agent_server_config import (
     AgentServerConfigError,
@@ -121,6 +122,7 @@ class OpenHandsAgent:
         # Whether the client offers the terminal set-up (`initialize`): the -32000 answer
         # then points at it by its name.
         self._terminal_auth = False
+        self._auth_reporter = AuthStatusReporter()
 
     def on_connect(self, client: Any) -> None:
         self._client = client
@@ -181,7 +183,11 @@ class OpenHandsAgent:
                     # Extra workspace roots (session_roots.py, docs/editor-workspace.md).
                     additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
                 ),
-                auth=schema.AgentAuthCapabilities(logout=schema.LogoutCapabilities()),
+                auth=unstable.AgentAuthCapabilities(
+                    logout=schema.LogoutCapabilities(),
+                    # auth/status (auth_status.py).
+                    status=unstable.AuthStatusCapabilities(),
+                ),
             ),
             auth_methods=self._auth_methods(params.client_capabilities),
             agent_info=schema.Implementation(
@@ -245,6 +251,7 @@ class OpenHandsAgent:
         if settings.llm is None:
             raise not_configured(self._missing_model(settings))
         self._logged_out = None
+        after_response(self._tell_auth_status)
         return schema.AuthenticateResponse()
 
     async def logout(self, params: schema.LogoutRequest) -> schema.LogoutResponse:
@@ -263,7 +270,22 @@ class OpenHandsAgent:
         async with trio.open_nursery() as nursery:
             for session in sessions:
                 nursery.start_soon(session.close)
+        after_response(self._tell_auth_status)
         return schema.LogoutResponse()
+
+    async def auth_status(self, params: unstable.AuthStatusRequest) -> unstable.AuthStatusResponse:
+        return self._auth_reporter.asked(self._auth_status_now())
+
+    def _auth_status_now(self) -> unstable.AuthStatusResponse:
+        def logged_out() -> bool:
+            return (
+                self._logged_out is not None and _settings_identity(self._env) == self._logged_out
+            )
+
+        return auth_status(self._env, logged_out)
+
+    async def _tell_auth_status(self) -> None:
+        await self._auth_reporter.maybe_tell(self._client, self._auth_status_now())
 
     def _missing_model(self, settings: Settings) -> str:
         return settings.missing_model_message(terminal_auth=self._terminal_auth)

@@ -22,6 +22,15 @@ from .methods import MethodSpec
 
 __all__ = [
     "UNSTABLE_AGENT_METHODS",
+    "UNSTABLE_CLIENT_METHODS",
+    "AgentAuthCapabilities",
+    "AuthAccount",
+    "AuthState",
+    "AuthStatusCapabilities",
+    "AuthStatusRequest",
+    "AuthStatusResponse",
+    "AuthStatusUpdateNotification",
+    "KnownAuthState",
     "ForkSessionRequest",
     "ForkSessionResponse",
     "KnownSessionStatus",
@@ -51,6 +60,10 @@ __all__ = [
 #: ``override``, or a custom/future value (kept so that it can be refused by name).
 SystemPromptMode = str
 KnownSystemPromptMode = Literal["append", "override"]
+
+#: The agent's overall authentication state (`auth/status`).
+AuthState = str
+KnownAuthState = Literal["authenticated", "unauthenticated", "not_required", "unknown"]
 
 #: Whether the agent has a session in memory (``open``) or only stored (``saved``).
 SessionStatus = str
@@ -261,6 +274,63 @@ class ForkSessionResponse:
     meta: dict[str, Any] | None = None
 
 
+@attrs.define(kw_only=True)
+class AuthStatusCapabilities:
+    """UNSTABLE. The agent supports `auth/status` (``{}``)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class AgentAuthCapabilities(t.AgentAuthCapabilities):
+    """The stable auth capabilities plus the UNSTABLE `status`."""
+
+    #: Whether the agent supports the `auth/status` method.
+    status: AuthStatusCapabilities | None = None
+
+
+@attrs.define(kw_only=True)
+class AuthAccount:
+    """UNSTABLE. An account or credential the agent has configured (display only)."""
+
+    #: Human-readable name for the account.
+    label: str
+    #: Whether the agent currently uses this account by default.
+    active: bool | None = None
+    name: str | None = None
+    email: str | None = None
+    organization: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class AuthStatusRequest:
+    """UNSTABLE. `auth/status`: the agent's authentication state, unchanged by asking
+    (never answered -32000)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class AuthStatusResponse:
+    """UNSTABLE. Response to `auth/status`."""
+
+    #: Whether the agent can start sessions without the user signing in first.
+    state: AuthState
+    #: The accounts the agent has configured, for display.
+    accounts: list[AuthAccount] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class AuthStatusUpdateNotification:
+    """UNSTABLE. `auth/status_update`: the agent's authentication state changed."""
+
+    state: AuthState
+    accounts: list[AuthAccount] | None = None
+    meta: dict[str, Any] | None = None
+
+
 #: Unstable methods an agent may serve (client -> agent), by name.
 UNSTABLE_AGENT_METHODS: dict[str, MethodSpec] = {
     "session/fork": MethodSpec("session/fork", ForkSessionRequest, ForkSessionResponse),
@@ -274,4 +344,10 @@ UNSTABLE_AGENT_METHODS: dict[str, MethodSpec] = {
         "session/set_title", SetSessionTitleRequest, SetSessionTitleResponse
     ),
     "session/status": MethodSpec("session/status", SessionStatusRequest, SessionStatusResponse),
+    "auth/status": MethodSpec("auth/status", AuthStatusRequest, AuthStatusResponse),
+}
+
+#: Unstable methods a client may serve (agent -> client), by name.
+UNSTABLE_CLIENT_METHODS: dict[str, MethodSpec] = {
+    "auth/status_update": MethodSpec("auth/status_update", AuthStatusUpdateNotification, None),
 }
