@@ -94,7 +94,7 @@ async def test_set_title_is_kept_shown_and_told(env, tmp_path):
 
 async def test_prompt_response_carries_the_turns_usage(env, llm, tmp_path):
     async def body(raw, agent):
-        await raw.initialize()
+        await raw.initialize({"plan": {}})  # opted into the unstable schema
         sid = (await raw.new_session(tmp_path))["sessionId"]
         results = []
         for text in ("one", "two"):
@@ -113,6 +113,16 @@ async def test_prompt_response_carries_the_turns_usage(env, llm, tmp_path):
         # A slash command makes no model call: zero.
         command, _ = await raw.prompt(sid, "/help")
         assert command["usage"] == {"totalTokens": 0, "inputTokens": 0, "outputTokens": 0}
+
+    await with_raw(env, body)
+
+
+async def test_no_usage_for_a_client_without_unstable_capabilities(env, tmp_path):
+    async def body(raw, agent):
+        await raw.initialize()
+        sid = (await raw.new_session(tmp_path))["sessionId"]
+        result, _ = await raw.prompt(sid, scenario_prompt("echo", "one"))
+        assert result == {"stopReason": "end_turn"}
 
     await with_raw(env, body)
 
@@ -151,3 +161,52 @@ async def test_auth_status_and_its_updates_only_for_a_client_that_asked(env, tmp
             assert unstable_errors("AuthStatusUpdateNotification", update) == []
 
     await with_raw(env, body)
+
+
+def session_update_kinds(frames) -> list[str]:
+    return [
+        f["params"]["update"]["sessionUpdate"]
+        for f in frames
+        if f.get("method") == "session/update"
+    ]
+
+
+async def test_plan_update_for_a_client_with_plan_and_plan_for_the_others(env, tmp_path):
+    for caps, kind in [({"plan": {}}, "plan_update"), ({}, "plan")]:
+
+        async def body(raw, agent, caps=caps, kind=kind):
+            await raw.initialize(caps)
+            sid = (await raw.new_session(tmp_path))["sessionId"]
+            start = len(raw.frames)
+            await raw.prompt(sid, scenario_prompt("plan", "make a plan"))
+            frames = raw.frames[start:]
+            kinds = session_update_kinds(frames)
+            assert kind in kinds
+            assert {"plan", "plan_update", "plan_removed"} & set(kinds) == {kind}
+            for f in frames:
+                if f.get("method") == "session/update":
+                    assert unstable_errors("SessionNotification", f["params"]) == []
+            if kind == "plan_update":
+                update = next(
+                    f["params"]["update"]
+                    for f in frames
+                    if f.get("method") == "session/update"
+                    and f["params"]["update"]["sessionUpdate"] == "plan_update"
+                )
+                assert update["plan"]["type"] == "items" and update["plan"]["planId"] == "tasks"
+                assert len(update["plan"]["entries"]) == 3
+
+        await with_raw(env, body)
+
+
+def test_an_emptied_plan_is_removed():
+    from trio_acp import schema
+    from trio_acp.openhands.translate.plans import spell_for_client
+    from trio_acp.schema import unstable
+
+    note = schema.SessionNotification(session_id="s", update=schema.AgentPlanUpdate(entries=[]))
+    removed = spell_for_client(unstable.ClientCapabilities(plan=unstable.PlanCapabilities()), note)
+    wire = schema.to_wire(removed)
+    assert wire["update"] == {"sessionUpdate": "plan_removed", "planId": "tasks"}
+    assert unstable_errors("SessionNotification", wire) == []
+    assert spell_for_client(schema.ClientCapabilities(), note) is note

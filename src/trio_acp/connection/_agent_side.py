@@ -79,6 +79,15 @@ class ClientProxy(Proxy):
         # capabilities MUST be treated as unsupported).
         self.capabilities: schema.ClientCapabilities = schema.ClientCapabilities()
         self.client_info: schema.Implementation | None = None
+        # The agent's say on how an update is spelled for this client (its capabilities,
+        # the notification -> the notification to send): e.g. the unstable `plan_update`
+        # for a client that takes it. None: as given.
+        self.update_hook: (
+            Callable[
+                [schema.ClientCapabilities, schema.SessionNotification], schema.SessionNotification
+            ]
+            | None
+        ) = None
 
     def _require_fs(self, flag: str, what: str) -> None:
         fs = self.capabilities.fs
@@ -97,6 +106,8 @@ class ClientProxy(Proxy):
         self, params: schema.SessionNotification | None = None, /, **kw: Any
     ) -> None:
         notification = build_params(schema.SessionNotification, params, kw)
+        if self.update_hook is not None:
+            notification = self.update_hook(self.capabilities, notification)
         # Updates a client must have asked for (spec: agents MUST only send them then).
         if isinstance(notification.update, schema.NoticeUpdate):
             self._require_session_flag("notices", "session.notices")

@@ -44,7 +44,7 @@ from trio_acp.openhands.errors import (
     unknown_session,
 )
 from trio_acp.openhands.sdk import SdkLoader, build_agent, build_llm
-from trio_acp.openhands.sessions import commands, session_meta
+from trio_acp.openhands.sessions import commands, session_meta, turn_usage
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.build import SessionPlan, build_session, open_failure, short
 from trio_acp.openhands.sessions.collector import collector_paused
@@ -71,6 +71,7 @@ from trio_acp.openhands.setup.settings import (
 )
 from trio_acp.openhands.setup.terminal_setup import SETUP_ARG
 from trio_acp.openhands.setup.user_setup import stored_tools
+from trio_acp.openhands.translate.plans import spell_for_client
 from trio_acp.rpc import RequestError, after_response, current_request_id
 from trio_acp.schema import unstable
 
@@ -126,6 +127,8 @@ class OpenHandsAgent:
 
     def on_connect(self, client: Any) -> None:
         self._client = client
+        if hasattr(client, "update_hook"):  # the plan as the client takes it (plans.py)
+            client.update_hook = spell_for_client
 
     def _settings(self) -> Settings:
         try:
@@ -735,7 +738,8 @@ class OpenHandsAgent:
         except RequestError:
             session.forget_prompt(key)  # refused before its turn: nothing waits behind it
             raise
-        return await session.prompt(params.prompt, key=key)
+        response = await session.prompt(params.prompt, key=key)
+        return turn_usage.for_client(response, getattr(self._client, "capabilities", None))
 
     async def cancel(self, params: schema.CancelNotification) -> None:
         try:

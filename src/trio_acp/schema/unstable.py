@@ -23,6 +23,10 @@ from .methods import MethodSpec
 __all__ = [
     "UNSTABLE_AGENT_METHODS",
     "UNSTABLE_CLIENT_METHODS",
+    "ClientCapabilities",
+    "InitializeRequest",
+    "PlanCapabilities",
+    "SubagentCapabilities",
     "AgentAuthCapabilities",
     "AuthAccount",
     "AuthState",
@@ -331,11 +335,43 @@ class AuthStatusUpdateNotification:
     meta: dict[str, Any] | None = None
 
 
+@attrs.define(kw_only=True)
+class PlanCapabilities:
+    """UNSTABLE. The client takes `plan_update` and `plan_removed` updates (``{}``)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class SubagentCapabilities:
+    """UNSTABLE. The client understands exposed subagent sessions (``{}``)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class ClientCapabilities(t.ClientCapabilities):
+    """The stable client capabilities plus the UNSTABLE `plan` and `subagents`."""
+
+    #: Whether the client supports `plan_update` and `plan_removed` session updates.
+    plan: PlanCapabilities | None = None
+    #: Whether the client understands exposed subagent sessions.
+    subagents: SubagentCapabilities | None = None
+
+
+@attrs.define(kw_only=True)
+class InitializeRequest(t.InitializeRequest):
+    """The stable request, its client capabilities read with the unstable fields."""
+
+    client_capabilities: ClientCapabilities | None = None
+
+
 #: Unstable methods an agent may serve (client -> agent), by name.
 UNSTABLE_AGENT_METHODS: dict[str, MethodSpec] = {
     "session/fork": MethodSpec("session/fork", ForkSessionRequest, ForkSessionResponse),
     # The stable methods whose params or result gained unstable fields: the subclasses
     # decode and encode them (the stable table in methods.py stays the schema's own).
+    "initialize": MethodSpec("initialize", InitializeRequest, t.InitializeResponse),
     "session/new": MethodSpec("session/new", NewSessionRequest, t.NewSessionResponse),
     "session/load": MethodSpec("session/load", LoadSessionRequest, t.LoadSessionResponse),
     "session/resume": MethodSpec("session/resume", ResumeSessionRequest, t.ResumeSessionResponse),

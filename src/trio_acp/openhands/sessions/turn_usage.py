@@ -6,8 +6,11 @@ turn starts (after the prompts queued before it have run) and when it ends. A tu
 made no model call (a slash command, a cancel before the call) reports zeros; a backend
 that reports no totals leaves `usage` out.
 
-Sent to every client: the schema puts `usage` in `PromptResponse` without a client
-capability, and a client that does not know the field ignores it (schema/unstable.py).
+The schema gives `usage` no client capability of its own, and a tool holding answers to
+the stable schema (the conformance suite's ACP-SCHEMA-002, acp-tck's) rightly calls an
+unknown root field custom: it goes only to a client that has opted into the unstable
+schema it comes from, by advertising one of its client capabilities (`plan`,
+`subagents`); other clients see the response as before (`for_client`).
 """
 
 from __future__ import annotations
@@ -54,3 +57,13 @@ def with_usage(
             output_tokens=output_tokens,
         ),
     )
+
+
+def for_client(response: schema.PromptResponse, caps: object) -> schema.PromptResponse:
+    """`response` without `usage` for a client that advertised no unstable capability."""
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return response
+    if getattr(caps, "plan", None) is not None or getattr(caps, "subagents", None) is not None:
+        return response
+    return schema.PromptResponse(stop_reason=response.stop_reason, meta=response.meta)
