@@ -223,7 +223,7 @@ async def test_initialize_answers_any_version_with_1_and_advertises_what_works(e
     assert init.protocol_version == 1
     caps = init.agent_capabilities
     assert caps.prompt_capabilities.image and caps.prompt_capabilities.embedded_context
-    assert not caps.prompt_capabilities.audio
+    assert not caps.prompt_capabilities.audio  # the scripted model takes none (test_audio.py)
     assert caps.load_session
     sc = caps.session_capabilities
     assert (

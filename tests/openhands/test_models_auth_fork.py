@@ -306,7 +306,7 @@ async def test_no_boolean_option_for_clients_that_did_not_opt_in(env, tmp_path):
 async def test_terminal_auth_method_only_for_clients_that_support_it(env, tmp_path):
     async def body(raw, agent):
         init = await raw.initialize()
-        assert init["agentCapabilities"]["auth"] == {"logout": {}}
+        assert init["agentCapabilities"]["auth"] == {"logout": {}, "status": {}}
         assert [m.get("type") for m in init["authMethods"]] == [None]  # the agent method only
         for caps in ({"auth": {"terminal": False}}, {"auth": {}}):
             init = await raw.initialize(caps)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import base64
 
 from trio_acp import schema
-from trio_acp.openhands.translate.prompt import ImagePart, TextPart, prompt_to_parts
+from trio_acp.openhands.translate.prompt import (
+    AudioPart,
+    ImagePart,
+    TextPart,
+    has_audio,
+    prompt_to_parts,
+)
 
 
 def test_text_blocks():
@@ -99,16 +105,32 @@ def test_embedded_blobs():
 def test_audio_and_unknown_blocks_become_notes():
     parts = prompt_to_parts(
         [
-            schema.AudioContent(data=base64.b64encode(b"abc").decode(), mime_type="audio/wav"),
+            # A format `input_audio` has no name for (wav and mp3 only).
+            schema.AudioContent(data=base64.b64encode(b"abc").decode(), mime_type="audio/ogg"),
             schema.UnknownVariant(tag="video", data={"type": "video"}),
             {"type": "hologram"},
             42,
         ]
     )
     assert all(isinstance(p, TextPart) for p in parts) and len(parts) == 4
-    assert "audio" in parts[0].text and "not" in parts[0].text
+    assert "audio/ogg" in parts[0].text and "only wav and mp3" in parts[0].text
     assert "video" in parts[1].text
     assert "hologram" in parts[2].text
+
+
+def test_wav_and_mp3_audio_become_audio_parts():
+    data = base64.b64encode(b"RIFF....WAVE").decode()
+    parts = prompt_to_parts(
+        [
+            {"type": "text", "text": "listen"},
+            schema.AudioContent(data=data, mime_type="audio/wav"),
+            {"type": "audio", "mimeType": "audio/mpeg", "data": data},
+        ]
+    )
+    assert parts[0] == TextPart("listen")
+    assert [(p.data, p.format) for p in parts[1:]] == [(data, "wav"), (data, "mp3")]
+    assert all(isinstance(p, AudioPart) and "audio/" in p.label for p in parts[1:])
+    assert has_audio([{"type": "audio"}]) and not has_audio([{"type": "text", "text": "x"}])
 
 
 def test_order_is_preserved():

@@ -10,6 +10,7 @@ import trio
 
 from .. import schema
 from ..rpc import ErrorCode, Peer, RequestError, open_peer
+from ..schema import unstable
 from ..schema.unstable import UNSTABLE_AGENT_METHODS
 from ._dispatch import Proxy, TypedHandler, build_params, build_routes, missing_required
 
@@ -25,6 +26,9 @@ AGENT_METHOD_ATTRS = {
     "session/delete": "delete_session",
     # UNSTABLE in the spec (schema/unstable.py), shipped by leading peers.
     "session/fork": "fork_session",
+    "session/set_title": "set_session_title",
+    "session/status": "session_status",
+    "auth/status": "auth_status",
     "session/set_mode": "set_session_mode",
     "session/set_config_option": "set_session_config_option",
     "session/prompt": "prompt",
@@ -78,6 +82,15 @@ class ClientProxy(Proxy):
         # capabilities MUST be treated as unsupported).
         self.capabilities: schema.ClientCapabilities = schema.ClientCapabilities()
         self.client_info: schema.Implementation | None = None
+        # The agent's say on how an update is spelled for this client (its capabilities,
+        # the notification -> the notification to send): e.g. the unstable `plan_update`
+        # for a client that takes it. None: as given.
+        self.update_hook: (
+            Callable[
+                [schema.ClientCapabilities, schema.SessionNotification], schema.SessionNotification
+            ]
+            | None
+        ) = None
 
     def _require_fs(self, flag: str, what: str) -> None:
         fs = self.capabilities.fs
@@ -102,6 +115,8 @@ class ClientProxy(Proxy):
     ) -> None:
         """``at_once``: the last update the sender has for now (`Peer.notify`)."""
         notification = build_params(schema.SessionNotification, params, kw)
+        if self.update_hook is not None:
+            notification = self.update_hook(self.capabilities, notification)
         # Updates a client must have asked for (spec: agents MUST only send them then).
         if isinstance(notification.update, schema.NoticeUpdate):
             self._require_session_flag("notices", "session.notices")
@@ -201,6 +216,15 @@ class ClientProxy(Proxy):
     ) -> None:
         await self._notify(
             "elicitation/complete", build_params(schema.CompleteElicitationNotification, params, kw)
+        )
+
+    async def auth_status_update(
+        self, params: unstable.AuthStatusUpdateNotification | None = None, /, **kw: Any
+    ) -> None:
+        """UNSTABLE: `auth/status_update`, the agent's authentication state changed. The
+        spec gives it no client capability: the caller decides who can take it."""
+        await self._notify(
+            "auth/status_update", build_params(unstable.AuthStatusUpdateNotification, params, kw)
         )
 
 

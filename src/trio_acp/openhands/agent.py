@@ -19,6 +19,7 @@ import trio
 
 from trio_acp import schema
 from trio_acp.credentials import SecretValues, secret_values
+from trio_acp.openhands.auth_status import AuthStatusReporter, auth_status
 from trio_acp.openhands.backends.agent_server_api import RemoteError
 from trio_acp.openhands.backends.agent_server_config import (
     AgentServerConfigError,
@@ -43,7 +44,8 @@ from trio_acp.openhands.errors import (
     unknown_session,
 )
 from trio_acp.openhands.sdk import SdkLoader, build_agent, build_llm
-from trio_acp.openhands.sessions import commands
+from trio_acp.openhands.sessions import commands, session_meta, turn_usage
+from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.build import SessionPlan, build_session, open_failure, short
 from trio_acp.openhands.sessions.collector import collector_paused
 from trio_acp.openhands.sessions.session import Session
@@ -54,11 +56,16 @@ from trio_acp.openhands.sessions.store import (
     parse_session_id,
 )
 from trio_acp.openhands.setup.agent_spec import session_tools
+from trio_acp.openhands.setup.audio_input import (
+    check_audio,
+    model_fields,
+)
 from trio_acp.openhands.setup.critic_review import settings_notice
 from trio_acp.openhands.setup.models import model_choices
 from trio_acp.openhands.setup.settings import Settings, SettingsError, load_settings
 from trio_acp.openhands.setup.user_setup import mcp_file_secrets, stored_tools
 from trio_acp.openhands.sign_in import SignIn
+from trio_acp.openhands.translate.plans import spell_for_client
 from trio_acp.rpc import RequestError, after_response
 from trio_acp.schema import unstable
 
@@ -102,9 +109,12 @@ class OpenHandsAgent:
         self._received_prompts: dict[int, tuple[schema.PromptRequest, Session]] = {}
         # initialize, authenticate, logout, and what a missing model's answer says.
         self._sign_in = SignIn(env)
+        self._auth_reporter = AuthStatusReporter()
 
     def on_connect(self, client: Any) -> None:
         self._client = client
+        if hasattr(client, "update_hook"):  # the plan as the client takes it (plans.py)
+            client.update_hook = spell_for_client
 
     def _settings(self) -> Settings:
         try:
@@ -134,6 +144,7 @@ class OpenHandsAgent:
     @explained("authenticate")
     async def authenticate(self, params: schema.AuthenticateRequest) -> schema.AuthenticateResponse:
         self._sign_in.authenticate(params, self._settings())
+        after_response(self._tell_auth_status)
         return schema.AuthenticateResponse()
 
     async def logout(self, params: schema.LogoutRequest) -> schema.LogoutResponse:
@@ -152,7 +163,17 @@ class OpenHandsAgent:
         async with trio.open_nursery() as nursery:
             for session in sessions:
                 nursery.start_soon(session.close)
+        after_response(self._tell_auth_status)
         return schema.LogoutResponse()
+
+    async def auth_status(self, params: unstable.AuthStatusRequest) -> unstable.AuthStatusResponse:
+        return self._auth_reporter.asked(self._auth_status_now())
+
+    def _auth_status_now(self) -> unstable.AuthStatusResponse:
+        return auth_status(self._env, self._sign_in.still_logged_out)
+
+    async def _tell_auth_status(self) -> None:
+        await self._auth_reporter.maybe_tell(self._client, self._auth_status_now())
 
     # --- sessions ---------------------------------------------------------------------
 
@@ -178,6 +199,7 @@ class OpenHandsAgent:
         additional: list[str] | None = None,
         *,
         fresh: bool = False,
+        system_prompt: system_prompts.ClientSystemPrompt | None = None,
     ) -> Session:
         """Start a session (new, or an existing conversation from disk) in the agent's nursery."""
         roots = self._roots(cwd, additional)
@@ -213,6 +235,7 @@ class OpenHandsAgent:
                 existing=existing,
                 fresh=fresh,
                 server=server,
+                system_prompt=system_prompt,
             ),
             sdk,
             env=self._env,
@@ -235,6 +258,8 @@ class OpenHandsAgent:
             if server is not None:
                 store.write_agent_server(sid, server.url)
             store.write_index(sid, cwd=cwd, roots=roots)
+            if fresh:
+                system_prompts.write_stored(store.dir_for(sid), system_prompt)
         except OSError:
             # Only session/list reads the index; the session itself is fine.
             log.warning("could not write the session index of %s", sid, exc_info=True)
@@ -248,9 +273,14 @@ class OpenHandsAgent:
         return session
 
     @explained("session/new")
-    async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+    async def new_session(self, params: unstable.NewSessionRequest) -> schema.NewSessionResponse:
         session = await self._open_session(
-            uuid.uuid4(), params.cwd, params.mcp_servers, params.additional_directories, fresh=True
+            uuid.uuid4(),
+            params.cwd,
+            params.mcp_servers,
+            params.additional_directories,
+            fresh=True,
+            system_prompt=system_prompts.parse(params.system_prompt),
         )
         return schema.NewSessionResponse(
             session_id=str(session.id),
@@ -269,10 +299,11 @@ class OpenHandsAgent:
         cwd: str,
         mcp_servers: list[Any] | None,
         additional: list[str] | None = None,
+        system_prompt: unstable.SystemPrompt | None = None,
     ) -> Session:
         sid = validate_session_id(session_id)
         async with self._lock_for(sid):
-            return await self._reopen(sid, cwd, mcp_servers, additional)
+            return await self._reopen(sid, cwd, mcp_servers, additional, system_prompt)
 
     async def _reopen(
         self,
@@ -280,10 +311,17 @@ class OpenHandsAgent:
         cwd: str,
         mcp_servers: list[Any] | None,
         additional: list[str] | None = None,
+        system_prompt: unstable.SystemPrompt | None = None,
     ) -> Session:
-        # Before anything is closed: a load with a bad cwd (or extra root) must leave the
-        # live session be.
+        # Before anything is closed: a load with a bad cwd (or extra root, or a system
+        # prompt it cannot take) must leave the live session be.
         self._roots(cwd, additional)
+        prompt = system_prompts.for_existing(
+            system_prompts.parse(system_prompt),
+            system_prompts.read_stored(
+                SessionStore(self._settings().conversations_dir).dir_for(sid)
+            ),
+        )
         live = self._sessions.get(sid)
         if live is not None:
             if live.busy:
@@ -293,13 +331,17 @@ class OpenHandsAgent:
             await live.close()
         if not SessionStore(self._settings().conversations_dir).exists(sid):
             raise unknown_session(sid)
-        return await self._open_session(sid, cwd, mcp_servers, additional)
+        return await self._open_session(sid, cwd, mcp_servers, additional, system_prompt=prompt)
 
     @explained("session/load")
-    async def load_session(self, params: schema.LoadSessionRequest) -> schema.LoadSessionResponse:
+    async def load_session(self, params: unstable.LoadSessionRequest) -> schema.LoadSessionResponse:
         with collector_paused():  # opening and replaying a long history (collector.py)
             session = await self._existing(
-                params.session_id, params.cwd, params.mcp_servers, params.additional_directories
+                params.session_id,
+                params.cwd,
+                params.mcp_servers,
+                params.additional_directories,
+                params.system_prompt,
             )
             # The whole history, user messages included, before the response (§6.2).
             await session.replay_history()
@@ -309,11 +351,15 @@ class OpenHandsAgent:
 
     @explained("session/resume")
     async def resume_session(
-        self, params: schema.ResumeSessionRequest
+        self, params: unstable.ResumeSessionRequest
     ) -> schema.ResumeSessionResponse:
         # Like load, but the client already shows the history: no replay.
         session = await self._existing(
-            params.session_id, params.cwd, params.mcp_servers, params.additional_directories
+            params.session_id,
+            params.cwd,
+            params.mcp_servers,
+            params.additional_directories,
+            params.system_prompt,
         )
         return schema.ResumeSessionResponse(
             modes=session.options.mode_state(), config_options=session.options.config_options()
@@ -330,10 +376,6 @@ class OpenHandsAgent:
         one. A live parent's choices (mode, model, reasoning effort, streaming) and its
         "always" rules carry over. The schema has no cut point: the whole history.
         """
-        if params.system_prompt is not None:
-            raise RequestError.invalid_params(
-                "systemPrompt is not supported (trio-acp does not advertise sessionCapabilities.systemPrompt)"
-            )
         sid = validate_session_id(params.session_id)
         roots = self._roots(params.cwd, params.additional_directories)
         settings = self._settings()
@@ -341,6 +383,11 @@ class OpenHandsAgent:
             raise not_configured(self._sign_in.missing_model(settings))
         self._sign_in.check_logged_in()
         store = SessionStore(settings.conversations_dir)
+        # The fork's history starts with its parent's system message (system_prompt.py).
+        prompt = system_prompts.for_existing(
+            system_prompts.parse(params.system_prompt),
+            system_prompts.read_stored(store.dir_for(sid)),
+        )
         fork_id = uuid.uuid4()
         values: dict[str, Any] = {}
         async with self._lock_for(sid):
@@ -377,8 +424,13 @@ class OpenHandsAgent:
             if rules.is_file():
                 store.dir_for(fork_id).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(rules, store.dir_for(fork_id) / RULES_FILE)
+            system_prompts.write_stored(store.dir_for(fork_id), prompt)
             session = await self._open_session(
-                fork_id, params.cwd, params.mcp_servers, params.additional_directories
+                fork_id,
+                params.cwd,
+                params.mcp_servers,
+                params.additional_directories,
+                system_prompt=prompt,
             )
         except BaseException:
             await trio.to_thread.run_sync(store.delete, fork_id)
@@ -509,6 +561,20 @@ class OpenHandsAgent:
             )
         return schema.SetSessionConfigOptionResponse(config_options=options)
 
+    @explained("session/set_title")
+    async def set_session_title(
+        self, params: unstable.SetSessionTitleRequest
+    ) -> unstable.SetSessionTitleResponse:
+        store = SessionStore(self._settings().conversations_dir)
+        return await session_meta.set_title(params, self._sessions, store)
+
+    @explained("session/status")
+    async def session_status(
+        self, params: unstable.SessionStatusRequest
+    ) -> unstable.SessionStatusResponse:
+        store = SessionStore(self._settings().conversations_dir)
+        return session_meta.status(params, self._sessions, store)
+
     def _session(self, session_id: str) -> Session:
         session = self._sessions.get(validate_session_id(session_id))
         if session is None:
@@ -535,9 +601,16 @@ class OpenHandsAgent:
         # The session the prompt was queued with, even if it has since been closed (the
         # prompt then answers `cancelled`, as close cancels what was sent before it).
         received = self._received_prompts.pop(id(params), None)
-        if received is None:
-            return await self._session(params.session_id).prompt(params.prompt)
-        return await received[1].prompt(params.prompt, key=id(params))
+        session = received[1] if received is not None else self._session(params.session_id)
+        key = id(params) if received is not None else None
+        try:
+            check_audio(params.prompt, model_fields(session.options.model, session.options.models))
+        except RequestError:
+            if key is not None:
+                session.forget_prompt(key)  # refused before its turn: nothing waits behind it
+            raise
+        response = await session.prompt(params.prompt, key=key)
+        return turn_usage.for_client(response, getattr(self._client, "capabilities", None))
 
     async def cancel(self, params: schema.CancelNotification) -> None:
         try:

@@ -14,6 +14,8 @@ from typing import Any
 
 from trio_acp import __version__, schema
 from trio_acp.openhands.errors import not_configured
+from trio_acp.openhands.sessions import system_prompt as system_prompts
+from trio_acp.openhands.setup.audio_input import default_model_takes_audio
 from trio_acp.openhands.setup.settings import (
     TERMINAL_AUTH_METHOD_NAME,
     Settings,
@@ -45,6 +47,10 @@ class SignIn:
     def logged_out(self) -> bool:
         return self._logged_out is not None
 
+    def still_logged_out(self) -> bool:
+        """Logged out, and the settings not written since (`auth/status`, auth_status.py)."""
+        return self._logged_out is not None and _settings_identity(self._env) == self._logged_out
+
     def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
         # Answer at once: the SDK import is still running in its thread
         # (docs/ARCHITECTURE.md#d3-an-instant-initialize).
@@ -54,7 +60,10 @@ class SignIn:
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(
-                    image=True, audio=False, embedded_context=True
+                    # Audio only for a model that takes it (setup/audio_input.py).
+                    image=True,
+                    audio=default_model_takes_audio(self._env),
+                    embedded_context=True,
                 ),
                 mcp_capabilities=schema.McpCapabilities(http=True, sse=True),
                 # A prompt sent while a turn runs is queued (FIFO), not refused; clients
@@ -70,10 +79,18 @@ class SignIn:
                     resume=schema.SessionResumeCapabilities(),
                     delete=schema.SessionDeleteCapabilities(),
                     fork=unstable.SessionForkCapabilities(),
+                    system_prompt=system_prompts.capabilities(),
+                    # session/set_title and session/status (sessions/session_meta.py).
+                    title=unstable.SessionTitleCapabilities(),
+                    status=unstable.SessionStatusCapabilities(),
                     # Extra workspace roots (session_roots.py, docs/editor-workspace.md).
                     additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
                 ),
-                auth=schema.AgentAuthCapabilities(logout=schema.LogoutCapabilities()),
+                auth=unstable.AgentAuthCapabilities(
+                    logout=schema.LogoutCapabilities(),
+                    # auth/status (auth_status.py).
+                    status=unstable.AuthStatusCapabilities(),
+                ),
             ),
             auth_methods=self._auth_methods(params.client_capabilities),
             agent_info=schema.Implementation(

@@ -8,10 +8,12 @@ every class there to it. Nothing here is exported from ``trio_acp.schema``'s sta
 namespace; use ``trio_acp.schema.unstable``.
 
 Currently: ``session/fork`` (the ``sessionCapabilities.fork`` capability, its request
-and response).
+and response); client system prompts (``sessionCapabilities.systemPrompt``, ``systemPrompt``
+on session/new, load, resume and fork; schema 1.30 made them stable with the same shape);
+``session/set_title`` and ``session/status``; ``PromptResponse.usage``.
 """
 
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -20,11 +22,56 @@ from .methods import MethodSpec
 
 __all__ = [
     "UNSTABLE_AGENT_METHODS",
+    "UNSTABLE_CLIENT_METHODS",
+    "ClientCapabilities",
+    "InitializeRequest",
+    "PlanCapabilities",
+    "SubagentCapabilities",
+    "AgentAuthCapabilities",
+    "AuthAccount",
+    "AuthState",
+    "AuthStatusCapabilities",
+    "AuthStatusRequest",
+    "AuthStatusResponse",
+    "AuthStatusUpdateNotification",
+    "KnownAuthState",
     "ForkSessionRequest",
     "ForkSessionResponse",
+    "KnownSessionStatus",
+    "KnownSystemPromptMode",
+    "LoadSessionRequest",
+    "NewSessionRequest",
+    "PromptResponse",
+    "ResumeSessionRequest",
     "SessionCapabilities",
     "SessionForkCapabilities",
+    "SessionStatus",
+    "SessionStatusCapabilities",
+    "SessionStatusRequest",
+    "SessionStatusResponse",
+    "SessionSystemPromptCapabilities",
+    "SessionSystemPromptModeCapabilities",
+    "SessionSystemPromptOverrideCapabilities",
+    "SessionTitleCapabilities",
+    "SetSessionTitleRequest",
+    "SetSessionTitleResponse",
+    "SystemPrompt",
+    "SystemPromptMode",
+    "Usage",
 ]
+
+#: How the agent combines a client system prompt with its own instructions: ``append``,
+#: ``override``, or a custom/future value (kept so that it can be refused by name).
+SystemPromptMode = str
+KnownSystemPromptMode = Literal["append", "override"]
+
+#: The agent's overall authentication state (`auth/status`).
+AuthState = str
+KnownAuthState = Literal["authenticated", "unauthenticated", "not_required", "unknown"]
+
+#: Whether the agent has a session in memory (``open``) or only stored (``saved``).
+SessionStatus = str
+KnownSessionStatus = Literal["open", "saved"]
 
 
 @attrs.define(kw_only=True)
@@ -35,15 +82,164 @@ class SessionForkCapabilities:
 
 
 @attrs.define(kw_only=True)
+class SessionSystemPromptOverrideCapabilities:
+    """UNSTABLE (stable from schema 1.30). The agent can replace its built-in default
+    instructions with the client's system prompt (``{}``: supported)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class SessionSystemPromptModeCapabilities:
+    """System prompt delivery modes the agent supports in addition to ``append``."""
+
+    #: Whether the agent supports `override` mode.
+    override: SessionSystemPromptOverrideCapabilities | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class SessionSystemPromptCapabilities:
+    """Client-provided system prompts: ``{}`` means ``append`` mode only."""
+
+    #: Delivery modes supported in addition to `append` (omitted: only `append`).
+    mode: SessionSystemPromptModeCapabilities | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class SessionTitleCapabilities:
+    """UNSTABLE. Capabilities for `session/set_title` (``{}``: clients can set titles)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class SessionStatusCapabilities:
+    """UNSTABLE. Capabilities for `session/status` (``{}``: supported)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
 class SessionCapabilities(t.SessionCapabilities):
-    """The stable session capabilities plus the UNSTABLE ``fork``.
+    """The stable session capabilities plus the UNSTABLE ones.
 
     A subclass, so it goes wherever the stable class goes (``AgentCapabilities``); the
-    converter encodes an instance as its own class, ``fork`` included.
+    converter encodes an instance as its own class, the extra fields included.
     """
 
     #: Whether the agent supports `session/fork`.
     fork: SessionForkCapabilities | None = None
+    #: Whether the agent supports `systemPrompt` on session lifecycle requests.
+    system_prompt: SessionSystemPromptCapabilities | None = None
+    #: Whether the agent supports `session/set_title`.
+    title: SessionTitleCapabilities | None = None
+    #: Whether the agent supports `session/status`.
+    status: SessionStatusCapabilities | None = None
+
+
+@attrs.define(kw_only=True)
+class SystemPrompt:
+    """Client-provided system-level instructions for a session.
+
+    Agents that cannot apply it (an unadvertised mode, an unsupported content block)
+    MUST return an error instead of creating, loading, resuming or forking the session.
+    """
+
+    #: How the agent combines `content` with its own instructions.
+    mode: SystemPromptMode
+    #: The system prompt content: `text` blocks (clients MUST NOT send an empty array).
+    content: list[t.ContentBlock]
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class NewSessionRequest(t.NewSessionRequest):
+    """The stable request plus the client's `systemPrompt`."""
+
+    #: System-level instructions for the new session (omitted: the agent's own).
+    system_prompt: SystemPrompt | None = None
+
+
+@attrs.define(kw_only=True)
+class LoadSessionRequest(t.LoadSessionRequest):
+    """The stable request plus the client's `systemPrompt`."""
+
+    #: System-level instructions for the loaded session (omitted: the agent's own).
+    system_prompt: SystemPrompt | None = None
+
+
+@attrs.define(kw_only=True)
+class ResumeSessionRequest(t.ResumeSessionRequest):
+    """The stable request plus the client's `systemPrompt`."""
+
+    #: System-level instructions for the resumed session (omitted: the agent's own).
+    system_prompt: SystemPrompt | None = None
+
+
+@attrs.define(kw_only=True)
+class SetSessionTitleRequest:
+    """UNSTABLE. Request parameters for setting the title of a session."""
+
+    #: The ID of the session.
+    session_id: t.SessionId
+    #: The title to set.
+    title: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class SetSessionTitleResponse:
+    """UNSTABLE. The title the agent stored (clients SHOULD display it)."""
+
+    title: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class SessionStatusRequest:
+    """UNSTABLE. Request parameters for checking the status of a session.
+
+    No side effects; a session the agent does not know gets -32002 with its id in `data`.
+    """
+
+    session_id: t.SessionId
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class SessionStatusResponse:
+    """UNSTABLE. Whether the agent has the session in memory (a snapshot)."""
+
+    status: SessionStatus
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class Usage:
+    """UNSTABLE. Token usage information for a prompt turn."""
+
+    #: Sum of all token types.
+    total_tokens: int
+    #: Input tokens.
+    input_tokens: int
+    #: Output tokens.
+    output_tokens: int
+    #: Thought/reasoning tokens.
+    thought_tokens: int | None = None
+    #: Cache read tokens.
+    cached_read_tokens: int | None = None
+    #: Cache write tokens.
+    cached_write_tokens: int | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class PromptResponse(t.PromptResponse):
+    """The stable response plus the UNSTABLE token `usage` of the turn."""
+
+    usage: Usage | None = None
 
 
 @attrs.define(kw_only=True)
@@ -64,9 +260,8 @@ class ForkSessionRequest:
     #: List of MCP servers to connect to for this session.
     mcp_servers: list[t.McpServer] | None = None
     #: Client-provided system prompt (only for agents advertising
-    #: `sessionCapabilities.systemPrompt`; kept as raw JSON so that an agent that does not
-    #: can refuse it, as the schema requires, rather than silently ignore it).
-    system_prompt: Any = None
+    #: `sessionCapabilities.systemPrompt`).
+    system_prompt: SystemPrompt | None = None
     meta: dict[str, Any] | None = None
 
 
@@ -83,7 +278,112 @@ class ForkSessionResponse:
     meta: dict[str, Any] | None = None
 
 
+@attrs.define(kw_only=True)
+class AuthStatusCapabilities:
+    """UNSTABLE. The agent supports `auth/status` (``{}``)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class AgentAuthCapabilities(t.AgentAuthCapabilities):
+    """The stable auth capabilities plus the UNSTABLE `status`."""
+
+    #: Whether the agent supports the `auth/status` method.
+    status: AuthStatusCapabilities | None = None
+
+
+@attrs.define(kw_only=True)
+class AuthAccount:
+    """UNSTABLE. An account or credential the agent has configured (display only)."""
+
+    #: Human-readable name for the account.
+    label: str
+    #: Whether the agent currently uses this account by default.
+    active: bool | None = None
+    name: str | None = None
+    email: str | None = None
+    organization: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class AuthStatusRequest:
+    """UNSTABLE. `auth/status`: the agent's authentication state, unchanged by asking
+    (never answered -32000)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class AuthStatusResponse:
+    """UNSTABLE. Response to `auth/status`."""
+
+    #: Whether the agent can start sessions without the user signing in first.
+    state: AuthState
+    #: The accounts the agent has configured, for display.
+    accounts: list[AuthAccount] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class AuthStatusUpdateNotification:
+    """UNSTABLE. `auth/status_update`: the agent's authentication state changed."""
+
+    state: AuthState
+    accounts: list[AuthAccount] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class PlanCapabilities:
+    """UNSTABLE. The client takes `plan_update` and `plan_removed` updates (``{}``)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class SubagentCapabilities:
+    """UNSTABLE. The client understands exposed subagent sessions (``{}``)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class ClientCapabilities(t.ClientCapabilities):
+    """The stable client capabilities plus the UNSTABLE `plan` and `subagents`."""
+
+    #: Whether the client supports `plan_update` and `plan_removed` session updates.
+    plan: PlanCapabilities | None = None
+    #: Whether the client understands exposed subagent sessions.
+    subagents: SubagentCapabilities | None = None
+
+
+@attrs.define(kw_only=True)
+class InitializeRequest(t.InitializeRequest):
+    """The stable request, its client capabilities read with the unstable fields."""
+
+    client_capabilities: ClientCapabilities | None = None
+
+
 #: Unstable methods an agent may serve (client -> agent), by name.
 UNSTABLE_AGENT_METHODS: dict[str, MethodSpec] = {
     "session/fork": MethodSpec("session/fork", ForkSessionRequest, ForkSessionResponse),
+    # The stable methods whose params or result gained unstable fields: the subclasses
+    # decode and encode them (the stable table in methods.py stays the schema's own).
+    "initialize": MethodSpec("initialize", InitializeRequest, t.InitializeResponse),
+    "session/new": MethodSpec("session/new", NewSessionRequest, t.NewSessionResponse),
+    "session/load": MethodSpec("session/load", LoadSessionRequest, t.LoadSessionResponse),
+    "session/resume": MethodSpec("session/resume", ResumeSessionRequest, t.ResumeSessionResponse),
+    "session/prompt": MethodSpec("session/prompt", t.PromptRequest, PromptResponse),
+    "session/set_title": MethodSpec(
+        "session/set_title", SetSessionTitleRequest, SetSessionTitleResponse
+    ),
+    "session/status": MethodSpec("session/status", SessionStatusRequest, SessionStatusResponse),
+    "auth/status": MethodSpec("auth/status", AuthStatusRequest, AuthStatusResponse),
+}
+
+#: Unstable methods a client may serve (agent -> client), by name.
+UNSTABLE_CLIENT_METHODS: dict[str, MethodSpec] = {
+    "auth/status_update": MethodSpec("auth/status_update", AuthStatusUpdateNotification, None),
 }

@@ -64,12 +64,28 @@ def _validator_for(type_name: str) -> Any:
 
 
 def validate_type(type_name: str, value: Any) -> list[str]:
-    """Errors (empty when valid) of `value` against `$defs/<type_name>`."""
-    validator = _validator_for(type_name)
+    """Errors (empty when valid) of `value` against `$defs/<type_name>`: the stable
+    schema's, else the unstable one's (an unstable variant or field the agent sends to a
+    client that opted in, e.g. `plan_update`; the tests of each check the opt-in)."""
+    errors = _errors(_validator_for(type_name), type_name, value)
+    if errors and type_name in _validators(unstable=True)[1]["$defs"]:
+        if not _errors(_unstable_validator_for(type_name), type_name, value):
+            return []
+    return errors
+
+
+def _errors(validator: Any, type_name: str, value: Any) -> list[str]:
     return [
         f"{type_name}: {'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
         for e in validator.iter_errors(value)
     ]
+
+
+@cache
+def _unstable_validator_for(type_name: str) -> Any:
+    cls, document = _validators(unstable=True)
+    root = {k: v for k, v in document.items() if k in ("$schema", "$defs")}
+    return cls({**root, "$ref": f"#/$defs/{type_name}"})
 
 
 def _spec(method: str) -> schema.MethodSpec | None:

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from trio_acp.openhands.sdk.audio import audio_content
 from trio_acp.openhands.setup.critic_review import CriticOutcome
 from trio_acp.openhands.setup.mcp_startup import McpStartFailure
-from trio_acp.openhands.translate.prompt import ImagePart, TextPart, merge_text
+from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart, merge_text
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk.loaded import Sdk
@@ -108,7 +109,7 @@ class Conversation(Protocol):
         """(code, detail) of the last error event since `since`, or (None, None)."""
         ...
 
-    async def send_message(self, parts: list[TextPart | ImagePart]) -> None: ...
+    async def send_message(self, parts: list[TextPart | ImagePart | AudioPart]) -> None: ...
 
     def start_run(self) -> Run: ...
 
@@ -141,7 +142,7 @@ class Conversation(Protocol):
     async def close(self) -> None: ...
 
 
-def user_message(sdk: Sdk, parts: list[TextPart | ImagePart]) -> Any:
+def user_message(sdk: Sdk, parts: list[TextPart | ImagePart | AudioPart]) -> Any:
     """The SDK's user `Message` for a prompt's parts (prompt.py), local or remote alike:
     adjacent text parts become one `TextContent` (`merge_text`: a part costs the SDK a
     deep copy on every model call)."""
@@ -151,6 +152,8 @@ def user_message(sdk: Sdk, parts: list[TextPart | ImagePart]) -> Any:
             content.append(sdk.TextContent(text=part.text))
         elif isinstance(part, ImagePart):
             content.append(sdk.ImageContent(image_urls=[part.url]))
+        elif isinstance(part, AudioPart):
+            content.append(audio_content(part.data, part.format, part.label))
     return sdk.Message(role="user", content=content)
 
 

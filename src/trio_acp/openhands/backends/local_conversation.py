@@ -60,7 +60,7 @@ from trio_acp.openhands.setup.critic import CriticFailures, prime_template
 from trio_acp.openhands.setup.critic_review import CriticOutcome, is_answer, outcome_of
 from trio_acp.openhands.setup.mcp_startup import McpStartFailure, McpStartup
 from trio_acp.openhands.translate.interruptions import FAILED_TEXT
-from trio_acp.openhands.translate.prompt import ImagePart, TextPart
+from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk.classes import ActionEvent, Agent, Event, Skill
@@ -330,7 +330,7 @@ class LocalConversation:
             self._conv, "_agent_ready", True
         )
 
-    async def send_message(self, parts: list[TextPart | ImagePart]) -> None:
+    async def send_message(self, parts: list[TextPart | ImagePart | AudioPart]) -> None:
         message = user_message(self._sdk, parts)
         if not self.send_abandonable:
             await trio.to_thread.run_sync(
@@ -491,7 +491,13 @@ class LocalConversation:
         return list(getattr(context, "skills", None) or [])
 
     def usage(self) -> Usage | None:
-        return usage_of(self._conv.conversation_stats)
+        stats = self._conv.conversation_stats
+        if not stats.usage_to_metrics:
+            # The SDK registers only LLMs of exactly its `LLM` class with the stats
+            # (`get_all_llms`); the session's is our subclass (sdk/llm.py), so its
+            # metrics are read from it directly.
+            return usage_of(_LlmMetrics(self._conv.agent.llm))
+        return usage_of(stats)
 
     # --- the whole conversation --------------------------------------------------------
 
@@ -537,6 +543,16 @@ class LocalConversation:
                 self._critic_failures.detach()
             if self._loop is not None:
                 self._loop.stop()
+
+
+class _LlmMetrics:
+    """One LLM's metrics, shaped as `usage_of` reads the SDK's `ConversationStats`."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+
+    def get_combined_metrics(self) -> Any:
+        return self._llm.metrics
 
 
 def _untyped(conv: SdkConversation) -> Any:

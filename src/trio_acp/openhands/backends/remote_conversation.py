@@ -56,7 +56,7 @@ from trio_acp.openhands.errors import internal, not_configured
 from trio_acp.openhands.permissions.policy import ALWAYS_APPROVE, LLM_APPROVE
 from trio_acp.openhands.sdk import confirmation_setup, supports_reasoning_effort
 from trio_acp.openhands.setup.mcp_startup import McpStartFailure
-from trio_acp.openhands.translate.prompt import ImagePart, TextPart
+from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk.loaded import Sdk
@@ -313,7 +313,7 @@ class ServerConversation:
                 break
         return None, None
 
-    async def send_message(self, parts: list[TextPart | ImagePart]) -> None:
+    async def send_message(self, parts: list[TextPart | ImagePart | AudioPart]) -> None:
         self.unanswered = True
         await self.driver.send_message(user_message(self._sdk, parts))
 

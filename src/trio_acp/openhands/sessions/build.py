@@ -28,6 +28,8 @@ from trio_acp.openhands.sdk import build_choice_llm, build_llm, mask_in_conversa
 from trio_acp.openhands.sessions.damage import find_damage
 from trio_acp.openhands.sessions.session import Session
 from trio_acp.openhands.sessions.store import RULES_FILE, SessionStore
+from trio_acp.openhands.sessions.system_prompt import ClientSystemPrompt
+from trio_acp.openhands.sessions.system_prompt import apply as apply_system_prompt
 from trio_acp.openhands.setup.agent_spec import build_session_agent, for_agent_server, hook_config
 from trio_acp.openhands.setup.mcp_startup import McpStartup, mcp_timeout
 from trio_acp.openhands.setup.models import PROFILES_DIR
@@ -64,6 +66,8 @@ class SessionPlan:
     existing: bool  # its conversation is on disk (or on its server) already
     fresh: bool  # session/new (not a fork's new id)
     server: AgentServerTarget | None  # where the conversation runs; None: here
+    # The client's system prompt, checked (system_prompt.py); None: the agent's own.
+    system_prompt: ClientSystemPrompt | None = None
 
 
 async def build_session(
@@ -97,6 +101,7 @@ async def build_session(
                 sdk, llm, setup, lambda fields: build_llm(sdk, fields, retry_listener=retries)
             )
         )
+        agent = apply_system_prompt(agent, plan.system_prompt)
         hooks = hook_config(setup)
     except Exception as exc:
         raise RequestError.invalid_params(

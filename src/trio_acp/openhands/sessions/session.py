@@ -44,7 +44,7 @@ from trio_acp.openhands.permissions.policy import (
     ALWAYS_ASK,
     RuleBook,
 )
-from trio_acp.openhands.sessions import commands, turn
+from trio_acp.openhands.sessions import commands, turn, turn_usage
 from trio_acp.openhands.sessions.journal import JOURNAL_FILE, TurnJournal
 from trio_acp.openhands.sessions.options import SessionOptions
 from trio_acp.openhands.sessions.outbox import Outbox
@@ -456,10 +456,12 @@ class Session:
         if not self._roots_told and command is None:
             blocks = [*blocks, schema.TextContent(text=roots_prompt(self.roots) or "")]
             self._roots_told = True
+        start = turn_usage.totals(self.conversation)
         try:
-            return await self._play_with_editor(blocks, command, ticket.cancelled)
+            response = await self._play_with_editor(blocks, command, ticket.cancelled)
         finally:
             self.check_alive()  # the session failed during the turn: that is the answer
+        return turn_usage.with_usage(response, start, self.conversation)
 
     async def _play_with_editor(
         self, blocks: list[Any], command: tuple[str, str] | None, cancel_event: trio.Event

@@ -181,6 +181,12 @@ class SessionStore:
         data["updatedAt"] = now_iso()
         self._write_index(sid, data)
 
+    def write_title(self, sid: uuid.UUID, title: str) -> None:
+        """Set the session's title (`session/set_title`), replacing the one it had."""
+        data = self._index(sid)
+        data["title"] = title
+        self._write_index(sid, data)
+
     def read_options(self, sid: uuid.UUID) -> dict[str, Any]:
         """The session's saved config option values (configId → value); {} if none."""
         options = self._index(sid).get("configOptions")

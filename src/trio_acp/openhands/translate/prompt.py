@@ -12,7 +12,10 @@ short note for the model, never an exception.
 * embedded text resource -> the text inside `<resource uri=... path=...>...</resource>`;
 * embedded blob -> an image part for image mime types, else a note with uri, mime type
   and size (binary data is never pasted into the prompt);
-* audio -> a note that audio input is not supported (the agent does not advertise it);
+* audio -> an audio part (wav or mp3, from the mime type), sent to the model as an
+  `input_audio` part; the agent advertises audio and takes such blocks only for a model
+  that takes audio (`sdk/audio.py`; `agent.py` refuses them otherwise, naming the model).
+  Another audio format becomes a note;
 * unknown -> a note naming the block type.
 
 `merge_text` then joins adjacent text parts into one, separated by a newline, for the
@@ -40,7 +43,25 @@ from trio_acp.openhands.translate.text import one_line
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ImagePart", "TextPart", "merge_text", "prompt_to_parts"]
+__all__ = [
+    "AUDIO_FORMATS",
+    "AudioPart",
+    "ImagePart",
+    "TextPart",
+    "has_audio",
+    "merge_text",
+    "prompt_to_parts",
+]
+
+#: The OpenAI `input_audio` formats, by the prompt block's mime type.
+AUDIO_FORMATS = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/vnd.wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+}
 
 
 @attrs.frozen
@@ -55,6 +76,16 @@ class ImagePart:
     url: str
 
 
+@attrs.frozen
+class AudioPart:
+    """An audio clip for the model: base64 `data` in an `input_audio` `format`; `label` is
+    what is stored and replayed in its place."""
+
+    data: str = attrs.field(repr=False)
+    format: str
+    label: str
+
+
 _TYPE_BY_CLASS = {
     "TextContent": "text",
     "ImageContent": "image",
@@ -64,9 +95,14 @@ _TYPE_BY_CLASS = {
 }
 
 
-def prompt_to_parts(blocks: Iterable[Any]) -> list[TextPart | ImagePart]:
+def has_audio(blocks: Iterable[Any]) -> bool:
+    """Whether the prompt carries an audio block."""
+    return any(_kind(block) == "audio" for block in blocks or [])
+
+
+def prompt_to_parts(blocks: Iterable[Any]) -> list[TextPart | ImagePart | AudioPart]:
     """Convert ACP prompt content blocks into SDK-ready parts, in order."""
-    parts: list[TextPart | ImagePart] = []
+    parts: list[TextPart | ImagePart | AudioPart] = []
     for block in blocks or []:
         try:
             parts.extend(_convert(block))
@@ -77,9 +113,11 @@ def prompt_to_parts(blocks: Iterable[Any]) -> list[TextPart | ImagePart]:
     return parts
 
 
-def merge_text(parts: Iterable[TextPart | ImagePart]) -> list[TextPart | ImagePart]:
+def merge_text(
+    parts: Iterable[TextPart | ImagePart | AudioPart],
+) -> list[TextPart | ImagePart | AudioPart]:
     """`parts` with every run of adjacent text parts joined into one (newline-separated)."""
-    merged: list[TextPart | ImagePart] = []
+    merged: list[TextPart | ImagePart | AudioPart] = []
     run: list[str] = []
     for part in parts:
         if isinstance(part, TextPart):
@@ -116,7 +154,7 @@ def _kind(block: Any) -> str:
     return str(tag) if isinstance(tag, str) else name
 
 
-def _convert(block: Any) -> list[TextPart | ImagePart]:
+def _convert(block: Any) -> list[TextPart | ImagePart | AudioPart]:
     kind = _kind(block)
     if kind == "text":
         text = _get(block, "text")
@@ -124,14 +162,7 @@ def _convert(block: Any) -> list[TextPart | ImagePart]:
     if kind == "image":
         return _image(block)
     if kind == "audio":
-        mime = _get(block, "mime_type", "mimeType") or "audio"
-        size = _b64_size(_get(block, "data"))
-        return [
-            TextPart(
-                f"[an audio attachment ({mime}{_size_note(size)}) was omitted: "
-                "this agent does not accept audio input]"
-            )
-        ]
+        return _audio(block)
     if kind == "resource_link":
         return [TextPart(_resource_link_line(block))]
     if kind == "resource":
@@ -139,7 +170,7 @@ def _convert(block: Any) -> list[TextPart | ImagePart]:
     return [TextPart(f"[an unsupported prompt attachment of type {kind!r} was omitted]")]
 
 
-def _image(block: Any) -> list[TextPart | ImagePart]:
+def _image(block: Any) -> list[TextPart | ImagePart | AudioPart]:
     data = _get(block, "data")
     mime = _get(block, "mime_type", "mimeType") or "image/png"
     uri = _get(block, "uri")
@@ -179,7 +210,7 @@ def _resource_link_line(block: Any) -> str:
     return f"[Referenced resource: {name} ({'; '.join(details)}) - {hint}]"
 
 
-def _embedded(resource: Any) -> list[TextPart | ImagePart]:
+def _embedded(resource: Any) -> list[TextPart | ImagePart | AudioPart]:
     if resource is None:
         return [TextPart("[an empty embedded resource was omitted]")]
     uri = str(_get(resource, "uri") or "")
@@ -208,6 +239,21 @@ def _embedded(resource: Any) -> list[TextPart | ImagePart]:
             )
         ]
     return [TextPart(f"[an embedded resource without content was omitted: {uri}]")]
+
+
+def _audio(block: Any) -> list[TextPart | ImagePart | AudioPart]:
+    mime = _get(block, "mime_type", "mimeType") or "audio"
+    data = _get(block, "data")
+    size = _b64_size(data)
+    audio_format = AUDIO_FORMATS.get(str(mime).lower())
+    if audio_format is None or not isinstance(data, str) or not size:
+        return [
+            TextPart(
+                f"[an audio attachment ({mime}{_size_note(size)}) was omitted: "
+                "only wav and mp3 audio can be passed to the model]"
+            )
+        ]
+    return [AudioPart(data.strip(), audio_format, f"[audio clip ({mime}{_size_note(size)})]")]
 
 
 def _b64_size(data: Any) -> int | None:
