@@ -20,7 +20,6 @@ from _rpc_helpers import RawSide, RecordingHandler
 
 from trio_acp.credentials import MASK, SecretValues
 from trio_acp.rpc import PeerClosed, direct_sender, open_peer
-from trio_acp.server import MaskingStream
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="FdStream is Unix-only")
 
@@ -208,7 +207,7 @@ async def test_masking_applies_to_frames_written_at_once() -> None:
     # copy straddles the point where the pipe stopped taking bytes).
     text = ("x" * 37 + secret) * (BIG // 60)
     with trio.fail_after(30):
-        async with open_peer(MaskingStream(a, secrets), RecordingHandler()):
+        async with open_peer(a, RecordingHandler(), mask=secrets.mask_bytes):
             await raw.send({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": [text]})
             await raw.send({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": [secret]})
             got = {m["id"]: m["result"] for m in [await raw.receive(), await raw.receive()]}
