@@ -12,10 +12,12 @@ commands print to the client and stores it on disk. So:
   parent — is wiped as well, and the process is made non-dumpable, so that other processes of
   the same (non-root) user cannot read its memory or attach a debugger to it.
 - **Masked.** The secret values themselves (`secret_values`: the settings' secret fields) are
-  replaced by `MASK` wherever they still turn up: in tool output before the model sees it (the
-  SDK's secret registry), in the conversation files, in every frame sent to the client
-  (`mask_bytes`), in text streamed piece by piece (`ChunkMask`), and in the logs and on
-  stderr (`MaskingFormatter`, `MaskingTextStream`).
+  replaced by `MASK` wherever they still turn up, once per place they are written to
+  (docs/ARCHITECTURE.md#d12): in tool output before the model sees it (the SDK's secret
+  registry), in the conversation files, in every frame sent to the client (`mask_bytes`, in
+  the connection's writer), in the logs and on stderr (`MaskingFormatter`,
+  `MaskingTextStream`); text streamed piece by piece is held back where a secret may be
+  split across pieces (`ChunkMask`).
 
 This module imports neither trio nor the SDK.
 """
@@ -283,8 +285,7 @@ class SecretValues:
 
 class ChunkMask:
     """Holds back what a secret split across streamed pieces needs, one stream per key
-    (a message id); the connection's writer masks every whole secret (docs/ARCHITECTURE.md,
-    "Secrets").
+    (a message id); the connection's writer masks every whole secret (docs/ARCHITECTURE.md#d12).
 
     A secret may be split across pieces, and each piece goes out in a frame of its own, where
     no single frame holds the whole secret. Per stream this holds back a tail that may be

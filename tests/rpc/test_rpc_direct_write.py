@@ -216,6 +216,32 @@ async def test_masking_applies_to_frames_written_at_once() -> None:
     assert all(secret.encode() not in line for line in raw.raw_lines)
 
 
+async def test_the_mask_covers_every_frame_through_the_writer_on_any_stream() -> None:
+    # An in-memory pair has no direct write: every frame goes through the writer's batch.
+    # Notifications (a burst, in one write), a request to the other side, and an error
+    # answer quoting the client's input all pass the mask, including a secret learnt after
+    # the connection opened.
+    secrets = SecretValues()
+    a, b = trio.testing.memory_stream_pair()
+    raw = RawSide(b)
+    secret = "sk-later-0123456789abcdef"
+    with trio.fail_after(10):
+        async with open_peer(a, RecordingHandler(), mask=secrets.mask_bytes) as peer:
+            secrets.add([secret])
+            for i in range(5):
+                await peer.notify("note", {"text": f"{i}: {secret}"})
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(peer.request, "ask", {"quote": secret})
+                got = [await raw.receive() for _ in range(6)]
+                await raw.send({"jsonrpc": "2.0", "id": got[-1]["id"], "result": None})
+            await raw.send({"jsonrpc": "2.0", "id": 7, "method": secret})
+            got.append(await raw.receive())
+    assert [m["params"]["text"] for m in got[:5]] == [f"{i}: {MASK}" for i in range(5)]
+    assert got[5]["params"] == {"quote": MASK}
+    assert got[6]["id"] == 7 and got[6]["error"]["data"] == {"method": MASK}
+    assert all(secret.encode() not in line for line in raw.raw_lines)
+
+
 async def test_a_notification_marked_at_once_skips_the_writer_only_when_it_is_idle() -> None:
     a, b = pipe_pair()
     ra = Recording(a)

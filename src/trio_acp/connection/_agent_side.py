@@ -252,7 +252,7 @@ async def open_agent_connection(
         on_connect(client)
     prompt_received = getattr(agent, "prompt_received", None)
     # Every frame passes the agent's mask in the connection's writer, whoever made it and
-    # whatever the stream (docs/ARCHITECTURE.md, "Secrets").
+    # whatever the stream (docs/ARCHITECTURE.md#d12).
     peer_options.setdefault("mask", getattr(agent, "mask_frame", None))
     handler = TypedHandler(
         agent,

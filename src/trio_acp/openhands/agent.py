@@ -110,7 +110,7 @@ class OpenHandsAgent:
     def mask_frame(self, data: bytes) -> bytes:
         """The agent's credentials masked in bytes it writes: the connection's writer calls
         this on every frame, whatever made it and whatever the stream
-        (`trio_acp.connection.Agent`; docs/ARCHITECTURE.md, "Secrets")."""
+        (`trio_acp.connection.Agent`; docs/ARCHITECTURE.md#d12)."""
         return self.secrets.mask_bytes(data)
 
     def _settings(self) -> Settings:
