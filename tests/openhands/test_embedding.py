@@ -143,7 +143,11 @@ async def test_the_agents_credentials_are_masked_for_an_in_process_client(tmp_pa
         Scenario(
             "echo-key",
             [
-                Reply(tool_calls=[ToolCall("terminal", {"command": f"echo {key}", "security_risk": "LOW"})]),
+                Reply(
+                    tool_calls=[
+                        ToolCall("terminal", {"command": f"echo {key}", "security_risk": "LOW"})
+                    ]
+                ),
                 Reply(text="Not run."),
             ],
             "a command quoting the key",
@@ -156,9 +160,7 @@ async def test_the_agents_credentials_are_masked_for_an_in_process_client(tmp_pa
     ]
     client = AsksAndRefuses()
     with ScriptedLLM(scenarios=scenarios) as llm:
-        env = agent_env(
-            llm, tmp_path / "home", LLM_API_KEY=key, TRIO_ACP_DEFAULT_MODE="always-ask"
-        )
+        env = agent_env(llm, tmp_path / "home", LLM_API_KEY=key, TRIO_ACP_DEFAULT_MODE="always-ask")
         with trio.fail_after(120):
             async with openhands.open_openhands(client, env=env, sdk_loader=loader()) as agent:
                 await agent.initialize(protocol_version=1)

@@ -114,9 +114,7 @@ class TurnJournal:
     def current(self) -> JournalRecord:
         """What the journal holds of the running turn (from memory: no disk, no wait)."""
         mask = self._secrets.mask
-        shown = tuple(
-            Shown(part, mid, mask("".join(t))) for (part, mid), t in self._texts.items()
-        )
+        shown = tuple(Shown(part, mid, mask("".join(t))) for (part, mid), t in self._texts.items())
         return JournalRecord(shown, frozenset(self._approved))
 
     def clear(self) -> None:
