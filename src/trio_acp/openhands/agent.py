@@ -107,12 +107,6 @@ class OpenHandsAgent:
     def on_connect(self, client: Any) -> None:
         self._client = client
 
-    def mask_frame(self, data: bytes) -> bytes:
-        """The agent's credentials masked in bytes it writes: the connection's writer calls
-        this on every frame, whatever made it and whatever the stream
-        (`trio_acp.connection.Agent`; docs/ARCHITECTURE.md#d12)."""
-        return self.secrets.mask_bytes(data)
-
     def _settings(self) -> Settings:
         try:
             settings = load_settings(self._env)
@@ -131,6 +125,12 @@ class OpenHandsAgent:
         if target is not None and target.api_key:
             self.secrets.add([target.api_key])
         return target
+
+    def mask_frame(self, data: bytes) -> bytes:
+        """The agent's credentials masked in bytes it writes: the connection's writer calls
+        this on every frame, whatever made it and whatever the stream
+        (`trio_acp.connection.Agent`; docs/ARCHITECTURE.md#d12)."""
+        return self.secrets.mask_bytes(data)
 
     # --- initialize / auth (sign_in.py) ----------------------------------------------
 
