@@ -1,8 +1,9 @@
 """`python -m bench.credentials_masking`: what masking the agent's credentials costs.
 
 Per streamed chunk (`UpdateMask.apply`, as the session's pump calls it once per batch;
-here one chunk per call, the worst case) and per outgoing frame (`SecretValues.mask_bytes`,
-as `MaskingStream` calls it), with no secret configured, one API key, and three secrets.
+here one chunk per call, the worst case: it holds back a possible start of a secret) and per
+outgoing frame (`SecretValues.mask_bytes`, as the connection's writer calls it through the
+agent's `mask_frame`), with no secret configured, one API key, and three secrets.
 The text is the `long` scenario's (4-character tokens), plus a hostile one where every
 chunk ends in the key's first characters, so the mask holds back text on every chunk.
 Prints figures; asserts nothing.

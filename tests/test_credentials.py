@@ -133,8 +133,11 @@ def test_masking_text_bytes_and_json_forms():
 
 
 def _stream(mask: ChunkMask, pieces: list[str]) -> str:
-    out = "".join(mask.feed("m", p) for p in pieces)
-    out += "".join(text for _, text in mask.release())
+    # Each piece released goes out in a frame of its own, which the connection's writer
+    # masks (`SecretValues.mask`): the key must be in none of them, nor in their join.
+    secrets = mask._secrets
+    out = "".join(secrets.mask(mask.feed("m", p)) for p in pieces)
+    out += "".join(secrets.mask(text) for _, text in mask.release())
     assert KEY not in out
     # Fewer than HOLD leading characters ("sk-") may go out before the rest is known.
     for length in range(ChunkMask.HOLD - 1, 0, -1):
@@ -167,7 +170,8 @@ def test_chunks_are_released_at_once_unless_they_may_start_a_key():
 
 
 def test_update_mask_masks_streamed_chunks_and_releases_on_flush():
-    mask = UpdateMask(SecretValues([KEY]))
+    secrets = SecretValues([KEY])
+    mask = UpdateMask(secrets)
 
     def chunk(cls, text, mid="m1"):
         return cls(content=schema.TextContent(text=text), message_id=mid)
@@ -183,7 +187,8 @@ def test_update_mask_masks_streamed_chunks_and_releases_on_flush():
     texts = [(type(u).__name__, u.content.text) for u in first + second]
     assert texts == [
         ("AgentMessageChunk", "key: "),
-        ("AgentMessageChunk", MASK + " ok"),
+        # Held until whole, in one update: its frame is masked by the connection's writer.
+        ("AgentMessageChunk", KEY + " ok"),
         ("AgentThoughtChunk", "hmm "),
         ("AgentThoughtChunk", "sk-tes"),  # released with the flush, as a thought of t1
     ]
@@ -271,9 +276,11 @@ def test_an_encoded_key_split_across_chunks_is_masked():
     reversed_key = KEY[::-1]
     text = f"It is {reversed_key} backwards."
     for cut in range(len(text) + 1):
-        mask = ChunkMask(SecretValues([KEY]))
-        out = mask.feed("m", text[:cut]) + mask.feed("m", text[cut:])
-        out += "".join(t for _, t in mask.release())
+        secrets = SecretValues([KEY])
+        mask = ChunkMask(secrets)
+        # Each piece in a frame of its own, masked by the writer (`_stream`).
+        out = secrets.mask(mask.feed("m", text[:cut])) + secrets.mask(mask.feed("m", text[cut:]))
+        out += "".join(secrets.mask(t) for _, t in mask.release())
         # At most the first HOLD - 1 characters go out before the rest is known (_stream).
         for length in range(ChunkMask.HOLD - 1, 0, -1):
             out = out.replace(reversed_key[:length] + MASK, MASK)

@@ -12,10 +12,12 @@ commands print to the client and stores it on disk. So:
   parent — is wiped as well, and the process is made non-dumpable, so that other processes of
   the same (non-root) user cannot read its memory or attach a debugger to it.
 - **Masked.** The secret values themselves (`secret_values`: the settings' secret fields) are
-  replaced by `MASK` wherever they still turn up: in tool output before the model sees it (the
-  SDK's secret registry), in the conversation files, in every frame sent to the client
-  (`mask_bytes`), in text streamed piece by piece (`ChunkMask`), and in the logs and on
-  stderr (`MaskingFormatter`, `MaskingTextStream`).
+  replaced by `MASK` wherever they still turn up, once per place they are written to
+  (docs/ARCHITECTURE.md#d12): in tool output before the model sees it (the SDK's secret
+  registry), in the conversation files, in every frame sent to the client (`mask_bytes`, in
+  the connection's writer), in the logs and on stderr (`MaskingFormatter`,
+  `MaskingTextStream`); text streamed piece by piece is held back where a secret may be
+  split across pieces (`ChunkMask`).
 
 This module imports neither trio nor the SDK.
 """
@@ -282,15 +284,19 @@ class SecretValues:
 
 
 class ChunkMask:
-    """Masks secrets in text that arrives in pieces, one stream per key (a message id).
+    """Holds back what a secret split across streamed pieces needs, one stream per key
+    (a message id); the connection's writer masks every whole secret (docs/ARCHITECTURE.md#d12).
 
-    A secret may be split across pieces. Per stream this remembers the tail of the text
-    already released (to recognise a secret that began there) and holds back a tail that
-    may be the start of one — at least `HOLD` characters of it; a shorter start is released
-    and, should the secret follow, the rest of it is masked. `release()` hands back what is
-    held when no more text may come (the turn ends, a permission request goes out). Each
-    piece is scanned with at most the longest secret's length of context: linear in the
-    text, with no per-piece cost at all while there is nothing to mask.
+    A secret may be split across pieces, and each piece goes out in a frame of its own, where
+    no single frame holds the whole secret. Per stream this holds back a tail that may be
+    the start of one — at least `HOLD` characters of it — so that the secret, once the rest
+    comes, goes out whole in one piece; and it remembers the tail of the text already
+    released, so that a secret whose start went out anyway (a start shorter than `HOLD`, or
+    an encoded form, which is not held) has the rest of it masked here. Whole secrets inside
+    a piece are left to the writer. `release()` hands back what is held when no more text
+    may come (the turn ends, a permission request goes out). Each piece is scanned with at
+    most the longest secret's length of context: linear in the text, with no per-piece cost
+    at all while there is nothing to mask.
     """
 
     HOLD = 4
@@ -302,7 +308,8 @@ class ChunkMask:
         self._tails: OrderedDict[Hashable, str] = OrderedDict()
 
     def feed(self, key: Hashable, text: str) -> str:
-        """The part of `text` (after what this stream held) that can be released now, masked."""
+        """The part of `text` (after what this stream held) that can be released now, with
+        the rest of a secret that began in released text masked."""
         compiled = self._secrets._compiled
         if compiled.pattern is None:
             return self._held.pop(key, "") + text
@@ -314,10 +321,11 @@ class ChunkMask:
         scanned = 0  # in window: where the last secret found ends
         for match in compiled.pattern.finditer(window):
             scanned = match.end()
-            if match.end() <= len(tail):
-                continue  # masked when it was released
-            start = max(match.start() - len(tail), 0)
-            out += [buf[pos:start], MASK]
+            if match.end() <= len(tail) or match.start() >= len(tail):
+                # Wholly released already, or wholly in this piece: the writer masks it.
+                continue
+            # Its start went out with the text before: mask the rest.
+            out.append(MASK)
             pos = match.end() - len(tail)
         # A secret may be starting at the end, possibly in what was already released.
         hold = min(_held_suffix(window[scanned:], compiled.held, self.HOLD), len(buf) - pos)
@@ -358,8 +366,9 @@ def _held_suffix(text: str, values: tuple[str, ...], minimum: int) -> int:
 class UpdateMask:
     """A session's outbound updates with `ChunkMask` applied to streamed message/thought text.
 
-    Whole values in any update are masked in the frames anyway; this is for a secret split
-    across chunks, which no single frame contains.
+    The only masking done per update: what a secret split across chunks needs, which no
+    single frame contains. Whole values in any update are masked by the connection's
+    writer, in the frame (`trio_acp.rpc.open_peer`'s ``mask``).
     """
 
     def __init__(self, secrets: SecretValues) -> None:

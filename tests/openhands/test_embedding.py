@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
+import json
+import secrets
 import subprocess
 import sys
 
 import pytest
 import trio
 
-from _inprocess import RecordingClient, loader
+from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import openhands, schema
+from trio_acp.credentials import MASK
 from trio_acp.openhands import agent as agent_module
 from trio_acp.rpc import RequestError
-from trio_acp.testing import scenario_prompt
+from trio_acp.testing import Reply, Scenario, ScriptedLLM, ToolCall, scenario_prompt
 
 
 async def test_a_real_turn_through_the_public_entry_point(env, tmp_path):
@@ -112,3 +115,68 @@ def test_the_pure_modules_do_not_import_the_agent_with_their_package():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+class AsksAndRefuses(RecordingClient):
+    """Keeps every permission request as its wire JSON and refuses it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    async def request_permission(
+        self, params: schema.RequestPermissionRequest
+    ) -> schema.RequestPermissionResponse:
+        self.asked.append(json.dumps(schema.to_wire(params)))
+        option = next(o for o in params.options if o.kind == "reject_once")
+        return schema.RequestPermissionResponse(
+            outcome=schema.SelectedPermissionOutcome(option_id=option.option_id)
+        )
+
+
+async def test_the_agents_credentials_are_masked_for_an_in_process_client(tmp_path):
+    # The in-memory stream of `open_openhands` passes the same mask as stdio does (the
+    # connection's writer): a permission request and an error message that quote the key
+    # reach the program with the key masked.
+    key = "sk-embed-" + secrets.token_hex(16)
+    scenarios = [
+        Scenario(
+            "echo-key",
+            [
+                Reply(
+                    tool_calls=[
+                        ToolCall("terminal", {"command": f"echo {key}", "security_risk": "LOW"})
+                    ]
+                ),
+                Reply(text="Not run."),
+            ],
+            "a command quoting the key",
+        ),
+        Scenario(
+            "auth-401",
+            [Reply(fault="http401", fault_message=f"Incorrect API key provided: {key}")],
+            "the provider quotes the key",
+        ),
+    ]
+    client = AsksAndRefuses()
+    with ScriptedLLM(scenarios=scenarios) as llm:
+        env = agent_env(llm, tmp_path / "home", LLM_API_KEY=key, TRIO_ACP_DEFAULT_MODE="always-ask")
+        with trio.fail_after(120):
+            async with openhands.open_openhands(client, env=env, sdk_loader=loader()) as agent:
+                await agent.initialize(protocol_version=1)
+                sid = (await agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+                await agent.prompt(
+                    session_id=sid,
+                    prompt=[schema.TextContent(text=scenario_prompt("echo-key"))],
+                )
+                with pytest.raises(RequestError) as caught:
+                    await agent.prompt(
+                        session_id=sid,
+                        prompt=[schema.TextContent(text=scenario_prompt("auth-401"))],
+                    )
+    assert client.asked, "the command was not asked for"
+    error = json.dumps([caught.value.message, caught.value.data])
+    for seen in [*client.asked, error]:
+        assert key not in seen and key[-24:] not in seen
+    assert MASK in client.asked[0]
+    assert MASK in error

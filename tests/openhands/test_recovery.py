@@ -12,6 +12,7 @@ from types import SimpleNamespace as NS
 import trio
 
 from trio_acp import schema
+from trio_acp.credentials import MASK, SecretValues
 from trio_acp.openhands.sessions.journal import JournalRecord, Shown, TurnJournal
 from trio_acp.openhands.sessions.recovery import plan_recovery, turn_tail
 from trio_acp.openhands.translate import Translator, message_id
@@ -170,6 +171,22 @@ async def test_the_journal_keeps_what_was_shown_and_approved_until_cleared(tmp_p
     assert record.approved == {"c1"}
     await journal.cleared()
     assert not await trio.to_thread.run_sync(journal.read)
+    await journal.aclose()
+
+
+async def test_the_journal_masks_the_agents_credentials_on_disk_and_in_current(tmp_path: Path):
+    # The outbox leaves whole secrets in updates for the connection's writer to mask in the
+    # frames (credentials.py, `UpdateMask`): the journal, a file of its own, masks them itself.
+    key = "sk-journal-0123456789abcdef"
+    journal = TurnJournal(tmp_path / "journal.jsonl", SecretValues([key]))
+    mid = message_id("r1", "message")
+    journal.shown(
+        [schema.AgentMessageChunk(content=schema.TextContent(text=f"k={key}"), message_id=mid)]
+    )
+    await journal.approved(["c1"])  # written after the shown line
+    assert key not in (tmp_path / "journal.jsonl").read_text()
+    for record in (journal.current(), await trio.to_thread.run_sync(journal.read)):
+        assert record.shown == (Shown("message", mid, f"k={MASK}"),)
     await journal.aclose()
 
 

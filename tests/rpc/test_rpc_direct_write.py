@@ -20,7 +20,6 @@ from _rpc_helpers import RawSide, RecordingHandler
 
 from trio_acp.credentials import MASK, SecretValues
 from trio_acp.rpc import PeerClosed, direct_sender, open_peer
-from trio_acp.server import MaskingStream
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="FdStream is Unix-only")
 
@@ -208,12 +207,38 @@ async def test_masking_applies_to_frames_written_at_once() -> None:
     # copy straddles the point where the pipe stopped taking bytes).
     text = ("x" * 37 + secret) * (BIG // 60)
     with trio.fail_after(30):
-        async with open_peer(MaskingStream(a, secrets), RecordingHandler()):
+        async with open_peer(a, RecordingHandler(), mask=secrets.mask_bytes):
             await raw.send({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": [text]})
             await raw.send({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": [secret]})
             got = {m["id"]: m["result"] for m in [await raw.receive(), await raw.receive()]}
     assert got[1] == [text.replace(secret, MASK)]
     assert got[2] == [MASK]
+    assert all(secret.encode() not in line for line in raw.raw_lines)
+
+
+async def test_the_mask_covers_every_frame_through_the_writer_on_any_stream() -> None:
+    # An in-memory pair has no direct write: every frame goes through the writer's batch.
+    # Notifications (a burst, in one write), a request to the other side, and an error
+    # answer quoting the client's input all pass the mask, including a secret learnt after
+    # the connection opened.
+    secrets = SecretValues()
+    a, b = trio.testing.memory_stream_pair()
+    raw = RawSide(b)
+    secret = "sk-later-0123456789abcdef"
+    with trio.fail_after(10):
+        async with open_peer(a, RecordingHandler(), mask=secrets.mask_bytes) as peer:
+            secrets.add([secret])
+            for i in range(5):
+                await peer.notify("note", {"text": f"{i}: {secret}"})
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(peer.request, "ask", {"quote": secret})
+                got = [await raw.receive() for _ in range(6)]
+                await raw.send({"jsonrpc": "2.0", "id": got[-1]["id"], "result": None})
+            await raw.send({"jsonrpc": "2.0", "id": 7, "method": secret})
+            got.append(await raw.receive())
+    assert [m["params"]["text"] for m in got[:5]] == [f"{i}: {MASK}" for i in range(5)]
+    assert got[5]["params"] == {"quote": MASK}
+    assert got[6]["id"] == 7 and got[6]["error"]["data"] == {"method": MASK}
     assert all(secret.encode() not in line for line in raw.raw_lines)
 
 

@@ -50,6 +50,8 @@ class Agent(Protocol):
     and `prompt_received(params: PromptRequest)`, called the moment a `session/prompt` is
     read, in wire order with the notifications around it (a `session/cancel` right behind
     it then finds it), before its `prompt` call, which gets the same `params` object.
+    An agent that holds secrets defines `mask_frame(data: bytes) -> bytes`: the connection
+    applies it to every byte it writes (`trio_acp.rpc.open_peer`'s ``mask``), on any stream.
     Raise `trio_acp.rpc.RequestError` to answer an error.
     """
 
@@ -273,6 +275,9 @@ async def open_agent_connection(
     if on_connect is not None:
         on_connect(client)
     prompt_received = getattr(agent, "prompt_received", None)
+    # Every frame passes the agent's mask in the connection's writer, whoever made it and
+    # whatever the stream (docs/ARCHITECTURE.md#d12).
+    peer_options.setdefault("mask", getattr(agent, "mask_frame", None))
     handler = TypedHandler(
         agent,
         _AGENT_ROUTES,

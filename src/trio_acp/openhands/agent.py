@@ -99,7 +99,8 @@ class OpenHandsAgent:
         self._sdk_loader = sdk_loader or SdkLoader()
         preload_remote_client(agent_server_url, env, self._sdk_loader)
         self._env = env
-        # The credential values to mask (credentials.py); shared with the server's stream.
+        # The credential values to mask (credentials.py): in every frame a connection
+        # writes (`mask_frame`), in files and in logs.
         self.secrets = secrets if secrets is not None else SecretValues()
         self._client: Any = None
         self._sessions: dict[uuid.UUID, Session] = {}
@@ -135,6 +136,12 @@ class OpenHandsAgent:
         if target is not None and target.api_key:
             self.secrets.add([target.api_key])
         return target
+
+    def mask_frame(self, data: bytes) -> bytes:
+        """The agent's credentials masked in bytes it writes: the connection's writer calls
+        this on every frame, whatever made it and whatever the stream
+        (`trio_acp.connection.Agent`; docs/ARCHITECTURE.md#d12)."""
+        return self.secrets.mask_bytes(data)
 
     # --- initialize / auth (sign_in.py) ----------------------------------------------
 

@@ -7,9 +7,11 @@ raise one exception, never a Trio exception group (docs/ARCHITECTURE.md#d8):
   `AgentProxy` on it. The agent and your client talk ACP over an in-memory stream, through
   the same framing, schema and dispatch as over stdio, so what works here works in an
   editor. A failed request raises `trio_acp.rpc.RequestError` (its `code`, `message`,
-  `data` are the JSON-RPC error the editor would see).
+  `data` are the JSON-RPC error the editor would see), and everything the agent sends
+  has its credentials masked, as an editor's frames have (docs/ARCHITECTURE.md#d12).
 - `open_openhands_agent(...)` yields the ACP `Agent` object itself, for serving it on a
-  stream of your own: `trio_acp.connection.open_agent_connection(stream, agent)`.
+  stream of your own: `trio_acp.connection.open_agent_connection(stream, agent)` (which
+  masks its frames with the agent's `mask_frame`).
 
 The OpenHands SDK is imported in a background thread when the agent opens (~8 s; see
 docs/ARCHITECTURE.md#d3-an-instant-initialize): `initialize` answers at once and the first

@@ -29,6 +29,7 @@ from ._messages import (
 )
 from ._peer import (
     CANCEL_REQUEST_METHOD,
+    FrameMask,
     Handler,
     Peer,
     after_response,
@@ -41,6 +42,7 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "ErrorCode",
     "ErrorResponse",
+    "FrameMask",
     "FrameTooLarge",
     "Handler",
     "after_response",

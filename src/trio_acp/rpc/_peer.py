@@ -11,7 +11,11 @@ Task layout of one connection (all inside `open_peer`'s nursery)::
   memory channel; the writer drains everything queued and writes it with one
   ``send_all`` (or, where the stream allows it and the pipe has room, one synchronous
   ``write()``: no extra scheduler pass).  A task cancelled while sending can therefore
-  never leave half a frame on the wire, and the channel bound gives back-pressure.  Requests and responses (frames
+  never leave half a frame on the wire, and the channel bound gives back-pressure.
+  Where the bytes leave (the direct write below and the writer's batch) they pass the
+  connection's ``mask`` (given to `open_peer`): the one place every frame goes through,
+  whatever made it (an update, a response, an error message, a request to the other
+  side) and whatever the stream is (stdio, a socket, an in-memory pair).  Requests and responses (frames
   the other side waits for) skip the queue when it is empty and the writer idle: they are
   written at once, synchronously, if the stream allows it (`trio_acp.rpc._direct`), and
   the writer sends whatever the pipe did not take.  Notifications queue, so a burst of
@@ -86,6 +90,7 @@ from ._messages import (
 
 __all__ = [
     "CANCEL_REQUEST_METHOD",
+    "FrameMask",
     "Handler",
     "Peer",
     "after_response",
@@ -106,6 +111,10 @@ CANCEL_REQUEST_METHOD = "$/cancel_request"
 DEFAULT_MAX_RUNNING_REQUESTS = 256
 DEFAULT_MAX_WAITING_REQUESTS = 1024
 DEFAULT_MAX_WAITING_BYTES = 16 * 1024 * 1024
+
+#: What a connection applies to the bytes it writes (`open_peer`'s ``mask``): whole frames
+#: in, the same frames out (e.g. the agent's credentials replaced, `trio_acp.credentials`).
+FrameMask = Callable[[bytes], bytes]
 
 #: Inside a task handling an inbound request: that request's id (``None`` elsewhere).
 _after_response: ContextVar[list[Callable[[], Awaitable[None]]] | None] = ContextVar(
@@ -206,8 +215,10 @@ class Peer:
         max_running_requests: int = DEFAULT_MAX_RUNNING_REQUESTS,
         max_waiting_requests: int = DEFAULT_MAX_WAITING_REQUESTS,
         max_waiting_bytes: int = DEFAULT_MAX_WAITING_BYTES,
+        mask: FrameMask | None = None,
     ) -> None:
         self._stream = stream
+        self._mask = mask
         self._handler = handler
         self._buffer = LineBuffer(max_frame_size)
         self._send_channel, self._receive_channel = trio.open_memory_channel[bytes | memoryview](
@@ -435,6 +446,10 @@ class Peer:
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 data = frame if len(frames) == 1 else b"".join(frames)
+                if self._mask is not None:
+                    # One pass over the batch: frames are whole lines, so no secret can
+                    # straddle two of them.
+                    data = self._mask(bytes(data))
                 if send_now is not None:
                     # Synchronously where the pipe has room: send_all would first yield
                     # once more (its checkpoint), a scheduler pass per write. This loop
@@ -464,11 +479,13 @@ class Peer:
         if send_now is None or self._receive_channel.statistics().tasks_waiting_receive == 0:
             return False
         try:
-            rest = send_now(frame)
+            rest = send_now(frame if self._mask is None else self._mask(frame))
         except Exception:  # nothing written: the writer's send_all meets the error
             return False
         if rest:
-            # Straight to the waiting writer, ahead of anything queued after this.
+            # Straight to the waiting writer, ahead of anything queued after this. It is
+            # masked already; the writer's mask passes over it once more, finding nothing
+            # (masked bytes hold no secret): only when the pipe was full.
             self._send_channel.send_nowait(rest)
         return True
 
@@ -765,6 +782,7 @@ async def open_peer(
     max_running_requests: int = DEFAULT_MAX_RUNNING_REQUESTS,
     max_waiting_requests: int = DEFAULT_MAX_WAITING_REQUESTS,
     max_waiting_bytes: int = DEFAULT_MAX_WAITING_BYTES,
+    mask: FrameMask | None = None,
 ) -> AsyncIterator[Peer]:
     """Run a JSON-RPC connection over ``stream`` for the duration of the block.
 
@@ -774,7 +792,10 @@ async def open_peer(
     shutdown gives cancelled handlers to answer, and again to flush queued frames.
     ``max_running_requests``, ``max_waiting_requests``, ``max_waiting_bytes``: how many
     inbound requests run at once and how many (and how many bytes of them) wait before
-    the reader stops reading (see the module's docstring, "Reading").
+    the reader stops reading (see the module's docstring, "Reading").  ``mask``: applied
+    to every byte this side writes, frame by frame or to a batch of whole frames (see
+    "Writing"); it must map masked bytes to themselves, and must be quick (it runs in the
+    writer, on the Trio thread).
 
     Leaving the block normally closes the peer gracefully (see `Peer.aclose`).  If the
     body raises, the connection is torn down at once (no grace) and the body's exception
@@ -791,6 +812,7 @@ async def open_peer(
         max_running_requests=max_running_requests,
         max_waiting_requests=max_waiting_requests,
         max_waiting_bytes=max_waiting_bytes,
+        mask=mask,
     )
     body_error: BaseException | None = None
     try:

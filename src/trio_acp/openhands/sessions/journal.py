@@ -6,8 +6,9 @@ it ran. A process killed in between (kill -9, a crash, the machine's OOM killer)
 user having read text that no event holds, and a tool call that has no result: was it
 approved? did it run? The journal answers both for the next process (recovery.py):
 
-* `shown(updates)`: the text of the agent message / thought chunks as they were sent
-  (after masking: what the user saw), one line per batch;
+* `shown(updates)`: the text of the agent message / thought chunks as they were sent,
+  with the agent's credentials masked (what the user saw: the connection masks the frames,
+  this masks the file and `current`), one line per batch;
 * `approved(ids)`: the tool calls the user (or an "always" rule) let run, written before
   they can run;
 * `clear()`: the turn is over and every event of it is saved; nothing left to keep.
@@ -41,6 +42,7 @@ import attrs
 import trio
 
 from trio_acp import schema
+from trio_acp.credentials import SecretValues
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +76,9 @@ class JournalRecord:
 
 
 class TurnJournal:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, secrets: SecretValues | None = None) -> None:
         self.path = path
+        self._secrets = secrets if secrets is not None else SecretValues()
         # What the file holds of the running turn, in memory (`current`).
         self._texts: dict[tuple[str, str], list[str]] = {}
         self._approved: set[str] = set()
@@ -98,7 +101,9 @@ class TurnJournal:
             lines.append({"shown": part, "id": update.message_id, "text": text})
             self._texts.setdefault((part, update.message_id), []).append(text)
         if lines:
-            _writer().put(("append", self.path, _lines(lines), None))
+            # One pass per batch, over its JSON lines (the JSON forms are masked too).
+            data = self._secrets.mask_bytes(_lines(lines))
+            _writer().put(("append", self.path, data, None))
 
     async def approved(self, tool_call_ids: list[str]) -> None:
         """Journal that these tool calls may run; returns once it is written."""
@@ -108,7 +113,8 @@ class TurnJournal:
 
     def current(self) -> JournalRecord:
         """What the journal holds of the running turn (from memory: no disk, no wait)."""
-        shown = tuple(Shown(part, mid, "".join(t)) for (part, mid), t in self._texts.items())
+        mask = self._secrets.mask
+        shown = tuple(Shown(part, mid, mask("".join(t))) for (part, mid), t in self._texts.items())
         return JournalRecord(shown, frozenset(self._approved))
 
     def clear(self) -> None:

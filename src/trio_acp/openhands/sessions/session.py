@@ -133,8 +133,8 @@ class Session:
         # taking on_event, on_token and name (an agent-server's, remote_conversation.py).
         self._open_conversation = open_conversation
         self.conversation: Conversation | None = None
-        # A credential split across streamed chunks is in no single frame: the outbox
-        # masks what it sends.
+        # A credential split across streamed chunks is in no single frame, where the
+        # connection's writer masks whole ones: the outbox holds such a start back.
         self.outbox = Outbox(
             Translator(
                 cwd,
@@ -149,7 +149,7 @@ class Session:
         # Local conversations only: an agent-server's run outlives us.
         self._journal: TurnJournal | None = None
         if store is not None and open_conversation is None:
-            self._journal = TurnJournal(store.dir_for(session_id) / JOURNAL_FILE)
+            self._journal = TurnJournal(store.dir_for(session_id) / JOURNAL_FILE, secrets)
             self.outbox.journal = self._journal
         # Prompts in the order the client sent them; one turn at a time (turn_queue.py).
         self._queue = TurnQueue()
