@@ -4,6 +4,7 @@ layer is collected with the SDK's import refused, and that the refusal is real."
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -33,7 +34,10 @@ def _pytest(
 
 @pytest.mark.timeout(300)
 def test_the_fast_layer_is_collected_without_the_sdk():
-    from conftest import FAST_LAYER
+    # Read from tests/conftest.py's text: `import conftest` finds whichever conftest.py
+    # the worker put first on sys.path (tests/remote has one too), and running the file
+    # again would redo its set-up (a second warm-start directory).
+    FAST_LAYER = _fast_layer()
 
     done = _pytest("--fast", "--collect-only", "-q")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
@@ -62,3 +66,13 @@ def test_a_fast_test_that_imports_the_sdk_fails(tmp_path):
     )
     assert done.returncode == 1, done.stdout[-4000:]
     assert "1 error" in done.stdout and "SdkImportInFastLayer" in done.stdout
+
+
+def _fast_layer() -> tuple[str, ...]:
+    tree = ast.parse((Path(__file__).parent / "conftest.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "FAST_LAYER" for target in node.targets
+        ):
+            return tuple(ast.literal_eval(node.value))
+    raise AssertionError("tests/conftest.py defines no FAST_LAYER")
