@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from trio_acp.openhands.sdk.classes import ActionEvent, Agent, Event, Skill
     from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
     from trio_acp.openhands.sdk.loaded import Sdk
+    from trio_acp.openhands.sessions.session_parts import MakeLlm
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,9 @@ class _Landing:
 class LocalConversation:
     """An `openhands.sdk` conversation in this process (see the module's docstring)."""
 
-    def __init__(self, sdk: Sdk, conv: SdkConversation, name: str, make_llm: Any = None) -> None:
+    def __init__(
+        self, sdk: Sdk, conv: SdkConversation, name: str, make_llm: MakeLlm | None = None
+    ) -> None:
         self._sdk = sdk
         self._conv = conv
         self._make_llm = make_llm
@@ -141,7 +144,7 @@ class LocalConversation:
         on_event: Callable[[Event], None],
         on_token: Callable[[Any], None],  # litellm's stream chunks (untyped)
         name: str,
-        make_llm: Any = None,
+        make_llm: MakeLlm | None = None,
         credential_files: CredentialFiles | None = None,
         cwd: str = "",
     ) -> LocalConversation:
@@ -269,6 +272,8 @@ class LocalConversation:
         self, choice: Any, *, reasoning_effort: str | None, stream: bool
     ) -> str | None:
         conv, sdk, make_llm = self._conv, self._sdk, self._make_llm
+        if make_llm is None:
+            raise RuntimeError("this conversation was opened without a way to build models")
 
         def switch() -> str | None:
             llm = make_llm(choice)
