@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from trio_acp import schema
+from trio_acp.connection import AgentHooks, ClientProxy
 from trio_acp.credentials import SecretValues, secret_values
 from trio_acp.openhands.backends.agent_server_api import RemoteError
 from trio_acp.openhands.backends.agent_server_config import (
@@ -76,7 +77,7 @@ def validate_session_id(session_id: str) -> uuid.UUID:
     return sid
 
 
-class OpenHandsAgent:
+class OpenHandsAgent(AgentHooks):
     def __init__(
         self,
         nursery: trio.Nursery,
@@ -103,7 +104,7 @@ class OpenHandsAgent:
         # initialize, authenticate, logout, and what a missing model's answer says.
         self._sign_in = SignIn(env)
 
-    def on_connect(self, client: Any) -> None:
+    def on_connect(self, client: ClientProxy) -> None:
         self._client = client
 
     def _settings(self) -> Settings:
