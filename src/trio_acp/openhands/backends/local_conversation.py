@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from trio_acp.openhands.sdk.classes import ActionEvent, Agent, Event, Skill
     from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
     from trio_acp.openhands.sdk.loaded import Sdk
-    from trio_acp.openhands.sessions.session_parts import MakeLlm
+    from trio_acp.openhands.sessions.session_parts import LocalFactory, MakeLlm
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class LocalConversation:
     async def open(
         cls,
         sdk: Sdk,
-        factory: Callable[..., SdkConversation],
+        factory: LocalFactory,
         *,
         on_event: Callable[[Event], None],
         on_token: Callable[[Any], None],  # litellm's stream chunks (untyped)
