@@ -17,17 +17,17 @@ import uuid
 import trio
 
 from trio_acp import schema
-from trio_acp.connection import serve_agent
+from trio_acp.connection import AgentHooks, ClientProxy, serve_agent
 from trio_acp.rpc import RequestError
 from trio_acp.stdio import serve_stdio
 
 
-class EchoAgent:
+class EchoAgent(AgentHooks):
     def __init__(self) -> None:
-        self.client = None
+        self.client: ClientProxy | None = None
         self.sessions: dict[str, trio.CancelScope | None] = {}
 
-    def on_connect(self, client) -> None:
+    def on_connect(self, client: ClientProxy) -> None:
         self.client = client
 
     async def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:

@@ -156,3 +156,27 @@ def test_the_readme_counts_the_conformance_checks():
 
     readme = (ROOT / "README.md").read_text()
     assert f"({len(REGISTRY)} checks," in readme
+
+
+# Modules of `openhands/` still over the limit, each with why it is not split yet. Shrink
+# this list; never grow it.
+_OVER_THE_LIMIT = {
+    # Split with the branch that is changing the session list's cache.
+    "sessions/store.py",
+    # Split with the branch that is changing plans and usage updates.
+    "translate/translator.py",
+}
+
+
+def test_no_openhands_module_is_over_600_lines():
+    """Issue 24 item 4: a module over 600 lines holds more than one concept; split it by
+    concept (as `backends/condense.py` left `backends/local_conversation.py`)."""
+    package = ROOT / "src" / "trio_acp" / "openhands"
+    lines = {
+        path.relative_to(package).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for path in package.rglob("*.py")
+    }
+    over = {name: n for name, n in lines.items() if n > 600 and name not in _OVER_THE_LIMIT}
+    assert not over, f"split these by concept: {over}"
+    fixed = sorted(name for name in _OVER_THE_LIMIT if lines.get(name, 0) <= 600)
+    assert not fixed, f"no longer over the limit, drop them from _OVER_THE_LIMIT: {fixed}"

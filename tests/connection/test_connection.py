@@ -11,7 +11,12 @@ import trio
 import trio.testing
 
 from trio_acp import schema
-from trio_acp.connection import CapabilityError, open_agent_connection, open_client_connection
+from trio_acp.connection import (
+    AgentHooks,
+    CapabilityError,
+    open_agent_connection,
+    open_client_connection,
+)
 from trio_acp.rpc import ErrorCode, RequestError
 from trio_acp.testing.pair import open_in_memory_pair
 
@@ -153,7 +158,7 @@ async def test_invalid_params_answer_32602_and_connection_survives():
 
 
 async def test_agent_must_not_call_unadvertised_client_capabilities():
-    class Probe:
+    class Probe(AgentHooks):
         async def initialize(self, params):
             return schema.InitializeResponse(protocol_version=1)
 
@@ -204,4 +209,68 @@ async def test_required_methods_are_checked_up_front():
             pass
     with pytest.raises(TypeError, match="request_permission"):
         async with open_client_connection(a, object()):
+            pass
+
+
+class _Minimal:
+    """The required methods and nothing else."""
+
+    def __init__(self) -> None:
+        self.prompts: list[schema.PromptRequest] = []
+
+    async def initialize(self, params):
+        return schema.InitializeResponse(protocol_version=1)
+
+    async def new_session(self, params):
+        return schema.NewSessionResponse(session_id="s")
+
+    async def prompt(self, params):
+        self.prompts.append(params)
+        return schema.PromptResponse(stop_reason="end_turn")
+
+    async def cancel(self, params):
+        pass
+
+
+async def test_an_agent_hooks_subclass_hears_of_its_connection_and_of_prompts_as_read():
+    heard: list[object] = []
+
+    class Hooked(_Minimal, AgentHooks):
+        def on_connect(self, client):
+            heard.append(("connect", client))
+
+        def prompt_received(self, params):
+            heard.append(("received", params))
+
+    agent = Hooked()
+    with trio.fail_after(10):
+        async with open_in_memory_pair(agent, RecordingClient()) as (agent_conn, conn):
+            await _session(conn.agent)
+            await conn.agent.prompt(session_id="s", prompt=[schema.TextContent(text="hi")])
+    assert heard[0] == ("connect", agent_conn.client)
+    # The hook and the agent's `prompt` get the same object (decoded once, when read).
+    assert heard[1][0] == "received" and heard[1][1] is agent.prompts[0]
+
+
+async def test_an_agent_without_hooks_is_served_and_hears_nothing_more():
+    agent = _Minimal()
+    with trio.fail_after(10):
+        async with open_in_memory_pair(agent, RecordingClient()) as (_, conn):
+            await _session(conn.agent)
+            response = await conn.agent.prompt(session_id="s", prompt=[])
+    assert response.stop_reason == "end_turn" and len(agent.prompts) == 1
+
+
+async def test_hooks_defined_without_agent_hooks_are_refused_not_silently_dropped():
+    # Written when the hooks were found by name: they would no longer be called.
+    class Old(_Minimal):
+        def on_connect(self, client):
+            raise AssertionError("not called")
+
+        def prompt_received(self, params):
+            raise AssertionError("not called")
+
+    a, _ = trio.testing.memory_stream_pair()
+    with pytest.raises(TypeError, match="on_connect and prompt_received.*AgentHooks"):
+        async with open_agent_connection(a, Old()):
             pass

@@ -425,13 +425,18 @@ async def test_a_conversation_that_fails_to_open_for_another_reason_says_why_and
 
 
 async def test_a_session_that_cannot_start_raises_the_failure_itself_not_a_group():
+    from trio_acp.openhands.editor.session_roots import SessionRoots
     from trio_acp.openhands.sessions.session import Session
+    from trio_acp.openhands.sessions.session_parts import SessionBuild
 
     def factory(**_):
         raise OSError(28, "No space left on device", "/x/base_state.json")
 
     session = Session(
-        session_id=uuid.UUID(int=0), cwd="/", sdk=None, conversation_factory=factory, client=None
+        session_id=uuid.UUID(int=0),
+        roots=SessionRoots("/"),
+        client=None,
+        build=SessionBuild(sdk=None, open_local=factory),
     )
     async with trio.open_nursery() as nursery:
         with pytest.raises(OSError) as info:

@@ -73,6 +73,7 @@ def bounded(stream: trio.abc.Stream, handler: Counting) -> Any:
         max_running_requests=RUNNING,
         max_waiting_requests=WAITING,
         max_queued_frames=QUEUED,
+        request_received=handler.request_received,
     )
 
 

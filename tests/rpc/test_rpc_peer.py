@@ -918,7 +918,8 @@ async def test_request_received_runs_in_wire_order_before_tasks_and_notification
 
     a, b = trio.testing.memory_stream_pair()
     raw = RawSide(b)
-    async with open_peer(a, H()):
+    handler = H()
+    async with open_peer(a, handler, request_received=handler.request_received):
         frames = [req(1, "first"), req("two", "boom"), notif("cancel"), req(3, "third")]
         await raw.send_raw(b"".join(orjson.dumps(f) + b"\n" for f in frames))
         answers = {(await raw.receive())["id"] for _ in range(3)}
@@ -947,7 +948,8 @@ async def test_request_received_not_called_for_a_duplicate_in_flight_id() -> Non
 
     a, b = trio.testing.memory_stream_pair()
     raw = RawSide(b)
-    async with open_peer(a, H()):
+    handler = H()
+    async with open_peer(a, handler, request_received=handler.request_received):
         await raw.send_raw(
             orjson.dumps(req(7, "slow")) + b"\n" + orjson.dumps(req(7, "again")) + b"\n"
         )
@@ -956,3 +958,28 @@ async def test_request_received_not_called_for_a_duplicate_in_flight_id() -> Non
         release.set()
         assert (await raw.receive())["result"] is None
     assert seen == [7]
+
+
+async def test_request_received_is_only_the_hook_passed_to_open_peer() -> None:
+    # A handler's method of that name is not looked up: only the explicit hook is called.
+    by_name: list[Any] = []
+    passed: list[Any] = []
+
+    class H(RecordingHandler):
+        def request_received(self, request_id: Any, method: str, params: Any) -> None:
+            by_name.append(request_id)
+
+    a, b = trio.testing.memory_stream_pair()
+    raw = RawSide(b)
+    with trio.fail_after(10):
+        async with open_peer(a, H()):
+            await raw.send_raw(orjson.dumps(req(1, "first")) + b"\n")
+            assert (await raw.receive())["id"] == 1
+        a, b = trio.testing.memory_stream_pair()
+        raw = RawSide(b)
+        async with open_peer(
+            a, H(), request_received=lambda request_id, method, params: passed.append(request_id)
+        ):
+            await raw.send_raw(orjson.dumps(req(2, "second")) + b"\n")
+            assert (await raw.receive())["id"] == 2
+    assert by_name == [] and passed == [2]

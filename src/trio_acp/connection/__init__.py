@@ -1,6 +1,7 @@
 """Typed ACP connections over the JSON-RPC peer, for both ends of the wire.
 
-- `open_agent_connection(stream, agent)` serves an `Agent` and gives it a `ClientProxy`.
+- `open_agent_connection(stream, agent)` serves an `Agent`; one that subclasses
+  `AgentHooks` is given a `ClientProxy` (`on_connect`) and hears of prompts as they are read.
 - `open_client_connection(stream, client)` drives an agent through an `AgentProxy`,
   answering the agent's calls with a `Client`.
 """
@@ -8,6 +9,7 @@
 from ._agent_side import (
     AGENT_METHOD_ATTRS,
     Agent,
+    AgentHooks,
     AgentSideConnection,
     CapabilityError,
     ClientProxy,
@@ -26,6 +28,7 @@ __all__ = [
     "AGENT_METHOD_ATTRS",
     "CLIENT_METHOD_ATTRS",
     "Agent",
+    "AgentHooks",
     "AgentProxy",
     "AgentSideConnection",
     "CapabilityError",

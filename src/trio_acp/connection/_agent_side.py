@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 import trio
 
 from .. import schema
-from ..rpc import ErrorCode, Peer, RequestError, open_peer
+from ..rpc import ErrorCode, FrameMask, Peer, RequestError, open_peer
 from ..schema import unstable
 from ..schema.unstable import UNSTABLE_AGENT_METHODS
 from ._dispatch import Proxy, TypedHandler, build_params, build_routes, missing_required
@@ -46,12 +46,9 @@ class Agent(Protocol):
     `resume_session`, `close_session`, `delete_session`, `set_session_mode`,
     `set_session_config_option`, `fork_session` (unstable: `session/fork`), and the extension hooks
     `ext_method(method, params) -> result` / `ext_notification(method, params)`.
-    An agent may also define `on_connect(client: ClientProxy)`, called before any request,
-    and `prompt_received(params: PromptRequest)`, called the moment a `session/prompt` is
-    read, in wire order with the notifications around it (a `session/cancel` right behind
-    it then finds it), before its `prompt` call, which gets the same `params` object.
-    An agent that holds secrets defines `mask_frame(data: bytes) -> bytes`: the connection
-    applies it to every byte it writes (`trio_acp.rpc.open_peer`'s ``mask``), on any stream.
+    To hear of its connection (`on_connect`, `prompt_received`), an agent subclasses
+    `AgentHooks`.
+    An agent that holds secrets masks them in every frame it writes (`AgentHooks.frame_mask`).
     Raise `trio_acp.rpc.RequestError` to answer an error.
     """
 
@@ -249,11 +246,35 @@ _AGENT_ROUTES = build_routes(
 )
 
 
+class AgentHooks:
+    """What an agent may hear of its connection besides ACP's methods: subclass it.
+
+    The hooks do nothing here; an agent overrides the ones it needs. `open_agent_connection`
+    calls them only on an agent that is an `AgentHooks` (they are not looked up by name).
+    """
+
+    def on_connect(self, client: ClientProxy) -> None:
+        """Called with the agent's `ClientProxy` before any request reaches the agent."""
+
+    def prompt_received(self, params: schema.PromptRequest) -> None:
+        """Called the moment a ``session/prompt`` is read, in wire order with the
+        notifications around it (a ``session/cancel`` right behind it then finds it),
+        before the agent's `prompt` call, which gets the same ``params`` object. Must be
+        quick and must not raise (exceptions are logged and ignored)."""
+
+    def frame_mask(self) -> FrameMask | None:
+        """What the connection applies to every byte it writes (`trio_acp.rpc.open_peer`'s
+        ``mask``), asked once when it opens; None (here): nothing. An agent that holds
+        secrets returns its masking function, so no frame carries them on any stream."""
+        return None
+
+
 @asynccontextmanager
 async def open_agent_connection(
     stream: trio.abc.Stream, agent: Any, **peer_options: Any
 ) -> AsyncIterator[AgentSideConnection]:
-    """Serve `agent` on `stream` for the duration of the block.
+    """Serve `agent` on `stream` for the duration of the block; ``peer_options`` are
+    `trio_acp.rpc.open_peer`'s. An agent that is an `AgentHooks` hears of its connection.
 
     Typical use: ``async with open_agent_connection(stream, agent) as conn: await conn.wait_closed()``.
     """
@@ -261,6 +282,12 @@ async def open_agent_connection(
     if missing:
         raise TypeError(
             f"{type(agent).__name__} lacks required ACP agent methods: {', '.join(missing)}"
+        )
+    unheard = _unheard_hooks(agent)
+    if unheard:
+        raise TypeError(
+            f"{type(agent).__name__} defines {' and '.join(unheard)}, which the connection "
+            "calls only on a subclass of trio_acp.connection.AgentHooks: subclass it"
         )
     # The proxy exists before the peer so that the agent holds it before any request can
     # reach it; its peer is bound the moment the peer exists.
@@ -271,22 +298,42 @@ async def open_agent_connection(
             client.capabilities = params.client_capabilities or schema.ClientCapabilities()
             client.client_info = params.client_info
 
-    on_connect = getattr(agent, "on_connect", None)
-    if on_connect is not None:
-        on_connect(client)
-    prompt_received = getattr(agent, "prompt_received", None)
-    # Every frame passes the agent's mask in the connection's writer, whoever made it and
-    # whatever the stream (docs/ARCHITECTURE.md#d12).
-    peer_options.setdefault("mask", getattr(agent, "mask_frame", None))
+    hooked = isinstance(agent, AgentHooks)
+    if hooked:
+        agent.on_connect(client)
+        # Every frame passes the agent's mask in the connection's writer, whoever made it
+        # and whatever the stream (docs/ARCHITECTURE.md#d12).
+        peer_options.setdefault("mask", agent.frame_mask())
     handler = TypedHandler(
         agent,
         _AGENT_ROUTES,
         on_request=on_request,
-        on_received={"session/prompt": prompt_received} if prompt_received else None,
+        on_received={"session/prompt": agent.prompt_received} if hooked else None,
     )
-    async with open_peer(stream, handler, **peer_options) as peer:
+    async with open_peer(
+        stream,
+        handler,
+        request_received=handler.request_received if hooked else None,
+        **peer_options,
+    ) as peer:
         client._peer = peer
         yield AgentSideConnection(peer, client)
+
+
+def _unheard_hooks(agent: object) -> list[str]:
+    """The hooks `agent` defines that the connection would not call.
+
+    They used to be found on any agent by name: an agent written then, not subclassing
+    `AgentHooks`, would otherwise lose them without a word (`prompt_received` is what
+    keeps a prompt and a cancel right behind it in order).
+    """
+    if isinstance(agent, AgentHooks):
+        return []
+    return [
+        name
+        for name in ("on_connect", "prompt_received")
+        if callable(getattr(type(agent), name, None))
+    ]
 
 
 async def serve_agent(stream: trio.abc.Stream, agent: Any, **peer_options: Any) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from trio_acp import schema
+from trio_acp.connection import AgentHooks, ClientProxy
 from trio_acp.credentials import SecretValues, secret_values
 from trio_acp.openhands.auth_status import AuthStatusReporter, auth_status
 from trio_acp.openhands.backends.agent_server_api import RemoteError
@@ -66,7 +67,7 @@ from trio_acp.openhands.setup.settings import Settings, SettingsError, load_sett
 from trio_acp.openhands.setup.user_setup import mcp_file_secrets, stored_tools
 from trio_acp.openhands.sign_in import SignIn
 from trio_acp.openhands.translate.plans import spell_for_client
-from trio_acp.rpc import RequestError, after_response
+from trio_acp.rpc import FrameMask, RequestError, after_response
 from trio_acp.schema import unstable
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ def validate_session_id(session_id: str) -> uuid.UUID:
     return sid
 
 
-class OpenHandsAgent:
+class OpenHandsAgent(AgentHooks):
     def __init__(
         self,
         nursery: trio.Nursery,
@@ -112,7 +113,7 @@ class OpenHandsAgent:
         self._sign_in = SignIn(env)
         self._auth_reporter = AuthStatusReporter()
 
-    def on_connect(self, client: Any) -> None:
+    def on_connect(self, client: ClientProxy) -> None:
         self._client = client
         if hasattr(client, "update_hook"):  # the plan as the client takes it (plans.py)
             client.update_hook = spell_for_client
@@ -137,10 +138,13 @@ class OpenHandsAgent:
             self.secrets.add([target.api_key])
         return target
 
+    def frame_mask(self) -> FrameMask:
+        """The connection's writer masks every frame with it, whatever made the frame and
+        whatever the stream (`trio_acp.connection.AgentHooks`; docs/ARCHITECTURE.md#d12)."""
+        return self.mask_frame
+
     def mask_frame(self, data: bytes) -> bytes:
-        """The agent's credentials masked in bytes it writes: the connection's writer calls
-        this on every frame, whatever made it and whatever the stream
-        (`trio_acp.connection.Agent`; docs/ARCHITECTURE.md#d12)."""
+        """The agent's credentials masked in bytes it writes."""
         return self.secrets.mask_bytes(data)
 
     # --- initialize / auth (sign_in.py) ----------------------------------------------

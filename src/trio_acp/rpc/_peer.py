@@ -152,16 +152,16 @@ class Handler(Protocol):
         handles itself), including other ``$/…`` ones, which it may simply ignore."""
         ...
 
-    # Optional (looked up with getattr, so a handler may leave it out):
-    #
-    # def request_received(self, request_id: RequestId, method: str, params: Any) -> None:
-    #     Called in the reader, synchronously, the moment a request is read — in wire order
-    #     with the notifications around it and before the request's task starts (whose
-    #     `current_request_id` is `request_id`).  For bookkeeping that must follow the
-    #     wire's order rather than the scheduler's: a notification right behind a request
-    #     on the wire (ACP's `session/cancel` behind a `session/prompt`) must find that
-    #     request registered, and requests read in one order must be served in that order.
-    #     Must be quick and must not raise (exceptions are logged and ignored).
+
+# `open_peer(..., request_received=hook)`: called in the reader, synchronously, with
+# (request id, method, raw params) the moment a request is read — in wire order with the
+# notifications around it and before the request's task starts (whose
+# `current_request_id` is the id).  For bookkeeping that must follow the wire's order
+# rather than the scheduler's: a notification right behind a request on the wire (ACP's
+# `session/cancel` behind a `session/prompt`) must find that request registered, and
+# requests read in one order must be served in that order.  Must be quick and must not
+# raise (exceptions are logged and ignored).
+RequestReceived = Callable[[RequestId, str, Any], None]
 
 
 class _Pending:
@@ -216,6 +216,7 @@ class Peer:
         max_waiting_requests: int = DEFAULT_MAX_WAITING_REQUESTS,
         max_waiting_bytes: int = DEFAULT_MAX_WAITING_BYTES,
         mask: FrameMask | None = None,
+        request_received: RequestReceived | None = None,
     ) -> None:
         self._stream = stream
         self._mask = mask
@@ -252,9 +253,7 @@ class Peer:
         self._internal_error: Exception | None = None
         self._system_nursery: trio.Nursery | None = None
         self._handler_nursery: trio.Nursery | None = None
-        self._request_received: Callable[[RequestId, str, Any], None] | None = getattr(
-            handler, "request_received", None
-        )
+        self._request_received = request_received
 
     # -- public API ------------------------------------------------------------------
 
@@ -783,6 +782,7 @@ async def open_peer(
     max_waiting_requests: int = DEFAULT_MAX_WAITING_REQUESTS,
     max_waiting_bytes: int = DEFAULT_MAX_WAITING_BYTES,
     mask: FrameMask | None = None,
+    request_received: RequestReceived | None = None,
 ) -> AsyncIterator[Peer]:
     """Run a JSON-RPC connection over ``stream`` for the duration of the block.
 
@@ -796,6 +796,8 @@ async def open_peer(
     to every byte this side writes, frame by frame or to a batch of whole frames (see
     "Writing"); it must map masked bytes to themselves, and must be quick (it runs in the
     writer, on the Trio thread).
+    ``request_received``: a hook the reader calls the moment a request is read, in wire
+    order (see `RequestReceived`).
 
     Leaving the block normally closes the peer gracefully (see `Peer.aclose`).  If the
     body raises, the connection is torn down at once (no grace) and the body's exception
@@ -813,6 +815,7 @@ async def open_peer(
         max_waiting_requests=max_waiting_requests,
         max_waiting_bytes=max_waiting_bytes,
         mask=mask,
+        request_received=request_received,
     )
     body_error: BaseException | None = None
     try:

@@ -17,19 +17,20 @@ from typing import Any
 import trio
 
 from .. import schema
+from ..connection import AgentHooks, ClientProxy
 from ..rpc import RequestError
 from .pair import open_in_memory_pair
 
 SESSION = "0f9e6a52-3a6e-4cf5-9f0c-5d2e8c3b9a11"
 
 
-class ProxyAgent:
+class ProxyAgent(AgentHooks):
     """The least an agent needs to be served; keeps the `ClientProxy` it is given."""
 
     def __init__(self) -> None:
         self.client: Any = None
 
-    def on_connect(self, client: Any) -> None:
+    def on_connect(self, client: ClientProxy) -> None:
         self.client = client
 
     async def initialize(self, params):

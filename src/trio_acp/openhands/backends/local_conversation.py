@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from trio_acp.openhands.backends.condense import condense
 from trio_acp.openhands.backends.conversation import (
     Condensed,
     LlmOptions,
@@ -32,7 +32,7 @@ from trio_acp.openhands.backends.conversation import (
     user_message,
 )
 from trio_acp.openhands.backends.loop_thread import LoopThread, wait_done, wait_future
-from trio_acp.openhands.errors import SEE_LOG, describe
+from trio_acp.openhands.errors import describe
 from trio_acp.openhands.permissions.credential_files import CredentialFiles
 from trio_acp.openhands.permissions.run_gate import RunGate, run_under
 from trio_acp.openhands.permissions.tool_processes import (
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from trio_acp.openhands.sdk.classes import ActionEvent, Agent, Event, Skill
     from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
     from trio_acp.openhands.sdk.loaded import Sdk
+    from trio_acp.openhands.sessions.session_parts import LocalFactory, MakeLlm
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,9 @@ class _Landing:
 class LocalConversation:
     """An `openhands.sdk` conversation in this process (see the module's docstring)."""
 
-    def __init__(self, sdk: Sdk, conv: SdkConversation, name: str, make_llm: Any = None) -> None:
+    def __init__(
+        self, sdk: Sdk, conv: SdkConversation, name: str, make_llm: MakeLlm | None = None
+    ) -> None:
         self._sdk = sdk
         self._conv = conv
         self._make_llm = make_llm
@@ -136,12 +139,12 @@ class LocalConversation:
     async def open(
         cls,
         sdk: Sdk,
-        factory: Callable[..., SdkConversation],
+        factory: LocalFactory,
         *,
         on_event: Callable[[Event], None],
         on_token: Callable[[Any], None],  # litellm's stream chunks (untyped)
         name: str,
-        make_llm: Any = None,
+        make_llm: MakeLlm | None = None,
         credential_files: CredentialFiles | None = None,
         cwd: str = "",
     ) -> LocalConversation:
@@ -269,6 +272,8 @@ class LocalConversation:
         self, choice: Any, *, reasoning_effort: str | None, stream: bool
     ) -> str | None:
         conv, sdk, make_llm = self._conv, self._sdk, self._make_llm
+        if make_llm is None:
+            raise RuntimeError("this conversation was opened without a way to build models")
 
         def switch() -> str | None:
             llm = make_llm(choice)
@@ -506,20 +511,7 @@ class LocalConversation:
         return await trio.to_thread.run_sync(lambda: list(conv.state.events), limiter=self.limiter)
 
     async def condense(self) -> Condensed:
-        conv = self._conv
-
-        def has_history() -> bool:
-            # Only the system prompt so far: the SDK would record a condensation request it
-            # cannot serve, and the next prompt would pay for it. Nothing to do, say so.
-            return any(type(e).__name__ != "SystemPromptEvent" for e in conv.state.view.events)
-
-        if not await trio.to_thread.run_sync(has_history, limiter=self.limiter):
-            return Condensed(empty=True)
-        before = len(conv.state.events)
-        error, logged = await trio.to_thread.run_sync(_condense_now, conv, limiter=self.limiter)
-        if error is not None:
-            return Condensed(failure=_condense_failure(self._sdk, error, logged))
-        return Condensed(added=len(conv.state.events) - before)
+        return await condense(self._sdk, self._conv, self.limiter)
 
     async def fork(self, fork_id: uuid.UUID) -> None:
         """Copy this conversation, history and all, to `fork_id` on disk."""
@@ -588,72 +580,6 @@ def fork_stored(
         fork_conversation(sdk, conv, fork_id)
     finally:
         conv.close()
-
-
-class _ThreadWarnings(logging.Handler):
-    """Warnings logged by the calling thread (the condenser's logger is shared by sessions)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.thread = threading.get_ident()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.thread == self.thread:
-            self.messages.append(record.getMessage())
-
-
-def _condense_now(conv: SdkConversation) -> tuple[Exception | None, list[str]]:
-    # When the summary's model call fails, the SDK logs why and raises without it
-    # ("Unable to compute forgotten events"): the log is where the reason is.
-    seen = _ThreadWarnings()
-    logger = logging.getLogger(CONDENSER_LOGGER)
-    events = conv.state.events
-    head = events[-1].id if len(events) else None
-    logger.addHandler(seen)
-    try:
-        conv.condense()
-        return None, seen.messages
-    except Exception as exc:
-        _forget_request(conv, head)
-        return exc, seen.messages
-    finally:
-        logger.removeHandler(seen)
-
-
-def _forget_request(conv: Any, head: Any) -> None:
-    """Put the conversation back where it was before a failed /condense.
-
-    The SDK keeps the condensation request it could not serve, and the next turn serves
-    it first — with the user's new message inside the summary, not answered. Moving the
-    conversation's head back leaves the request on an abandoned branch (still on disk,
-    out of the model's view).
-    """
-    if head is None:
-        return
-    try:
-        conv.navigate_to(head)
-    except Exception:
-        log.warning("could not drop the failed condensation request", exc_info=True)
-
-
-CONDENSER_LOGGER = "openhands.sdk.context.condenser"
-_LLM_FAILED = re.compile(r"LLM call failed: (.*?)(?:\. Reducing max event size.*)?$", re.S)
-
-
-def _condense_failure(sdk: Sdk, exc: Exception, logged: list[str]) -> str:
-    unchanged = "The history is unchanged"
-    if isinstance(exc, ValueError) and "condenser" in str(exc).lower():
-        # The SDK's text goes on with a Python snippet meant for SDK users.
-        return f"{str(exc).splitlines()[0]} {unchanged}."
-    if isinstance(exc, getattr(sdk, "NoCondensationAvailableException", ())):
-        for text in [str(exc), *reversed(logged)]:
-            found = _LLM_FAILED.search(text)
-            if found:
-                reason = " ".join(found.group(1).split())[:300]
-                return f"the model call that writes the summary failed ({reason}). {unchanged}."
-        return f"no summary could be written ({describe(exc)}). {unchanged}."
-    return f"{describe(exc)}. {unchanged}. ({SEE_LOG})"
 
 
 def _close_all(conv: SdkConversation, gate: RunGate | None) -> None:

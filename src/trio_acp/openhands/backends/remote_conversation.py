@@ -60,6 +60,7 @@ from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk.loaded import Sdk
+    from trio_acp.openhands.sessions.session_parts import MakeLlm
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class ServerConversation:
         sdk: Sdk,
         driver: RemoteConversationDriver,
         agent: Any,
-        make_llm: Any = None,
+        make_llm: MakeLlm | None = None,
     ) -> None:
         self._sdk = sdk
         self.driver = driver
@@ -168,7 +169,7 @@ class ServerConversation:
         on_event: Callable[[Any], None],
         on_token: Callable[[Any], None],
         name: str = "",
-        make_llm: Any = None,
+        make_llm: MakeLlm | None = None,
         max_iterations: int = 500,
         **driver_options: Any,
     ) -> ServerConversation:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -27,16 +28,25 @@ from trio_acp.openhands.permissions.credential_files import CredentialFiles
 from trio_acp.openhands.sdk import build_choice_llm, build_llm, mask_in_conversation
 from trio_acp.openhands.sessions.damage import find_damage
 from trio_acp.openhands.sessions.session import Session
-from trio_acp.openhands.sessions.store import RULES_FILE, SessionStore
+from trio_acp.openhands.sessions.session_parts import (
+    OpenConversation,
+    SessionBuild,
+    SessionChoices,
+)
+from trio_acp.openhands.sessions.store import SessionStore
 from trio_acp.openhands.sessions.system_prompt import ClientSystemPrompt
 from trio_acp.openhands.sessions.system_prompt import apply as apply_system_prompt
 from trio_acp.openhands.setup.agent_spec import build_session_agent, for_agent_server, hook_config
 from trio_acp.openhands.setup.mcp_startup import McpStartup, mcp_timeout
-from trio_acp.openhands.setup.models import PROFILES_DIR
+from trio_acp.openhands.setup.models import PROFILES_DIR, ModelChoice
 from trio_acp.openhands.setup.settings import Settings, SettingsError
 from trio_acp.openhands.setup.subagents import subagent_view
 from trio_acp.openhands.setup.user_setup import SessionSetup, cli_config_path, read_session_setup
 from trio_acp.rpc import RequestError
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import LLM, Event
+    from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
 
 log = logging.getLogger(__name__)
 
@@ -109,10 +119,10 @@ async def build_session(
         ) from None
     store.root.mkdir(parents=True, exist_ok=True)
 
-    def make_llm(choice: Any) -> Any:
+    def make_llm(choice: ModelChoice) -> LLM:
         return build_choice_llm(sdk, choice, env=env, retry_listener=retries)
 
-    open_conversation = None
+    open_conversation: OpenConversation | None = None
     if server is not None:
         agent = for_agent_server(agent)
         # The conversation runs on the agent-server: a new session creates it there
@@ -130,7 +140,11 @@ async def build_session(
             hook_config=hooks,  # run by the server (docs/agent-server.md)
         )
 
-    def factory(callbacks, token_callbacks):
+    def factory(
+        *,
+        callbacks: list[Callable[[Event], None]],
+        token_callbacks: list[Callable[[Any], None]],
+    ) -> SdkConversation:
         # With an existing directory the SDK resumes that conversation: same id,
         # same events, the runtime agent and LLM replacing the persisted ones.
         conversation = sdk.LocalConversation(
@@ -159,24 +173,26 @@ async def build_session(
 
     session = Session(
         session_id=sid,
-        cwd=cwd,
-        sdk=sdk,
-        conversation_factory=factory,
-        client=client,
-        model=str(settings.llm.get("model")),
-        mode=settings.default_mode,
-        rules_path=store.dir_for(sid) / RULES_FILE,
-        store=store,
-        models=models,
-        make_llm=make_llm,
-        secrets=secrets,
-        critic=setup.cli.critic if agent.critic is not None else None,
         roots=roots,
-        open_conversation=open_conversation,
-        credential_files=CredentialFiles.under(
-            settings.persistence_dir,
-            [(str(cli_config_path(settings.persistence_dir, env)), "the critic's settings")],
+        client=client,
+        build=SessionBuild(
+            sdk=sdk,
+            open_local=factory if open_conversation is None else None,
+            open_remote=open_conversation,
+            make_llm=make_llm,
+            secrets=secrets,
+            critic=setup.cli.critic if agent.critic is not None else None,
+            credential_files=CredentialFiles.under(
+                settings.persistence_dir,
+                [(str(cli_config_path(settings.persistence_dir, env)), "the critic's settings")],
+            ),
         ),
+        choices=SessionChoices(
+            model=str(settings.llm.get("model")),
+            mode=settings.default_mode,
+            models=models,
+        ),
+        store=store,
     )
     retries.session = session
     return session, setup

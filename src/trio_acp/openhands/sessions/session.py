@@ -22,7 +22,7 @@ import trio
 
 from trio_acp import schema
 from trio_acp.connection import ClientProxy
-from trio_acp.credentials import SecretValues, UpdateMask
+from trio_acp.credentials import UpdateMask
 from trio_acp.openhands.backends.conversation import WAITING_FOR_CONFIRMATION, Conversation
 from trio_acp.openhands.backends.local_conversation import LocalConversation
 from trio_acp.openhands.editor import workspace as editor_workspace
@@ -38,17 +38,20 @@ from trio_acp.openhands.errors import (
 )
 from trio_acp.openhands.permissions import turn_points
 from trio_acp.openhands.permissions.confirm import CANCELLED, confirm_pending
-from trio_acp.openhands.permissions.credential_files import CredentialFiles
 from trio_acp.openhands.permissions.policy import (
     ALWAYS_APPROVE,
-    ALWAYS_ASK,
     RuleBook,
 )
 from trio_acp.openhands.sessions import commands, turn, turn_usage
 from trio_acp.openhands.sessions.journal import JOURNAL_FILE, TurnJournal
 from trio_acp.openhands.sessions.options import SessionOptions
 from trio_acp.openhands.sessions.outbox import Outbox
-from trio_acp.openhands.sessions.store import now_iso
+from trio_acp.openhands.sessions.session_parts import (
+    OpenConversation,
+    SessionBuild,
+    SessionChoices,
+)
+from trio_acp.openhands.sessions.store import RULES_FILE, SessionStore, now_iso
 from trio_acp.openhands.sessions.turn_queue import Ticket, TurnQueue
 from trio_acp.openhands.setup.config_options import (
     client_takes_booleans,
@@ -63,7 +66,7 @@ from trio_acp.openhands.translate.notices import (
 from trio_acp.rpc import PeerClosed
 
 if TYPE_CHECKING:
-    from trio_acp.openhands.sdk.loaded import Sdk
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -77,67 +80,56 @@ class Session:
         self,
         *,
         session_id: uuid.UUID,
-        cwd: str,
-        sdk: Sdk,
-        conversation_factory: Any,
+        roots: SessionRoots,
         client: ClientProxy,
-        model: str = "",
-        mode: str = ALWAYS_ASK,
-        rules_path: Any = None,
-        store: Any = None,
-        models: list[Any] | None = None,
-        make_llm: Any = None,
-        secrets: SecretValues | None = None,
-        critic: Any = None,
-        roots: SessionRoots | None = None,
-        open_conversation: Any = None,
-        credential_files: CredentialFiles | None = None,
+        build: SessionBuild,
+        choices: SessionChoices | None = None,
+        store: SessionStore | None = None,
     ) -> None:
-        # Parsed once, where the request came in (agent.py); str() only on the wire.
+        """`session_id`, parsed once where the request came in (agent.py; str() only on the
+        wire); `roots`, the session's `cwd` and the client's additionalDirectories
+        (session_roots.py); `build` and `choices` (session_parts.py); `store`, where the
+        session lives on disk (None: nowhere, as in tests)."""
+        choices = choices if choices is not None else SessionChoices()
         self.id = session_id
-        self.cwd = cwd
-        # `cwd` + the client's additionalDirectories (session_roots.py).
-        self.roots = roots if roots is not None else SessionRoots(cwd)
+        self.roots = roots
+        self.cwd = roots.cwd
         # The model is told about the extra roots with the first prompt of this opening.
         self._roots_told = not self.roots.additional
-        self.sdk = sdk
+        self.sdk = build.sdk
+        self._build = build
         self.client = client
         # What the client offers of itself: its buffers (fs/*), its terminals
         # (docs/editor-workspace.md). Without either, the SDK's own tools work on disk.
         self.workspace = EditorWorkspace(client, str(session_id), post_update=self._post_editor)
         # A conversation on an agent-server runs its tools there, not through this editor.
-        self._editor_routed = self.workspace.routes_tools and open_conversation is None
-        # The critic settings (user_setup.CriticSettings) when the agent has a critic.
-        self.critic = critic
-        secrets = secrets if secrets is not None else SecretValues()
-        self.rules = RuleBook(rules_path, mask=secrets.mask)
-        # trio-acp's own credential files: reading one is always asked (confirm.py).
-        self.credential_files = credential_files
+        self._editor_routed = self.workspace.routes_tools and build.in_process
+        self.critic = build.critic
+        secrets = build.secrets
+        self.rules = RuleBook(
+            store.dir_for(session_id) / RULES_FILE if store is not None else None,
+            mask=secrets.mask,
+        )
+        self.credential_files = build.credential_files
         self._store = store
         self._titled = False
-        # How to build a configured model's LLM (blocking: a worker thread calls it).
-        self._make_llm = make_llm
         # Mode, model, reasoning effort, streaming: offered, switched, saved (options.py).
         self.options = SessionOptions(
             session_id,
-            mode=mode,
-            model=model,
-            models=list(models or []),
+            mode=choices.mode,
+            model=choices.model,
+            models=list(choices.models),
             offers_booleans=client_takes_booleans(client),
             store=store,
             send_update=self.send_update,
             on_mode=lambda mode: self.outbox.actions_run_unasked(mode == ALWAYS_APPROVE),
         )
-        self._conversation_factory = conversation_factory
-        # How the conversation is opened, when not in this process: an async callable
-        # taking on_event, on_token and name (an agent-server's, remote_conversation.py).
-        self._open_conversation = open_conversation
         self.conversation: Conversation | None = None
         # A credential split across streamed chunks is in no single frame, where the
         # connection's writer masks whole ones: the outbox holds such a start back.
         self.outbox = Outbox(
             Translator(
-                cwd,
+                self.cwd,
                 compaction=supports_compaction(client),
                 terminal_content=self.workspace.terminal_content,
             ),
@@ -148,8 +140,8 @@ class Session:
         # session reopened after this process stopped mid-turn (journal.py, recovery.py).
         # Local conversations only: an agent-server's run outlives us.
         self._journal: TurnJournal | None = None
-        if store is not None and open_conversation is None:
-            self._journal = TurnJournal(store.dir_for(session_id) / JOURNAL_FILE, secrets)
+        if store is not None and build.in_process:
+            self._journal = TurnJournal(store.dir_for(session_id) / JOURNAL_FILE, build.secrets)
             self.outbox.journal = self._journal
         # Prompts in the order the client sent them; one turn at a time (turn_queue.py).
         self._queue = TurnQueue()
@@ -189,15 +181,7 @@ class Session:
                     # Before the conversation exists: its tools are built from the registry,
                     # which then finds this session's workspace (editor_workspace.py).
                     editor_workspace.attach(self.id, self.workspace)
-                opener = self._open_conversation or functools.partial(
-                    LocalConversation.open,
-                    self.sdk,
-                    self._conversation_factory,
-                    make_llm=self._make_llm,
-                    credential_files=self.credential_files,
-                    cwd=self.cwd,
-                )
-                self.conversation = await opener(
+                self.conversation = await self._opener()(
                     on_event=self._on_sdk_event,
                     on_token=self._on_sdk_token,
                     name=f"trio-acp-session-{self.id.hex[:8]}",
@@ -235,6 +219,22 @@ class Session:
                 await self._shutdown_sdk()
             editor_workspace.detach(self.id)
             self._stopped.set()
+
+    def _opener(self) -> OpenConversation:
+        """How this session's conversation is opened: on its agent-server, or here."""
+        build = self._build
+        if build.open_remote is not None:
+            return build.open_remote
+        if build.open_local is None:
+            raise TypeError("a SessionBuild needs open_local or open_remote")
+        return functools.partial(
+            LocalConversation.open,
+            build.sdk,
+            build.open_local,
+            make_llm=build.make_llm,
+            credential_files=build.credential_files,
+            cwd=self.cwd,
+        )
 
     async def _recover(self) -> None:
         """Close what a process that stopped mid-turn left of this conversation, keeping
