@@ -21,7 +21,7 @@ from openhands.sdk import Agent
 from openhands.sdk.conversation.impl.local_conversation import LocalConversation
 from openhands.sdk.conversation.state import ConversationExecutionStatus, ConversationState
 from openhands.sdk.conversation.visualizer import ConversationVisualizerBase
-from openhands.sdk.event import Event
+from openhands.sdk.event import ActionEvent, Event, ObservationBaseEvent
 from openhands.sdk.security import AlwaysConfirm, ConfirmationPolicyBase
 from openhands.sdk.subagent import SubAgentScope
 from openhands.sdk.subagent.registry import AgentFactory
@@ -63,6 +63,10 @@ class _SubView(ConversationVisualizerBase):
         self._hub, self._d = hub, d
 
     def on_event(self, event: Event) -> None:
+        if isinstance(event, ActionEvent):
+            self._d.tool_started(event.tool_call_id)
+        elif isinstance(event, ObservationBaseEvent):
+            self._d.tool_ended(event.tool_call_id)
         self._hub.post(self._d, event)
         # The sub-agent's own thread, in its step: once its turn is cancelled, it takes
         # no further step (no model call) — its run ends here, with this event shown.

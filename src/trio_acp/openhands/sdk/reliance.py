@@ -202,6 +202,7 @@ RELIANCE: tuple[Reliance, ...] = (
     fields(f"{_EVENT}MessageEvent", "id", "llm_message", "sender", "source"),
     fields("openhands.sdk:Message", "role", "content", "reasoning_content"),
     fields(f"{_EVENT}ActionEvent", "action", "llm_response_id", "summary", "thought", "tool_call_id", "tool_name", "tool_call", "security_risk"),
+    fields(f"{_EVENT}ObservationBaseEvent", "tool_call_id"),
     fields(f"{_EVENT}ObservationEvent", "observation", "tool_call_id", "tool_name", "action_id"),
     fields(f"{_EVENT}AgentErrorEvent", "error", "tool_call_id", "tool_name"),
     fields(f"{_EVENT}UserRejectObservation", "rejection_reason", "rejection_source", "tool_call_id", "tool_name", "action_id"),

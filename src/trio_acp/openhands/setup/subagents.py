@@ -99,12 +99,28 @@ class Delegation:
     # thread, never blocks. None while no run is under way.
     cut_run: Callable[[], None] | None = None
     lock: threading.Lock = attrs.Factory(threading.Lock)
+    # The tool calls the sub-agent announced and has no result for yet (its thread, under
+    # `lock`: sdk/delegation.py's view notes each event).
+    running_tools: set[str] = attrs.Factory(set)
+
+    def tool_started(self, tool_call_id: str) -> None:
+        with self.lock:
+            self.running_tools.add(tool_call_id)
+
+    def tool_ended(self, tool_call_id: str) -> None:
+        with self.lock:
+            self.running_tools.discard(tool_call_id)
 
     def stop(self) -> None:
-        """Mark it stopped and cut its run, mid-model-call if need be; never blocks."""
+        """Mark it stopped and cut its run, mid-model-call if need be; never blocks.
+
+        Not while its tools run: the cancel stops their processes
+        (`tool_processes.stop_tool_processes`), so they end at once with their result
+        (a killed command's output and exit code), which the user then sees, and the run
+        stops at that event (`SubagentStopped`). Cutting it there would drop that result."""
         with self.lock:
             self.stopped.set()
-            cut = self.cut_run
+            cut = None if self.running_tools else self.cut_run
         if cut is not None:
             cut()
 
@@ -240,9 +256,16 @@ class Hub:
                 stop_processes(conv)
             except Exception:
                 log.warning("stopping a sub-agent's processes failed", exc_info=True)
-            # interrupt() sets the run's cancel token (pending tools are skipped) and
-            # pauses, which waits for the step in progress: in a thread of its own.
-            threading.Thread(target=_quietly(conv.interrupt), daemon=True).start()
+            # In a thread of its own (both wait for the SDK's lock). While its tools run,
+            # pause(): their processes were just stopped, so they end with their result
+            # (what the user should see of a killed command), and the run stops at that
+            # event (`SubagentStopped`). Otherwise interrupt(): it cancels the run's task
+            # (subagent_run.py), a model call included — mid-tool that would drop the
+            # tool's result for "Tool call interrupted before completion".
+            with d.lock:
+                tools_running = bool(d.running_tools)
+            halt = conv.pause if tools_running else conv.interrupt
+            threading.Thread(target=_quietly(halt), daemon=True).start()
         deadline = time.monotonic() + wait
         with self._lock:
             self._stop_deadline = deadline
