@@ -49,7 +49,7 @@ async def test_a_client_that_stops_reading_mid_stream_holds_back_text_not_chunks
     reading = trio.Event()
     stuck = trio.Event()
 
-    async def send_update(update: Any) -> None:
+    async def send_update(update: Any, *, at_once: bool = False) -> None:
         if not reading.is_set():
             stuck.set()
             await reading.wait()  # the client reads nothing
@@ -72,7 +72,7 @@ async def test_a_client_that_stops_reading_mid_stream_holds_back_text_not_chunks
             # 25,001 chunks posted while the pump could send nothing.
             assert len(outbox.bridge) <= BACKLOG + 3
             reading.set()
-            await outbox.end_turn(1, None)
+            await outbox.end_turn(1, None, within=30)
             nursery.cancel_scope.cancel()
     thoughts = "".join(u.content.text for u in sent if isinstance(u, schema.AgentThoughtChunk))
     text = "".join(u.content.text for u in sent if isinstance(u, schema.AgentMessageChunk))
