@@ -29,6 +29,8 @@ def registry_methods(home: Path, persistence: Path | None = None) -> list[dict[s
     """The `authMethods` of a fresh agent process, as the registry's CI reads them."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "TRIO_ACP_"))}
     env["HOME"] = str(home)
+    # A warm server this launch started would outlive the test (it is on by default).
+    env["TRIO_ACP_WARM"] = "0"
     env.pop("OPENHANDS_PERSISTENCE_DIR", None)
     if persistence is not None:
         env["OPENHANDS_PERSISTENCE_DIR"] = str(persistence)

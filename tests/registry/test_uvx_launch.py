@@ -151,6 +151,8 @@ def clean_env(home: Path) -> dict[str, str]:
         env.pop(name, None)
     # uv's cache is found from HOME: the real one, where the locked wheels are.
     env.update(HOME=str(home), UV_CACHE_DIR=cache_dir())
+    # A warm server the launch started would outlive the test (it is on by default).
+    env["TRIO_ACP_WARM"] = "0"
     return env
 
 
