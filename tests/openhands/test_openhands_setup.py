@@ -494,3 +494,8 @@ def test_setup_files_nested_too_deeply_are_invalid_json(tmp_path):
     conversation.mkdir()
     (conversation / "base_state.json").write_text(nested)
     assert stored_tools(conversation) is None
+
+
+def test_a_persistence_dir_under_an_unknown_user_is_a_settings_error():
+    with pytest.raises(SettingsError, match="absolute path"):
+        load_settings({"OPENHANDS_PERSISTENCE_DIR": "~no-such-user-here/x"})

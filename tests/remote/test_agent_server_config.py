@@ -114,3 +114,13 @@ def test_the_stall_timeout_comes_from_the_environment(tmp_path):
         env[ENV_STALL_TIMEOUT] = bad
         with pytest.raises(AgentServerConfigError, match=ENV_STALL_TIMEOUT):
             load_agent_server(env, persistence_dir=tmp_path)
+
+
+def test_a_persistence_dir_under_an_unknown_user_is_a_config_error_not_a_crash():
+    # `~nobody-such/x` cannot be expanded: before, RuntimeError escaped at start-up and the
+    # process died before `initialize`; now the session's opening says what to fix.
+    env = {"OPENHANDS_PERSISTENCE_DIR": "~no-such-user-here/x"}
+    with pytest.raises(
+        AgentServerConfigError, match="OPENHANDS_PERSISTENCE_DIR=~no-such-user-here"
+    ):
+        load_agent_server(env)

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 import attrs
 
 from trio_acp.openhands.sessions.small_files import loads_json
+from trio_acp.openhands.setup.settings import SettingsError
+from trio_acp.openhands.setup.settings import persistence_dir as settings_persistence_dir
 
 ENV_URL = "TRIO_ACP_AGENT_SERVER_URL"
 ENV_API_KEY = "TRIO_ACP_AGENT_SERVER_API_KEY"
@@ -90,9 +92,10 @@ def load_agent_server(
 ) -> AgentServerTarget | None:
     """The configured agent-server, or None when sessions run in this process."""
     env = os.environ if env is None else env
-    pdir = Path(
-        persistence_dir or env.get("OPENHANDS_PERSISTENCE_DIR") or Path.home() / ".openhands"
-    ).expanduser()
+    try:
+        pdir = settings_persistence_dir(env, persistence_dir)
+    except SettingsError as exc:
+        raise AgentServerConfigError(str(exc)) from None
     path = pdir / SETTINGS_FILE
     data = _read_file(path) or {}
 

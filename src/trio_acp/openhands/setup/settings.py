@@ -88,9 +88,25 @@ class Settings:
         return HOW_TO_CONFIGURE.format(setup=setup, path=self.settings_file)
 
 
+def persistence_dir(env: Mapping[str, str], given: str | os.PathLike[str] | None = None) -> Path:
+    """`given`, else `OPENHANDS_PERSISTENCE_DIR`, else `~/.openhands`, with `~` expanded.
+
+    A `~user` that names no user (or no home directory at all) is a SettingsError the
+    client is told about when it opens a session, not a crash before `initialize`."""
+    raw = given or env.get("OPENHANDS_PERSISTENCE_DIR")
+    try:
+        return (Path(raw) if raw else Path.home() / ".openhands").expanduser()
+    except RuntimeError:
+        where = f"OPENHANDS_PERSISTENCE_DIR={raw}" if raw else "the default ~/.openhands"
+        raise SettingsError(
+            f"{where}: the home directory in it cannot be found (no such user, or HOME is not"
+            " set); set OPENHANDS_PERSISTENCE_DIR to an absolute path"
+        ) from None
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
-    pdir = Path(env.get("OPENHANDS_PERSISTENCE_DIR") or Path.home() / ".openhands").expanduser()
+    pdir = persistence_dir(env)
     llm: dict[str, Any] = {}
     sources: dict[str, str] = {}
     agent_file: dict[str, Any] | None = None

@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trio_acp.openhands.sessions.small_files import loads_json
-from trio_acp.openhands.setup.settings import SETTINGS_FILE, SettingsError, load_settings
+from trio_acp.openhands.setup.settings import (
+    SETTINGS_FILE,
+    SettingsError,
+    load_settings,
+    persistence_dir,
+)
 
 SETUP_ARG = "--setup"
 
@@ -40,7 +45,11 @@ def run_setup(env: dict[str, str] | None = None, *, out: TextIO | None = None) -
     try:
         pdir = load_settings(env).persistence_dir
     except SettingsError:
-        pdir = Path(env.get("OPENHANDS_PERSISTENCE_DIR") or Path.home() / ".openhands").expanduser()
+        try:
+            pdir = persistence_dir(env)
+        except SettingsError as exc:
+            print(f"trio-acp setup: {exc}", file=sys.stderr)
+            return 2
     path = pdir / SETTINGS_FILE
     loader = None
     try:
