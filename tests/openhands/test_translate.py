@@ -58,7 +58,7 @@ from referencing.jsonschema import DRAFT202012
 from trio_acp import schema
 from trio_acp.openhands import translate as tr
 from trio_acp.openhands.translate import Translator, coalesce, conversation_error, message_id
-from trio_acp.openhands.translate.translator import ANNOUNCE_PREFIX
+from trio_acp.openhands.translate.chunks import ANNOUNCE_PREFIX
 
 CWD = "/work/project"
 SCHEMA_FILE = (

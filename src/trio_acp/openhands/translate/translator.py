@@ -39,7 +39,8 @@ Decisions (see also the report in the commit that added this module):
 
 What each tool looks like (title, kind, locations, result) comes from the tool catalog
 (`tools.py`); arguments are parsed by `args.py`, text capped by `text.py`, content built by
-`content.py`, results by `results.py`.
+`content.py`, results by `results.py`. Stream chunks are the base class's
+(`chunks.py`), a replayed user message and an interrupted turn's record `messages.py`.
 """
 
 from __future__ import annotations
@@ -50,10 +51,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import attrs
-
 from trio_acp import schema
-from trio_acp.openhands.translate.args import ArgScanner, tool_arguments
+from trio_acp.openhands.translate.args import tool_arguments
+from trio_acp.openhands.translate.chunks import Call, ChunkTranslator, PendingCall
 from trio_acp.openhands.translate.content import (
     class_names,
     image_block,
@@ -64,14 +64,11 @@ from trio_acp.openhands.translate.content import (
     text_item,
     text_of,
 )
-from trio_acp.openhands.translate.fields import field
 from trio_acp.openhands.translate.interruptions import (
-    CANCEL_NOTE,
     CANCEL_SENDER,
-    CANCEL_TEXT,
     STOPPED_SENDER,
-    interrupted_meta,
 )
+from trio_acp.openhands.translate.messages import interruption, user_chunks
 from trio_acp.openhands.translate.streams import (
     CUT_OFF,
     Streams,
@@ -83,9 +80,7 @@ from trio_acp.openhands.translate.streams import (
 from trio_acp.openhands.translate.subagents import SubagentViews
 from trio_acp.openhands.translate.text import MAX_RAW_STRING_BYTES, cap_json, cap_text, strip_ansi
 from trio_acp.openhands.translate.tools import (
-    Presentation,
     lookup,
-    present,
     spec_for_result,
     text_tool,
     tool_family,
@@ -110,90 +105,6 @@ def conversation_error(event: Any) -> tuple[str, str] | None:
     return str(getattr(event, "code", "") or ""), str(getattr(event, "detail", "") or "")
 
 
-def _interruption(key: str, text: str, thought: str, how: str) -> list[SessionUpdate]:
-    """trio-acp's record of an interrupted turn (translate/interruptions.py), replayed as
-    the agent's, marked `_meta.trioAcp.interrupted = how`."""
-    out: list[SessionUpdate] = []
-    if thought:
-        out.append(
-            schema.AgentThoughtChunk(
-                content=text_block(thought),
-                message_id=message_id(key, "thought"),
-                meta=interrupted_meta(how),
-            )
-        )
-    if text:
-        out.append(
-            schema.AgentMessageChunk(
-                content=text_block(text),
-                message_id=message_id(key, "message"),
-                meta=interrupted_meta(how),
-            )
-        )
-    return out
-
-
-# --------------------------------------------------------------------------------------
-# translator state
-
-
-@attrs.define
-class _PendingCall:
-    """A tool call whose arguments are being streamed, keyed by (response id, index)."""
-
-    rid: str
-    index: int
-    id: str | None = None
-    name: str | None = None
-    scanner: ArgScanner = attrs.Factory(ArgScanner)
-    opened: bool = False
-
-
-#: Characters (or one whole line) of a tool's `announce_with` argument after which its
-#: streamed call is announced without waiting for the rest (a long heredoc, a script).
-ANNOUNCE_PREFIX = 80
-
-
-def _ready(pending: _PendingCall) -> bool:
-    """Whether a streamed call may be announced: its tool's `announce_with` argument (the
-    terminal's command) is known, or enough of it to name it (`ANNOUNCE_PREFIX`)."""
-    spec = lookup(pending.name or "")
-    arg = spec.announce_with
-    if arg is None or spec.text_arg is not None or arg in pending.scanner.fields:
-        return True
-    so_far = pending.scanner.value_so_far(arg)
-    return so_far is not None and ("\n" in so_far or len(so_far) >= ANNOUNCE_PREFIX)
-
-
-def _announced_fields(pending: _PendingCall) -> dict[str, Any]:
-    """The arguments a streamed call is presented with when it is announced: the complete
-    ones, plus the start of its `announce_with` argument if that is still arriving."""
-    fields = pending.scanner.fields
-    arg = lookup(pending.name or "").announce_with
-    if arg is None or arg in fields:
-        return fields
-    so_far = pending.scanner.value_so_far(arg)
-    if not so_far:
-        return fields
-    line = so_far.split("\n", 1)[0][:ANNOUNCE_PREFIX].rstrip()
-    return {**fields, arg: line + "…"} if line else fields
-
-
-@attrs.define
-class _Call:
-    """A tool call as the client knows it, keyed by tool call id."""
-
-    tool_call_id: str
-    tool_name: str
-    announced: bool = False
-    finished: bool = False
-    special: str | None = None  # "finish" / "think": shown as text, not as a tool call
-    special_text: list[str] = attrs.Factory(list)  # finish/think text already streamed
-    presentation: tuple[str, str, tuple[tuple[str, int | None], ...]] | None = None
-    args: dict[str, Any] | None = None  # kept until the call finishes
-
-
-# The `finish` and `think` tools are not tool calls for the client.
 # Events that produce nothing, without a debug line each.
 _QUIET_EVENTS = {
     "SystemPromptEvent",
@@ -207,7 +118,7 @@ _QUIET_EVENTS = {
 }
 
 
-class Translator:
+class Translator(ChunkTranslator):
     """One per ACP session; stateful (what was streamed, which tool calls were announced).
 
     `token(chunk)` for each litellm stream chunk, `event(event)` for each SDK event, in the
@@ -239,8 +150,8 @@ class Translator:
         self._is_dir = is_dir if is_dir is not None else os.path.isdir
         self._replaying = False
         self._streams = Streams()
-        self._pending: dict[tuple[str, int], _PendingCall] = {}
-        self._calls: dict[str, _Call] = {}
+        self._pending: dict[tuple[str, int], PendingCall] = {}
+        self._calls: dict[str, Call] = {}
         # Sub-agents' events (`SubagentEvent`), nested under their delegating calls.
         self._subagents = SubagentViews(
             lambda: Translator(self.cwd, is_dir=self._is_dir), self._finished
@@ -249,117 +160,6 @@ class Translator:
     def _finished(self, tool_call_id: str) -> bool:
         call = self._calls.get(tool_call_id)
         return call is not None and call.finished
-
-    # ---------------------------------------------------------------- streaming
-
-    def token(self, chunk: Any) -> list[SessionUpdate]:
-        """Updates for one litellm `ModelResponseStream` chunk (or a bare text delta)."""
-        if isinstance(chunk, str):
-            return self._streams.delta("bare-text-stream", chunk, "message") if chunk else []
-        # `field`, not getattr: this runs once per streamed token (translate/fields.py).
-        rid = field(chunk, "id") or "unidentified-response"
-        out: list[SessionUpdate] = []
-        for choice in field(chunk, "choices") or []:
-            if (field(choice, "index") or 0) != 0:
-                continue  # the SDK only uses the first choice
-            delta = field(choice, "delta")
-            if delta is None:
-                continue
-            reasoning = field(delta, "reasoning_content")
-            if isinstance(reasoning, str) and reasoning:
-                out += self._streams.delta(rid, reasoning, "thought")
-            content = field(delta, "content")
-            if isinstance(content, str) and content:
-                out += self._streams.delta(rid, content, "message")
-            for pos, tool_call in enumerate(field(delta, "tool_calls") or []):
-                out += self._tool_call_delta(rid, pos, tool_call)
-        return out
-
-    def _tool_call_delta(self, rid: str, pos: int, tool_call: Any) -> list[SessionUpdate]:
-        index = getattr(tool_call, "index", None)
-        if not isinstance(index, int):
-            index = pos
-        key = (rid, index)
-        pending = self._pending.get(key)
-        if pending is None:
-            pending = self._pending[key] = _PendingCall(rid, index)
-        call_id = getattr(tool_call, "id", None)
-        if call_id and pending.id is None:
-            pending.id = str(call_id)
-        function = getattr(tool_call, "function", None)
-        name = getattr(function, "name", None) if function is not None else None
-        if name and pending.name is None:
-            pending.name = str(name)
-        args = getattr(function, "arguments", None) if function is not None else None
-        completed: list[str] = []
-        pieces: dict[str, str] = {}
-        if isinstance(args, str) and args:
-            completed, pieces = pending.scanner.feed(args)
-
-        if not pending.opened:
-            if pending.id is None or pending.name is None or not _ready(pending):
-                return []
-            pending.opened = True
-            return self._open_streamed_call(pending)
-        call = self._calls.get(pending.id or "")
-        if call is None or call.finished:
-            return []
-        if call.special is not None:
-            text = pieces.get(lookup(call.special).text_arg or "")
-            return self._special_text(call, text) if text else []
-        if call.announced and not lookup(call.tool_name).title_args.isdisjoint(completed):
-            presentation = self._present(call.tool_name, pending.scanner.fields, None)
-            if presentation != call.presentation:
-                return [self._presentation_update(call, presentation)]
-        return []
-
-    def _open_streamed_call(self, pending: _PendingCall) -> list[SessionUpdate]:
-        assert pending.id is not None and pending.name is not None
-        call = self._calls.get(pending.id)
-        if call is not None:  # already known (a repeated id): leave it alone
-            return []
-        call = self._calls[pending.id] = _Call(pending.id, pending.name)
-        text_arg = lookup(pending.name).text_arg
-        if text_arg is not None:
-            call.special = pending.name
-            text = pending.scanner.value_so_far(text_arg)
-            return self._special_text(call, text) if text else []
-        fields = pending.scanner.fields
-        presentation = self._present(pending.name, _announced_fields(pending), None)
-        call.announced = True
-        call.presentation = presentation
-        title, kind, locations = presentation
-        return [
-            schema.ToolCallStart(
-                tool_call_id=pending.id,
-                title=title,
-                kind=kind,
-                name=pending.name,
-                status="pending",
-                locations=[location(p, line) for p, line in locations] or None,
-                raw_input=cap_json(dict(fields)),
-            )
-        ]
-
-    def _special_text(self, call: _Call, text: str) -> list[SessionUpdate]:
-        call.special_text.append(text)
-        part = "message" if call.special == "finish" else "thought"
-        return [text_chunk(part, text, message_id(call.tool_call_id, call.special or ""))]
-
-    def _presentation_update(
-        self, call: _Call, presentation: tuple[str, str, tuple[tuple[str, int | None], ...]]
-    ) -> SessionUpdate:
-        title, kind, locations = presentation
-        had_locations = bool(call.presentation and call.presentation[2])
-        call.presentation = presentation
-        return schema.ToolCallProgress(
-            tool_call_id=call.tool_call_id,
-            title=title,
-            kind=kind,
-            locations=[location(p, line) for p, line in locations]
-            if (locations or had_locations)
-            else None,
-        )
 
     # ---------------------------------------------------------------- events
 
@@ -499,7 +299,7 @@ class Translator:
         if role == "user" or source == "user":
             if not self._replaying:
                 return []  # the client sent it
-            return self._user_chunks(event, contents)
+            return user_chunks(event, contents)
         if role != "assistant" and source != "agent":
             return []
         sender = getattr(event, "sender", None)
@@ -507,7 +307,7 @@ class Translator:
             # trio-acp's own record of an interrupted turn (translate/interruptions.py).
             text = "".join(c.text for c in contents if isinstance(getattr(c, "text", None), str))
             how = "cancelled" if sender == CANCEL_SENDER else "stopped"
-            return _interruption(str(getattr(event, "id", "")), text, reasoning_of(message), how)
+            return interruption(str(getattr(event, "id", "")), text, reasoning_of(message), how)
         text = "".join(c.text for c in contents if isinstance(getattr(c, "text", None), str))
         images = any(getattr(c, "image_urls", None) for c in contents)
         out, key = self._response_text(event, text, reasoning_of(message), images)
@@ -518,33 +318,6 @@ class Translator:
                         content=image_block(url), message_id=message_id(key, "message")
                     )
                 )
-        return out
-
-    def _user_chunks(self, event: Any, contents: list[Any]) -> list[SessionUpdate]:
-        event_id = str(getattr(event, "id", ""))
-        try:
-            mid = str(uuid.UUID(event_id))
-        except ValueError:
-            mid = message_id(event_id, "user")
-        out: list[SessionUpdate] = []
-        first = getattr(contents[0], "text", None) if contents else None
-        if isinstance(first, str) and first.startswith(CANCEL_NOTE):
-            # The note an agent-server session puts before the message that follows a
-            # cancelled turn (remote.py) is for the model, not the user's words: shown as
-            # a local session shows its own note, then what the user typed.
-            out += _interruption(event_id, CANCEL_TEXT, "", "cancelled")
-            rest = first[len(CANCEL_NOTE) :].lstrip()
-            if rest:
-                out.append(schema.UserMessageChunk(content=text_block(rest), message_id=mid))
-            contents = contents[1:]
-        for c in contents:
-            text = getattr(c, "text", None)
-            if isinstance(text, str):
-                if text:
-                    out.append(schema.UserMessageChunk(content=text_block(text), message_id=mid))
-                continue
-            for url in getattr(c, "image_urls", None) or []:
-                out.append(schema.UserMessageChunk(content=image_block(url), message_id=mid))
         return out
 
     def _on_action(self, event: Any) -> list[SessionUpdate]:
@@ -571,7 +344,7 @@ class Translator:
             final = getattr(action, spec.text_arg, None)
             final = final if isinstance(final, str) else ""
             if call is None:
-                call = self._calls[call_id] = _Call(call_id, tool)
+                call = self._calls[call_id] = Call(call_id, tool)
             part = "message" if special == "finish" else "thought"
             out += remainder(part, final, "".join(call.special_text), message_id(call_id, special))
             if call.announced and not call.finished:  # streamed under another name
@@ -601,7 +374,7 @@ class Translator:
             )
             call.tool_name = tool
         else:
-            call = self._calls[call_id] = _Call(call_id, tool, announced=True)
+            call = self._calls[call_id] = Call(call_id, tool, announced=True)
             out.append(
                 schema.ToolCallStart(
                     tool_call_id=call_id,
@@ -722,7 +495,7 @@ class Translator:
         self,
         call_id: str,
         tool: str,
-        call: _Call | None,
+        call: Call | None,
         status: str,
         content: list[Any] | None,
         raw_output: Any,
@@ -744,7 +517,7 @@ class Translator:
         args = call.args if call is not None and call.args else {}
         title, kind, presented = self._present(tool or "tool", args, None)
         if call is None:
-            call = self._calls[call_id] = _Call(call_id, tool)
+            call = self._calls[call_id] = Call(call_id, tool)
         call.announced = True
         call.finished = True
         call.args = None
@@ -759,11 +532,6 @@ class Translator:
             raw_input=cap_json(args) if args else None,
             raw_output=raw_output,
         )
-
-    # -- presentation -----------------------------------------------------------------------
-
-    def _present(self, tool: str, args: dict[str, Any], summary: str | None) -> Presentation:
-        return present(tool, args, summary, cwd=self.cwd, is_dir=self._is_dir)
 
 
 _HANDLERS: dict[str, Callable[[Translator, Any], list[SessionUpdate]]] = {
