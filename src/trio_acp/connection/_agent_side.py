@@ -28,6 +28,8 @@ AGENT_METHOD_ATTRS = {
     "session/fork": "fork_session",
     "session/set_title": "set_session_title",
     "session/status": "session_status",
+    "session/archive": "archive_session",
+    "session/unarchive": "unarchive_session",
     "auth/status": "auth_status",
     "session/set_mode": "set_session_mode",
     "session/set_config_option": "set_session_config_option",

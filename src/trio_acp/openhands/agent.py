@@ -45,7 +45,7 @@ from trio_acp.openhands.errors import (
     unknown_session,
 )
 from trio_acp.openhands.sdk import SdkLoader, build_agent, build_llm
-from trio_acp.openhands.sessions import commands, session_meta, turn_usage
+from trio_acp.openhands.sessions import archive, commands, session_meta, turn_usage
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.build import SessionPlan, build_session, open_failure, short
 from trio_acp.openhands.sessions.collector import collector_paused
@@ -504,24 +504,53 @@ class OpenHandsAgent(AgentHooks):
     ) -> schema.ListSessionsResponse:
         if params.cwd is not None and not os.path.isabs(params.cwd):
             raise RequestError.invalid_params(f"cwd must be an absolute path, got {params.cwd!r}")
+        archived = archive.archive_filter(params)  # unstable (sessions/archive.py)
+        flagged = archive.reports_archived(params, getattr(self._client, "capabilities", None))
         store = SessionStore(self._settings().conversations_dir)
         try:
-            page, cursor = await trio.to_thread.run_sync(store.list, params.cwd, params.cursor)
+            page, cursor = await trio.to_thread.run_sync(
+                store.list, params.cwd, params.cursor, archived
+            )
         except ValueError as exc:
             raise RequestError.invalid_params(str(exc)) from None
-        return schema.ListSessionsResponse(
+        return unstable.ListSessionsResponse(
             sessions=[
-                schema.SessionInfo(
+                unstable.SessionInfo(
                     session_id=s.session_id,
                     cwd=s.cwd,
                     title=s.title,
                     updated_at=s.updated_at,
                     additional_directories=s.additional_directories or None,
+                    archived=s.archived if flagged else None,
                 )
                 for s in page
             ],
             next_cursor=cursor,
         )
+
+    @explained("session/archive")
+    async def archive_session(
+        self, params: unstable.ArchiveSessionRequest
+    ) -> unstable.ArchiveSessionResponse:
+        store = SessionStore(self._settings().conversations_dir)
+
+        async def close(sid: uuid.UUID) -> None:  # as session/close closes it
+            live = self._sessions.pop(sid, None)
+            if live is not None:
+                await live.close()
+
+        sid = parse_session_id(params.session_id)
+        if sid is None:
+            return await archive.archive(params, self._sessions, store, close)
+        async with self._lock_for(sid):  # not while it is being loaded or deleted
+            return await archive.archive(params, self._sessions, store, close)
+
+    @explained("session/unarchive")
+    async def unarchive_session(
+        self, params: unstable.UnarchiveSessionRequest
+    ) -> unstable.UnarchiveSessionResponse:
+        store = SessionStore(self._settings().conversations_dir)
+        return await archive.unarchive(params, self._sessions, store)
 
     @explained("session/delete")
     async def delete_session(
