@@ -60,6 +60,12 @@ EXAMPLES = [
     u.SubagentUpdate(
         session_id="s/c", state=u.SubagentState(state="idle", stop_reason="cancelled")
     ),
+    u.SubagentUpdate(
+        session_id="s/c",
+        state=u.SubagentState(
+            state="idle", stop_reason="error", error=schema.Error(code=-32603, message="m")
+        ),
+    ),
 ]
 
 

@@ -66,7 +66,7 @@ from trio_acp.openhands.setup.models import model_choices
 from trio_acp.openhands.setup.settings import Settings, SettingsError, load_settings
 from trio_acp.openhands.setup.user_setup import mcp_file_secrets, stored_tools
 from trio_acp.openhands.sign_in import SignIn
-from trio_acp.openhands.translate.plans import spell_for_client
+from trio_acp.openhands.translate.subagents import SubagentSessions
 from trio_acp.rpc import FrameMask, RequestError, after_response
 from trio_acp.schema import unstable
 
@@ -112,11 +112,15 @@ class OpenHandsAgent(AgentHooks):
         # initialize, authenticate, logout, and what a missing model's answer says.
         self._sign_in = SignIn(env)
         self._auth_reporter = AuthStatusReporter()
+        # Sub-agents as child sessions, for a client with `subagents` (subagents.py).
+        self._subagent_sessions = SubagentSessions()
 
     def on_connect(self, client: ClientProxy) -> None:
         self._client = client
-        if hasattr(client, "update_hook"):  # the plan as the client takes it (plans.py)
-            client.update_hook = spell_for_client
+        if hasattr(client, "update_hook"):
+            # The plan as the client takes it, sub-agents as child sessions for a client
+            # with `subagents` (translate/plans.py, translate/subagents.py).
+            client.update_hook = self._subagent_sessions.spell
 
     def _settings(self) -> Settings:
         try:
@@ -633,6 +637,7 @@ class OpenHandsAgent(AgentHooks):
         session = self._sessions.get(sid) if sid is not None else None
         if session is None:
             return
+        self._subagent_sessions.prompt_received(params.session_id)
         self._received_prompts[id(params)] = (params, session)
         session.prompt_received(id(params))
 
@@ -657,6 +662,7 @@ class OpenHandsAgent(AgentHooks):
             session = self._session(params.session_id)
         except RequestError:
             return  # a notification: nobody to tell
+        self._subagent_sessions.cancel_requested(params.session_id)
         session.request_cancel()
 
     @explained("session/close")

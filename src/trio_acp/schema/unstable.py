@@ -463,6 +463,8 @@ class SubagentState:
     state: str
     stop_reason: t.StopReason | None = None
     usage: Usage | None = None
+    #: With `stop_reason` ``error``: the failure, as a JSON-RPC error object.
+    error: t.Error | None = None
     meta: dict[str, Any] | None = None
 
 
