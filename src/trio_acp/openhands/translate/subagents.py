@@ -313,9 +313,9 @@ class SubagentSessions:
                 return [notification, *out]
         if update.status in ("completed", "failed"):
             self._args.pop(key, None)
-            child = self._running.pop(key, None)
-            if child is not None:
-                return [notification, self._ended(sid, child, update)]
+            ended = self._running.pop(key) if key in self._running else None
+            if ended is not None:
+                return [notification, self._ended(sid, ended, update)]
         return [notification]
 
     def _announce(
