@@ -46,6 +46,26 @@ EXAMPLES = [
     u.InitializeRequest(
         protocol_version=1, client_capabilities=u.ClientCapabilities(plan=u.PlanCapabilities())
     ),
+    u.SessionArchiveCapabilities(),
+    u.ArchiveSessionRequest(session_id="s"),
+    u.ArchiveSessionResponse(),
+    u.UnarchiveSessionRequest(session_id="s"),
+    u.UnarchiveSessionResponse(),
+    u.ListSessionsRequest(cwd="/w", archived="only"),
+    u.SessionInfo(session_id="s", cwd="/w", archived=True),
+    u.ListSessionsResponse(sessions=[u.SessionInfo(session_id="s", cwd="/w", archived=False)]),
+    u.SubagentUpdate(
+        session_id="s/c", title="t", description="d", state=u.SubagentState(state="running")
+    ),
+    u.SubagentUpdate(
+        session_id="s/c", state=u.SubagentState(state="idle", stop_reason="cancelled")
+    ),
+    u.SubagentUpdate(
+        session_id="s/c",
+        state=u.SubagentState(
+            state="idle", stop_reason="error", error=schema.Error(code=-32603, message="m")
+        ),
+    ),
 ]
 
 
@@ -77,4 +97,5 @@ def test_every_unstable_class_has_an_example():
         "Usage",
         "PlanCapabilities",
         "SubagentCapabilities",
+        "SubagentState",  # the schema's StateUpdate: in SubagentUpdate's examples
     }

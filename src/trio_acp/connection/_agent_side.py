@@ -28,6 +28,8 @@ AGENT_METHOD_ATTRS = {
     "session/fork": "fork_session",
     "session/set_title": "set_session_title",
     "session/status": "session_status",
+    "session/archive": "archive_session",
+    "session/unarchive": "unarchive_session",
     "auth/status": "auth_status",
     "session/set_mode": "set_session_mode",
     "session/set_config_option": "set_session_config_option",
@@ -82,11 +84,13 @@ class ClientProxy(Proxy):
         self.capabilities: schema.ClientCapabilities = schema.ClientCapabilities()
         self.client_info: schema.Implementation | None = None
         # The agent's say on how an update is spelled for this client (its capabilities,
-        # the notification -> the notification to send): e.g. the unstable `plan_update`
-        # for a client that takes it. None: as given.
+        # the notification -> the notifications to send, in order): e.g. the unstable
+        # `plan_update` for a client that takes it, or a sub-agent's announcement before
+        # its delegating call's start. None: as given.
         self.update_hook: (
             Callable[
-                [schema.ClientCapabilities, schema.SessionNotification], schema.SessionNotification
+                [schema.ClientCapabilities, schema.SessionNotification],
+                schema.SessionNotification | list[schema.SessionNotification],
             ]
             | None
         ) = None
@@ -114,16 +118,21 @@ class ClientProxy(Proxy):
     ) -> None:
         """``at_once``: the last update the sender has for now (`Peer.notify`)."""
         notification = build_params(schema.SessionNotification, params, kw)
-        if self.update_hook is not None:
-            notification = self.update_hook(self.capabilities, notification)
-        # Updates a client must have asked for (spec: agents MUST only send them then).
-        if isinstance(notification.update, schema.NoticeUpdate):
-            self._require_session_flag("notices", "session.notices")
-        elif isinstance(
-            notification.update, (schema.CompactionUpdate, schema.CompactionSummaryChunk)
-        ):
-            self._require_session_flag("compaction", "session.compaction")
-        await self._notify("session/update", notification, at_once=at_once)
+        spelled = (
+            [notification]
+            if self.update_hook is None
+            else self.update_hook(self.capabilities, notification)
+        )
+        if not isinstance(spelled, list):
+            spelled = [spelled]
+        for i, each in enumerate(spelled):
+            # Updates a client must have asked for (spec: agents MUST only send them then).
+            if isinstance(each.update, schema.NoticeUpdate):
+                self._require_session_flag("notices", "session.notices")
+            elif isinstance(each.update, (schema.CompactionUpdate, schema.CompactionSummaryChunk)):
+                self._require_session_flag("compaction", "session.compaction")
+            last = i == len(spelled) - 1
+            await self._notify("session/update", each, at_once=at_once and last)
 
     async def request_permission(
         self, params: schema.RequestPermissionRequest | None = None, /, **kw: Any

@@ -33,7 +33,7 @@ from trio_acp.openhands.errors import (
     unknown_session,
 )
 from trio_acp.openhands.sdk import SdkLoader
-from trio_acp.openhands.sessions import session_meta, turn_usage
+from trio_acp.openhands.sessions import archive, session_meta, turn_usage
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.collector import collector_paused
 from trio_acp.openhands.sessions.forking import SessionForking
@@ -49,7 +49,7 @@ from trio_acp.openhands.setup.audio_input import (
     model_fields,
 )
 from trio_acp.openhands.sign_in import SignIn
-from trio_acp.openhands.translate.plans import spell_for_client
+from trio_acp.openhands.translate.subagents import SubagentSessions
 from trio_acp.rpc import FrameMask, RequestError, after_response
 from trio_acp.schema import unstable
 
@@ -84,11 +84,15 @@ class OpenHandsAgent(SessionForking, AgentHooks):
         # initialize, authenticate, logout, and what a missing model's answer says.
         self._sign_in = SignIn(env)
         self._auth_reporter = AuthStatusReporter()
+        # Sub-agents as child sessions, for a client with `subagents` (subagents.py).
+        self._subagent_sessions = SubagentSessions()
 
     def on_connect(self, client: ClientProxy) -> None:
         self._client = client
-        if hasattr(client, "update_hook"):  # the plan as the client takes it (plans.py)
-            client.update_hook = spell_for_client
+        if hasattr(client, "update_hook"):
+            # The plan as the client takes it, sub-agents as child sessions for a client
+            # with `subagents` (translate/plans.py, translate/subagents.py).
+            client.update_hook = self._subagent_sessions.spell
 
     def frame_mask(self) -> FrameMask:
         """The connection's writer masks every frame with it, whatever made the frame and
@@ -194,24 +198,53 @@ class OpenHandsAgent(SessionForking, AgentHooks):
     ) -> schema.ListSessionsResponse:
         if params.cwd is not None and not os.path.isabs(params.cwd):
             raise RequestError.invalid_params(f"cwd must be an absolute path, got {params.cwd!r}")
+        archived = archive.archive_filter(params)  # unstable (sessions/archive.py)
+        flagged = archive.reports_archived(params, getattr(self._client, "capabilities", None))
         store = SessionStore(self._settings().conversations_dir)
         try:
-            page, cursor = await trio.to_thread.run_sync(store.list, params.cwd, params.cursor)
+            page, cursor = await trio.to_thread.run_sync(
+                store.list, params.cwd, params.cursor, archived
+            )
         except ValueError as exc:
             raise RequestError.invalid_params(str(exc)) from None
-        return schema.ListSessionsResponse(
+        return unstable.ListSessionsResponse(
             sessions=[
-                schema.SessionInfo(
+                unstable.SessionInfo(
                     session_id=s.session_id,
                     cwd=s.cwd,
                     title=s.title,
                     updated_at=s.updated_at,
                     additional_directories=s.additional_directories or None,
+                    archived=s.archived if flagged else None,
                 )
                 for s in page
             ],
             next_cursor=cursor,
         )
+
+    @explained("session/archive")
+    async def archive_session(
+        self, params: unstable.ArchiveSessionRequest
+    ) -> unstable.ArchiveSessionResponse:
+        store = SessionStore(self._settings().conversations_dir)
+
+        async def close(sid: uuid.UUID) -> None:  # as session/close closes it
+            live = self._sessions.pop(sid, None)
+            if live is not None:
+                await live.close()
+
+        sid = parse_session_id(params.session_id)
+        if sid is None:
+            return await archive.archive(params, self._sessions, store, close)
+        async with self._lock_for(sid):  # not while it is being loaded or deleted
+            return await archive.archive(params, self._sessions, store, close)
+
+    @explained("session/unarchive")
+    async def unarchive_session(
+        self, params: unstable.UnarchiveSessionRequest
+    ) -> unstable.UnarchiveSessionResponse:
+        store = SessionStore(self._settings().conversations_dir)
+        return await archive.unarchive(params, self._sessions, store)
 
     @explained("session/delete")
     async def delete_session(
@@ -294,6 +327,7 @@ class OpenHandsAgent(SessionForking, AgentHooks):
         session = self._sessions.get(sid) if sid is not None else None
         if session is None:
             return
+        self._subagent_sessions.prompt_received(params.session_id)
         self._received_prompts[id(params)] = (params, session)
         session.prompt_received(id(params))
 
@@ -318,6 +352,7 @@ class OpenHandsAgent(SessionForking, AgentHooks):
             session = self._session(params.session_id)
         except RequestError:
             return  # a notification: nobody to tell
+        self._subagent_sessions.cancel_requested(params.session_id)
         session.request_cancel()
 
     @explained("session/close")

@@ -83,6 +83,8 @@ class SignIn:
                     # session/set_title and session/status (sessions/session_meta.py).
                     title=unstable.SessionTitleCapabilities(),
                     status=unstable.SessionStatusCapabilities(),
+                    # session/archive and session/unarchive (sessions/archive.py).
+                    archive=unstable.SessionArchiveCapabilities(),
                     # Extra workspace roots (session_roots.py, docs/editor-workspace.md).
                     additional_directories=schema.SessionAdditionalDirectoriesCapabilities(),
                 ),

@@ -10,7 +10,9 @@ namespace; use ``trio_acp.schema.unstable``.
 Currently: ``session/fork`` (the ``sessionCapabilities.fork`` capability, its request
 and response); client system prompts (``sessionCapabilities.systemPrompt``, ``systemPrompt``
 on session/new, load, resume and fork; schema 1.30 made them stable with the same shape);
-``session/set_title`` and ``session/status``; ``PromptResponse.usage``.
+``session/set_title`` and ``session/status``; ``PromptResponse.usage``; ``session/archive``
+and ``session/unarchive`` (``sessionCapabilities.archive``, the ``archived`` filter of
+``session/list`` and ``SessionInfo.archived``); the ``subagent_update`` session update.
 """
 
 from typing import Any, Literal
@@ -35,15 +37,23 @@ __all__ = [
     "AuthStatusResponse",
     "AuthStatusUpdateNotification",
     "KnownAuthState",
+    "ArchiveSessionRequest",
+    "ArchiveSessionResponse",
     "ForkSessionRequest",
     "ForkSessionResponse",
+    "KnownSessionArchiveFilter",
     "KnownSessionStatus",
+    "ListSessionsRequest",
+    "ListSessionsResponse",
     "KnownSystemPromptMode",
     "LoadSessionRequest",
     "NewSessionRequest",
     "PromptResponse",
     "ResumeSessionRequest",
+    "SessionArchiveCapabilities",
+    "SessionArchiveFilter",
     "SessionCapabilities",
+    "SessionInfo",
     "SessionForkCapabilities",
     "SessionStatus",
     "SessionStatusCapabilities",
@@ -56,7 +66,11 @@ __all__ = [
     "SetSessionTitleRequest",
     "SetSessionTitleResponse",
     "SystemPrompt",
+    "SubagentState",
+    "SubagentUpdate",
     "SystemPromptMode",
+    "UnarchiveSessionRequest",
+    "UnarchiveSessionResponse",
     "Usage",
 ]
 
@@ -72,6 +86,11 @@ KnownAuthState = Literal["authenticated", "unauthenticated", "not_required", "un
 #: Whether the agent has a session in memory (``open``) or only stored (``saved``).
 SessionStatus = str
 KnownSessionStatus = Literal["open", "saved"]
+
+#: Which sessions `session/list` returns by archive state: ``exclude`` (the default),
+#: ``include``, ``only``, or a custom/future value (refused with -32602 by name).
+SessionArchiveFilter = str
+KnownSessionArchiveFilter = Literal["exclude", "include", "only"]
 
 
 @attrs.define(kw_only=True)
@@ -122,6 +141,14 @@ class SessionStatusCapabilities:
 
 
 @attrs.define(kw_only=True)
+class SessionArchiveCapabilities:
+    """UNSTABLE. `session/archive` and `session/unarchive`, the `archived` filter on
+    `session/list` and `SessionInfo.archived` (``{}``: all supported)."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
 class SessionCapabilities(t.SessionCapabilities):
     """The stable session capabilities plus the UNSTABLE ones.
 
@@ -137,6 +164,8 @@ class SessionCapabilities(t.SessionCapabilities):
     title: SessionTitleCapabilities | None = None
     #: Whether the agent supports `session/status`.
     status: SessionStatusCapabilities | None = None
+    #: Whether the agent supports `session/archive` and `session/unarchive`.
+    archive: SessionArchiveCapabilities | None = None
 
 
 @attrs.define(kw_only=True)
@@ -366,6 +395,96 @@ class InitializeRequest(t.InitializeRequest):
     client_capabilities: ClientCapabilities | None = None
 
 
+@attrs.define(kw_only=True)
+class ArchiveSessionRequest:
+    """UNSTABLE. Archive a session: hidden from default `session/list` results, its id and
+    saved history kept. An active session is closed first (its work cancelled). Archiving
+    an archived session succeeds; one that does not exist gets -32002."""
+
+    session_id: t.SessionId
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class ArchiveSessionResponse:
+    """UNSTABLE. Response from archiving a session."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class UnarchiveSessionRequest:
+    """UNSTABLE. Return a session to default `session/list` results (never loads or
+    resumes it). Unarchiving a session that is not archived succeeds; one that does not
+    exist gets -32002."""
+
+    session_id: t.SessionId
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class UnarchiveSessionResponse:
+    """UNSTABLE. Response from unarchiving a session."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class ListSessionsRequest(t.ListSessionsRequest):
+    """The stable request plus the UNSTABLE `archived` filter (omitted: ``exclude``)."""
+
+    archived: SessionArchiveFilter | None = None
+
+
+@attrs.define(kw_only=True)
+class SessionInfo(t.SessionInfo):
+    """The stable entry plus the UNSTABLE `archived` flag (omitted: not reported)."""
+
+    archived: bool | None = None
+
+
+@attrs.define(kw_only=True)
+class ListSessionsResponse(t.ListSessionsResponse):
+    """The stable response, its entries encoded with the UNSTABLE `archived` flag (a list
+    is encoded by its declared item type: `SessionInfo` here, not the stable one)."""
+
+    sessions: list[SessionInfo]  # type: ignore[assignment]
+
+
+@attrs.define(kw_only=True)
+class SubagentState:
+    """UNSTABLE `StateUpdate`: a child's foreground-work state, a whole snapshot.
+
+    ``running``; ``idle`` (done for now, with its `stop_reason` — ``end_turn``,
+    ``cancelled``, ... — and `usage` when known); ``requires_action``; ``unknown``. One class
+    for the schema's variants: the ones sent here differ only by these optional fields.
+    """
+
+    state: str
+    stop_reason: t.StopReason | None = None
+    usage: Usage | None = None
+    #: With `stop_reason` ``error``: the failure, as a JSON-RPC error object.
+    error: t.Error | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.define(kw_only=True)
+class SubagentUpdate:
+    """UNSTABLE `subagent_update` (a `SessionUpdate` variant, sent on the parent session):
+    announces a child session the parent created and owns, or patches its metadata.
+
+    Only `session_id` is required; an omitted field keeps its value (`attrs` None here is
+    omitted on the wire: this class never clears a field). The first update for a child
+    MUST come before any of the child's own traffic.
+    """
+
+    session_id: t.SessionId
+    title: str | None = None
+    description: str | None = None
+    state: SubagentState | None = None
+    meta: dict[str, Any] | None = None
+
+
 #: Unstable methods an agent may serve (client -> agent), by name.
 UNSTABLE_AGENT_METHODS: dict[str, MethodSpec] = {
     "session/fork": MethodSpec("session/fork", ForkSessionRequest, ForkSessionResponse),
@@ -381,6 +500,11 @@ UNSTABLE_AGENT_METHODS: dict[str, MethodSpec] = {
     ),
     "session/status": MethodSpec("session/status", SessionStatusRequest, SessionStatusResponse),
     "auth/status": MethodSpec("auth/status", AuthStatusRequest, AuthStatusResponse),
+    "session/archive": MethodSpec("session/archive", ArchiveSessionRequest, ArchiveSessionResponse),
+    "session/unarchive": MethodSpec(
+        "session/unarchive", UnarchiveSessionRequest, UnarchiveSessionResponse
+    ),
+    "session/list": MethodSpec("session/list", ListSessionsRequest, ListSessionsResponse),
 }
 
 #: Unstable methods a client may serve (agent -> client), by name.

@@ -52,6 +52,8 @@ class StoredSession:
     updated_at: str
     # The last additionalDirectories the session was opened with (session_roots.py).
     additional_directories: list[str] = attrs.Factory(list)
+    # Archived by `session/archive` (sessions/archive.py): hidden from default lists.
+    archived: bool = False
 
 
 # A file's identity for the listing cache: replaced (new inode), rewritten (mtime, size) or
@@ -77,7 +79,7 @@ RACY_NS = 2_000_000_000
 
 # The cache file's format: a cache of another format or another version of trio-acp (whose
 # reading of a session may differ) is not used. Bump it when `_read`'s result changes.
-_CACHE_FORMAT = f"1/{__version__}"
+_CACHE_FORMAT = f"2/{__version__}"
 
 
 @attrs.define
@@ -175,9 +177,10 @@ def _stamp_of(raw: Any) -> Stamp:
 
 
 def _session_of(sid: str, raw: Any) -> StoredSession:
-    session_id, cwd, title, updated, dirs = raw
+    session_id, cwd, title, updated, dirs, archived = raw
     if (
         session_id != sid
+        or type(archived) is not bool
         or not is_abs_path(cwd)
         or not (title is None or (type(title) is str and _is_clean_title(title)))
         or not is_timestamp(updated)
@@ -187,7 +190,7 @@ def _session_of(sid: str, raw: Any) -> StoredSession:
     for d in dirs:
         if type(d) is not str or not is_wire_text(d):
             raise ValueError(raw)
-    return StoredSession(session_id, cwd, title, updated, dirs)
+    return StoredSession(session_id, cwd, title, updated, dirs, archived)
 
 
 def save_cache(root: str, entries: dict[str, tuple[Stamps, StoredSession | None]]) -> None:
@@ -204,6 +207,7 @@ def save_cache(root: str, entries: dict[str, tuple[Stamps, StoredSession | None]
                     stored.title,
                     stored.updated_at,
                     stored.additional_directories,
+                    stored.archived,
                 ],
             ]
             for name, (stamps, stored) in entries.items()

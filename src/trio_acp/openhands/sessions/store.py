@@ -71,10 +71,20 @@ INDEX_FILE = "trio_acp_session.json"
 # The index key naming the agent-server of a remote session.
 AGENT_SERVER = "agentServer"
 RULES_FILE = "trio_acp_rules.json"
+# The index key of an archived session (`session/archive`, sessions/archive.py).
+ARCHIVED = "archived"
+# session/list's `archived` filter: which archive states each value lists.
+ARCHIVE_FILTERS: dict[str, frozenset[bool]] = {
+    "exclude": frozenset({False}),
+    "include": frozenset({False, True}),
+    "only": frozenset({True}),
+}
 PAGE_SIZE = 50
 # Named here too, for the modules that know sessions by this one.
 __all__ = [
     "AGENT_SERVER",
+    "ARCHIVED",
+    "ARCHIVE_FILTERS",
     "DAMAGED",
     "INDEX_FILE",
     "LIST_CACHE_FILE",
@@ -117,6 +127,7 @@ class _Walk:
 
     root: str
     cwd: str | None
+    archived: str  # the list's archive filter (ARCHIVE_FILTERS)
     names: tuple[str, ...]  # session directory names, in the list's order
     until: float  # time.monotonic() past which it is forgotten
 
@@ -185,6 +196,18 @@ class SessionStore:
         """Set the session's title (`session/set_title`), replacing the one it had."""
         data = self._index(sid)
         data["title"] = title
+        self._write_index(sid, data)
+
+    def write_archived(self, sid: uuid.UUID, archived: bool) -> None:
+        """Archive the session or bring it back (sessions/archive.py); its files stay, and
+        `updatedAt` too (archiving is no activity of the session's)."""
+        data = self._index(sid)
+        if (data.get(ARCHIVED) is True) == archived:
+            return  # already so: the index is not rewritten
+        if archived:
+            data[ARCHIVED] = True
+        else:
+            data.pop(ARCHIVED, None)
         self._write_index(sid, data)
 
     def read_options(self, sid: uuid.UUID) -> dict[str, Any]:
@@ -289,12 +312,13 @@ class SessionStore:
         if damaged:
             title = f"{DAMAGED} {title or 'untitled session'}"
         roots = [d for d in roots_from_index(index) if is_wire_text(d)]
-        return StoredSession(str(sid), cwd, title, updated, roots)
+        return StoredSession(str(sid), cwd, title, updated, roots, index.get(ARCHIVED) is True)
 
     def _walk_page(
         self, walk: _Walk, walk_id: str, offset: int, cwd: str | None
     ) -> tuple[list[StoredSession], str | None]:
         page: list[tuple[StoredSession, str]] = []
+        states = ARCHIVE_FILTERS[walk.archived]
         now_ns = time.time_ns()
         with self._listing.lock:
             for name in walk.names[offset : offset + PAGE_SIZE]:
@@ -303,8 +327,10 @@ class SessionStore:
                 stored = (
                     self._read_cached(path, name, set(), now_ns) if os.path.isdir(path) else None
                 )
-                if stored is not None and (
-                    cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd)
+                if (
+                    stored is not None
+                    and stored.archived in states
+                    and (cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd))
                 ):
                     page.append((stored, name))
         if not self._vouch(page):
@@ -375,8 +401,14 @@ class SessionStore:
         listing.dirty = True
         set_aside_cache(str(self.root), why)
 
-    def list(self, cwd: str | None, cursor: str | None) -> tuple[list[StoredSession], str | None]:
+    def list(
+        self, cwd: str | None, cursor: str | None, archived: str = "exclude"
+    ) -> tuple[list[StoredSession], str | None]:
         """One page of sessions, newest first; raises ValueError for a cursor we did not make.
+
+        `archived` (ARCHIVE_FILTERS) picks sessions by archive state before the pages are
+        cut, as the unstable `session/list` filter asks: archived ones are left out unless
+        asked for (sessions/archive.py).
 
         A first page checks every session's files (`_read_cached`); its cursor names a walk
         that keeps the order it found, and the pages after it follow that order, checking
@@ -398,8 +430,15 @@ class SessionStore:
         now = time.monotonic()
         if walk_id is not None:
             walk = _WALKS.get(walk_id)
-            if walk is not None and walk.root == root and walk.cwd == cwd and now < walk.until:
+            if (
+                walk is not None
+                and walk.root == root
+                and walk.cwd == cwd
+                and walk.archived == archived
+                and now < walk.until
+            ):
                 return self._walk_page(walk, walk_id, offset, cwd)
+        states = ARCHIVE_FILTERS[archived]
         found: list[tuple[StoredSession, str]] = []  # and its directory's name
         # Left out by the cwd filter on the cache file's word alone (`_vouch_cwds`).
         left_out: list[tuple[StoredSession, str]] = []
@@ -423,7 +462,7 @@ class SessionStore:
             for entry in entries:
                 if entry.is_dir():
                     stored = self._read_cached(entry.path, entry.name, seen, now_ns)
-                    if stored is None:
+                    if stored is None or stored.archived not in states:
                         continue
                     if cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd):
                         found.append((stored, entry.name))
@@ -438,10 +477,10 @@ class SessionStore:
         if saving is not None:
             save_cache(root, saving)
         if not self._vouch_cwds(left_out):
-            return self.list(cwd, cursor)  # now read from the files
+            return self.list(cwd, cursor, archived)  # now read from the files
         found.sort(key=lambda f: (f[0].updated_at, f[0].session_id), reverse=True)
         if not self._vouch(found[offset : offset + PAGE_SIZE]):
-            return self.list(cwd, cursor)  # now read from the files
+            return self.list(cwd, cursor, archived)  # now read from the files
         page = [stored for stored, _ in found[offset : offset + PAGE_SIZE]]
         if offset + PAGE_SIZE >= len(found):
             return page, None
@@ -449,7 +488,9 @@ class SessionStore:
             if now >= old.until or len(_WALKS) >= _WALKS_KEPT:
                 _WALKS.pop(old_id, None)  # expired, or the oldest of too many
         walk_id = uuid.uuid4().hex
-        _WALKS[walk_id] = _Walk(root, cwd, tuple(name for _, name in found), now + _WALK_SECONDS)
+        _WALKS[walk_id] = _Walk(
+            root, cwd, archived, tuple(name for _, name in found), now + _WALK_SECONDS
+        )
         return page, _encode_cursor(offset + PAGE_SIZE, walk_id)
 
     def delete(self, sid: uuid.UUID) -> None:

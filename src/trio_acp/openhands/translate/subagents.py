@@ -26,6 +26,16 @@ and shown right after the sub-agent's last event, so those are shown rather than
 The end of a turn releases what is still held (`release_all`).
 
 Each delegation gets a translator of its own (its tool call ids are its own namespace).
+
+A client that advertises the unstable `subagents` capability gets the sub-agent as a child
+session as well (`SubagentSessions`, the connection's `ClientProxy.update_hook`): the
+delegating call's start announces it with a `subagent_update` on the parent session
+(title, the prompt as its description, state `running`); the sub-agent's tool calls go
+out on the child's session id instead of the parent's; the delegating call's end is
+followed by a `subagent_update` with state `idle` and its stop reason (`end_turn`,
+`cancelled` after a `session/cancel`, `error`). Every other client sees exactly what
+is described above.
+
 Pure: no trio, no `openhands.*`.
 """
 
@@ -38,14 +48,18 @@ import attrs
 
 from trio_acp import schema
 from trio_acp.openhands.translate.content import text_item
+from trio_acp.openhands.translate.plans import spell_for_client
 from trio_acp.openhands.translate.text import one_line
+from trio_acp.schema import UnknownVariant, unstable
 
 __all__ = [
     "META_KEY",
     "SubagentBegan",
     "SubagentEnded",
     "SubagentEvent",
+    "SubagentSessions",
     "SubagentViews",
+    "child_session_id",
     "nested_id",
 ]
 
@@ -195,3 +209,145 @@ class SubagentViews:
         lines = [f"{_MARK.get(status, '·')} {title}" for title, status in steps if title]
         text = f"Sub-agent {d.label}:\n" + "\n".join(f"- {line}" for line in lines)
         return schema.ToolCallProgress(tool_call_id=d.parent, content=[text_item(text)])
+
+
+# ------------------------------------------------------------------ the `subagents` client
+
+#: The title prefix of a delegating `task` call (translate/tools.py, `_delegate_present`).
+_DELEGATING_TITLE = "Sub-agent "
+# A failed delegating call's text, as the child's error (bounded).
+_MAX_ERROR = 500
+
+
+def child_session_id(session_id: str, parent_tool_call_id: str) -> str:
+    """The child session id of the sub-agent a delegating call started (opaque to the
+    client; unique per connection, as tool call ids are per session)."""
+    return f"{session_id}/{parent_tool_call_id}"
+
+
+def _subagent_update(child: str, **fields: Any) -> UnknownVariant:
+    # The unstable variant is not in the generated union (schema/types.py): it goes out
+    # as an UnknownVariant, which encodes exactly as given (schema/_variants.py).
+    update = unstable.SubagentUpdate(session_id=child, **fields)
+    return UnknownVariant(
+        tag="subagent_update", data={"sessionUpdate": "subagent_update", **schema.to_wire(update)}
+    )
+
+
+def _nesting(update: schema.ToolCallStart | schema.ToolCallProgress) -> tuple[str, str] | None:
+    """(delegating call id, label) of a sub-agent's tool call update; None for others."""
+    ours = (update.meta or {}).get(META_KEY)
+    if not isinstance(ours, dict):
+        return None
+    parent, label = ours.get("parentToolCallId"), ours.get("subagent")
+    if not isinstance(parent, str) or not isinstance(label, str):
+        return None
+    return parent, label
+
+
+def _text_of(update: schema.ToolCallProgress) -> str | None:
+    for item in update.content or []:
+        text = getattr(getattr(item, "content", None), "text", None)
+        if isinstance(text, str) and text.strip():
+            return one_line(text, _MAX_ERROR)
+    return None
+
+
+class SubagentSessions:
+    """The connection's `update_hook` (connection/_agent_side.py): the plan spelled as the
+    client takes it (plans.py), and, for a client with the unstable `subagents`
+    capability, sub-agents as child sessions (the module's docstring).
+
+    One per connection; it sees every update the connection sends, in order, on the Trio
+    thread. It keeps the delegations it announced (until their end) and the sessions whose
+    turn a `session/cancel` cut (`cancel_requested`, until the next prompt).
+    """
+
+    def __init__(self) -> None:
+        # (session id, delegating call id) -> child session id, while the child runs.
+        self._running: dict[tuple[str, str], str] = {}
+        self._cancelled: set[str] = set()
+        # The arguments of delegating calls not yet running (they stream in).
+        self._args: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def cancel_requested(self, session_id: str) -> None:
+        """`session/cancel` for the session: its sub-agents' ends are `cancelled`."""
+        self._cancelled.add(session_id)
+
+    def prompt_received(self, session_id: str) -> None:
+        """A new prompt: what fails from now on is no cancel's doing."""
+        self._cancelled.discard(session_id)
+
+    def spell(
+        self, caps: schema.ClientCapabilities, notification: schema.SessionNotification
+    ) -> list[schema.SessionNotification]:
+        notification = spell_for_client(caps, notification)
+        if getattr(caps, "subagents", None) is None:
+            return [notification]
+        sid, update = notification.session_id, notification.update
+        if not isinstance(update, (schema.ToolCallStart, schema.ToolCallProgress)):
+            return [notification]
+        nesting = _nesting(update)
+        if nesting is not None:  # the sub-agent's own tool call: on its child session
+            parent, label = nesting
+            out = self._announce(sid, parent, title=label)
+            if update.title and update.title.startswith(f"{label}: "):
+                update = attrs.evolve(update, title=update.title[len(label) + 2 :])
+            child = self._running.get((sid, parent), child_session_id(sid, parent))
+            return [*out, attrs.evolve(notification, session_id=child, update=update)]
+        key = (sid, update.tool_call_id)
+        if _is_delegating(update):
+            # Its arguments stream in (a start without them, then an update with them);
+            # the sub-agent runs once the call does (after its permission, if asked).
+            args = self._args.setdefault(key, {})
+            if isinstance(update.raw_input, dict) and update.raw_input:
+                args.update(update.raw_input)
+            if update.status == "in_progress":
+                title, prompt = args.get("description"), args.get("prompt")
+                out = self._announce(
+                    sid,
+                    update.tool_call_id,
+                    title=title if isinstance(title, str) and title.strip() else update.title,
+                    description=one_line(prompt, 200) if isinstance(prompt, str) else None,
+                )
+                return [notification, *out]
+        if update.status in ("completed", "failed"):
+            self._args.pop(key, None)
+            ended = self._running.pop(key) if key in self._running else None
+            if ended is not None:
+                return [notification, self._ended(sid, ended, update)]
+        return [notification]
+
+    def _announce(
+        self, sid: str, parent: str, *, title: str | None, description: str | None = None
+    ) -> list[schema.SessionNotification]:
+        if (sid, parent) in self._running:
+            return []
+        child = self._running[(sid, parent)] = child_session_id(sid, parent)
+        update = _subagent_update(
+            child,
+            title=title,
+            description=description,
+            state=unstable.SubagentState(state="running"),
+        )
+        return [schema.SessionNotification(session_id=sid, update=update)]
+
+    def _ended(
+        self, sid: str, child: str, update: schema.ToolCallStart | schema.ToolCallProgress
+    ) -> schema.SessionNotification:
+        if update.status == "completed":
+            state = unstable.SubagentState(state="idle", stop_reason="end_turn")
+        elif sid in self._cancelled:
+            state = unstable.SubagentState(state="idle", stop_reason="cancelled")
+        else:
+            text = _text_of(update) if isinstance(update, schema.ToolCallProgress) else None
+            error = schema.Error(code=-32603, message=text) if text else None
+            state = unstable.SubagentState(state="idle", stop_reason="error", error=error)
+        return schema.SessionNotification(
+            session_id=sid, update=_subagent_update(child, state=state)
+        )
+
+
+def _is_delegating(update: schema.ToolCallStart | schema.ToolCallProgress) -> bool:
+    """A `task` call (translate/tools.py presents it so: kind think, "Sub-agent ...")."""
+    return update.kind == "think" and (update.title or "").startswith(_DELEGATING_TITLE)
