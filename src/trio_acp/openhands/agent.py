@@ -47,7 +47,13 @@ from trio_acp.openhands.errors import (
 from trio_acp.openhands.sdk import SdkLoader, build_agent, build_llm
 from trio_acp.openhands.sessions import commands, session_meta, turn_usage
 from trio_acp.openhands.sessions import system_prompt as system_prompts
-from trio_acp.openhands.sessions.build import SessionPlan, build_session, open_failure, short
+from trio_acp.openhands.sessions.build import (
+    SessionPlan,
+    build_session,
+    build_session_later,
+    open_failure,
+    short,
+)
 from trio_acp.openhands.sessions.collector import collector_paused
 from trio_acp.openhands.sessions.session import Session
 from trio_acp.openhands.sessions.store import (
@@ -233,26 +239,31 @@ class OpenHandsAgent(AgentHooks):
             stored_url,
             existing=existing,
         )
-        sdk = await self._sdk_loader.get()
-        session, setup = await build_session(
-            SessionPlan(
-                sid=sid,
-                cwd=cwd,
-                roots=roots,
-                mcp_servers=mcp_servers,
-                settings=settings,
-                models=models,
-                store=store,
-                existing=existing,
-                fresh=fresh,
-                server=server,
-                system_prompt=system_prompt,
-            ),
-            sdk,
-            env=self._env,
-            secrets=self.secrets,
-            client=self._client,
+        plan = SessionPlan(
+            sid=sid,
+            cwd=cwd,
+            roots=roots,
+            mcp_servers=mcp_servers,
+            settings=settings,
+            models=models,
+            store=store,
+            existing=existing,
+            fresh=fresh,
+            server=server,
+            system_prompt=system_prompt,
         )
+        sdk = None
+        if fresh and server is None and not self._sdk_loader.ready:
+            # Answered before the SDK's import is over; built once it is
+            # (sessions/deferred_build.py).
+            session, setup = build_session_later(
+                plan, self._sdk_loader, env=self._env, secrets=self.secrets, client=self._client
+            )
+        else:
+            sdk = await self._sdk_loader.get()
+            session, setup = await build_session(
+                plan, sdk, env=self._env, secrets=self.secrets, client=self._client
+            )
         try:
             await self._nursery.start(session.serve)
         except Exception as exc:
@@ -337,6 +348,8 @@ class OpenHandsAgent(AgentHooks):
         if live is not None:
             if live.busy:
                 raise busy(f"session {sid} is running a prompt turn; cancel it first")
+            # A session still being built (deferred_build.py) is on disk once it is open.
+            await live.until_open()
             # Reopen from disk so the new cwd and MCP servers apply; history is on disk.
             self._sessions.pop(live.id, None)
             await live.close()
@@ -552,6 +565,7 @@ class OpenHandsAgent(AgentHooks):
         self, params: schema.SetSessionModeRequest
     ) -> schema.SetSessionModeResponse:
         session = self._session(params.session_id)
+        await session.until_open()  # the mode is set on its conversation
         await session.options.set_mode(params.mode_id, announce=False)
         # The mode changed by other means than set_config_option: keep both views in sync.
         after_response(session.options.announce_mode)
@@ -562,6 +576,7 @@ class OpenHandsAgent(AgentHooks):
         self, params: schema.SetSessionConfigOptionRequest
     ) -> schema.SetSessionConfigOptionResponse:
         session = self._session(params.session_id)
+        await session.until_open()  # the options are set on its conversation
         before = session.options.mode
         options = await session.options.set_config_option(params.config_id, params.value)
         if session.options.mode != before:
