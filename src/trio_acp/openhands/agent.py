@@ -99,6 +99,7 @@ class OpenHandsAgent(AgentHooks):
         env=None,
         secrets: SecretValues | None = None,
         agent_server_url: str | None = None,
+        sign_in: SignIn | None = None,
     ) -> None:
         self._nursery = nursery
         # `--agent-server URL` (agent_server_config.py reads the rest of that setting).
@@ -115,8 +116,9 @@ class OpenHandsAgent(AgentHooks):
         # Prompts the reader has registered with their session, by the identity of their
         # (decoded once) params, until their task picks them up (`prompt_received`).
         self._received_prompts: dict[int, tuple[schema.PromptRequest, Session]] = {}
-        # initialize, authenticate, logout, and what a missing model's answer says.
-        self._sign_in = SignIn(env)
+        # initialize, authenticate, logout, and what a missing model's answer says (the
+        # front's, when it answered `initialize`: openhands/front.py).
+        self._sign_in = sign_in if sign_in is not None else SignIn(env)
         self._auth_reporter = AuthStatusReporter()
 
     def on_connect(self, client: ClientProxy) -> None:
