@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import trio
 
 from .connection import open_agent_connection
 from .credentials import SecretValues
-from .openhands.agent import open_openhands_agent
-from .openhands.sdk import SdkLoader
+from .exception_groups import leaves, reraise
+from .openhands.front import FrontAgent
+from .openhands.sign_in import SignIn
 from .stdio import serve_stdio
+
+if TYPE_CHECKING:
+    from .openhands.sdk import SdkLoader
 
 
 async def serve_stream(
@@ -26,18 +31,51 @@ async def serve_stream(
     `env` is where the settings come from (default: the process environment); `secrets`
     collects the credential values to mask, shared with the log formatter.
     """
-    # The SDK import (~8-10 s) starts now, in a thread, so that `initialize` never waits
-    # for it and `session/new` usually doesn't either
-    # (docs/ARCHITECTURE.md#d3-an-instant-initialize). Under serve_stdio this
-    # runs after fd 1 points at stderr, so nothing the import prints can reach the wire.
-    loader = sdk_loader or SdkLoader()
     secrets = secrets if secrets is not None else SecretValues()
-    async with open_openhands_agent(
-        sdk_loader=loader, env=env, secrets=secrets, agent_server_url=agent_server_url
-    ) as agent:
-        # The connection masks every frame with the agent's secrets (`agent.mask_frame`).
-        async with open_agent_connection(stream, agent) as conn:
-            await conn.wait_closed()
+    # `initialize` is answered by the front before the agent's modules are imported; the
+    # connection masks every frame with the agent's secrets (openhands/front.py).
+    front = FrontAgent(sign_in=SignIn(env), secrets=secrets)
+    try:
+        await _serve_front(stream, front, sdk_loader, env, secrets, agent_server_url)
+    except BaseExceptionGroup as group:
+        # One clear exception, never Trio's group (docs/ARCHITECTURE.md#d8).
+        failures = [leaf for leaf in leaves(group) if not isinstance(leaf, trio.Cancelled)]
+        reraise((failures or leaves(group))[0])
+
+
+async def _serve_front(
+    stream: trio.abc.Stream,
+    front: FrontAgent,
+    sdk_loader: SdkLoader | None,
+    env: Mapping[str, str] | None,
+    secrets: SecretValues,
+    agent_server_url: str | None,
+) -> None:
+    async with open_agent_connection(stream, front) as conn, trio.open_nursery() as nursery:
+
+        async def agent_when_needed() -> None:
+            await front.needed.wait()
+            # The agent, and the SDK's import (~7 s of CPU) in a thread, which neither
+            # `initialize` nor `session/new` waits for (sessions/deferred_build.py;
+            # docs/ARCHITECTURE.md#d3-an-instant-initialize). Under serve_stdio this runs
+            # after fd 1 points at stderr: nothing the import prints can reach the wire.
+            from .openhands.agent import open_openhands_agent
+            from .openhands.sdk import SdkLoader
+
+            loader = sdk_loader or SdkLoader()
+            async with open_openhands_agent(
+                sdk_loader=loader,
+                env=env,
+                secrets=secrets,
+                agent_server_url=agent_server_url,
+                sign_in=front.sign_in,
+            ) as agent:
+                front.attach(agent)
+                await trio.sleep_forever()
+
+        nursery.start_soon(agent_when_needed)
+        await conn.wait_closed()
+        nursery.cancel_scope.cancel()
 
 
 async def serve_main(

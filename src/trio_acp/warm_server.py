@@ -69,6 +69,11 @@ def _load() -> None:
         sdk.warm_first_call_imports()
     except Exception:
         log.debug("warm server: could not warm the model call path", exc_info=True)
+    # And what a child's first session build imports (its session/new waited for them).
+    try:
+        sdk.warm_session_build_imports()
+    except Exception:
+        log.debug("warm server: could not warm the session build", exc_info=True)
 
 
 class _Pending:

@@ -65,6 +65,7 @@ class OpenHandsAgent(SessionForking, AgentHooks):
         env=None,
         secrets: SecretValues | None = None,
         agent_server_url: str | None = None,
+        sign_in: SignIn | None = None,
     ) -> None:
         self._nursery = nursery
         # `--agent-server URL` (agent_server_config.py reads the rest of that setting).
@@ -81,8 +82,9 @@ class OpenHandsAgent(SessionForking, AgentHooks):
         # Prompts the reader has registered with their session, by the identity of their
         # (decoded once) params, until their task picks them up (`prompt_received`).
         self._received_prompts: dict[int, tuple[schema.PromptRequest, Session]] = {}
-        # initialize, authenticate, logout, and what a missing model's answer says.
-        self._sign_in = SignIn(env)
+        # initialize, authenticate, logout, and what a missing model's answer says (the
+        # front's, when it answered `initialize`: openhands/front.py).
+        self._sign_in = sign_in if sign_in is not None else SignIn(env)
         self._auth_reporter = AuthStatusReporter()
         # Sub-agents as child sessions, for a client with `subagents` (subagents.py).
         self._subagent_sessions = SubagentSessions()
@@ -275,6 +277,7 @@ class OpenHandsAgent(SessionForking, AgentHooks):
         self, params: schema.SetSessionModeRequest
     ) -> schema.SetSessionModeResponse:
         session = self._session(params.session_id)
+        await session.until_open()  # the mode is set on its conversation
         await session.options.set_mode(params.mode_id, announce=False)
         # The mode changed by other means than set_config_option: keep both views in sync.
         after_response(session.options.announce_mode)
@@ -285,6 +288,7 @@ class OpenHandsAgent(SessionForking, AgentHooks):
         self, params: schema.SetSessionConfigOptionRequest
     ) -> schema.SetSessionConfigOptionResponse:
         session = self._session(params.session_id)
+        await session.until_open()  # the options are set on its conversation
         before = session.options.mode
         options = await session.options.set_config_option(params.config_id, params.value)
         if session.options.mode != before:

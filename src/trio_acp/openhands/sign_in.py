@@ -15,7 +15,7 @@ from typing import Any
 from trio_acp import __version__, schema
 from trio_acp.openhands.errors import not_configured
 from trio_acp.openhands.sessions import system_prompt as system_prompts
-from trio_acp.openhands.setup.audio_input import default_model_takes_audio
+from trio_acp.openhands.setup.audio_models import default_model_takes_audio
 from trio_acp.openhands.setup.settings import (
     TERMINAL_AUTH_METHOD_NAME,
     Settings,

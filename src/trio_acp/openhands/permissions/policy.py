@@ -17,23 +17,13 @@ from typing import Any
 import attrs
 
 from trio_acp import schema
+from trio_acp.openhands.permissions.modes import ALWAYS_APPROVE as ALWAYS_APPROVE
+from trio_acp.openhands.permissions.modes import ALWAYS_ASK as ALWAYS_ASK
+from trio_acp.openhands.permissions.modes import LLM_APPROVE as LLM_APPROVE
+from trio_acp.openhands.permissions.modes import MODE_IDS as MODE_IDS
+from trio_acp.openhands.permissions.modes import MODES as MODES
 from trio_acp.openhands.sessions.small_files import loads_json
 from trio_acp.openhands.translate.tools import rule_scope
-
-ALWAYS_ASK = "always-ask"
-ALWAYS_APPROVE = "always-approve"
-LLM_APPROVE = "llm-approve"
-
-MODES: list[tuple[str, str, str]] = [
-    (ALWAYS_ASK, "Always ask", "Ask before every action the agent takes."),
-    (ALWAYS_APPROVE, "Always approve", "Run every action without asking."),
-    (
-        LLM_APPROVE,
-        "Ask when risky",
-        "Ask only for actions the LLM security analyzer rates high risk.",
-    ),
-]
-MODE_IDS = [m[0] for m in MODES]
 
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = (
     "allow_once",

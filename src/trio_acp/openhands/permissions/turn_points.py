@@ -2,7 +2,9 @@
 
 The cancel-point harness injects a `session/cancel` at each step of a real turn: each SDK
 callback, a streamed token, a sub-agent's event, just before and just after a command
-reaches the shell, just before the prompt is sent (`send`, on the Trio thread). The code at those points calls `reached(point, detail)`; nothing is
+reaches the shell, just before the prompt is sent (`send`, on the Trio thread); and the
+steps of a session's deferred build (`build`: `sdk`, `llm`, `agent`, `open`, on the Trio
+thread; sessions/deferred_build.py). The code at those points calls `reached(point, detail)`; nothing is
 installed in production, so it costs one global read. A hook runs on whatever thread
 reached the point (the SDK's, a tool's, a sub-agent's) and must never fail.
 """

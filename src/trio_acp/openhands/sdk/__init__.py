@@ -398,6 +398,18 @@ def warm_first_call_imports() -> None:
     _complete_models(importlib.import_module("litellm.types.utils"))
 
 
+def warm_session_build_imports() -> None:
+    """Import what a process's first session build imports lazily (`SESSION_BUILD_IMPORTS`:
+    the door's modules for the agent's set-up, delegation and the terminal's gate, the
+    LLM's provider store): ~50-70 ms of a warm launch's first session otherwise (the warm
+    server does it before it forks, warm_server.py; bench/README.md "Warm start")."""
+    for name in SESSION_BUILD_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # another SDK/litellm version: that part is not warmed
+            log.debug("warm-up: no module %s", name)
+
+
 def warm_tool_schemas(agent: AgentBase) -> None:
     """Build the tools' JSON schemas once: the first build of each costs ~20 ms (pydantic).
 
@@ -438,6 +450,17 @@ FIRST_CALL_IMPORTS = (
     "litellm.llms.openai.chat.gpt_audio_transformation",
     "litellm.llms.vertex_ai.vertex_ai_partner_models.anthropic.transformation",
     "litellm.proxy.openai_files_endpoints.common_utils",
+)
+
+
+SESSION_BUILD_IMPORTS = (
+    "trio_acp.openhands.sdk.agent_setup",
+    "trio_acp.openhands.sdk.delegation",
+    "trio_acp.openhands.sdk.terminal_gate",
+    "openhands.sdk.llm.provider_connection_store",
+    "litellm.llms.litellm_proxy.chat.transformation",
+    "litellm.llms.openai_like.dynamic_config",
+    "openai.resources.beta",
 )
 
 

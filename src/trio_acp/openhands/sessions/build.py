@@ -24,12 +24,14 @@ from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
 from trio_acp.openhands.backends.remote_conversation import ServerConversation
 from trio_acp.openhands.editor.session_roots import SessionRoots
 from trio_acp.openhands.errors import SEE_LOG, describe, internal, not_configured
+from trio_acp.openhands.permissions import turn_points
 from trio_acp.openhands.permissions.credential_files import CredentialFiles
-from trio_acp.openhands.sdk import build_choice_llm, build_llm, mask_in_conversation
+from trio_acp.openhands.sdk import SdkLoader, build_choice_llm, build_llm, mask_in_conversation
 from trio_acp.openhands.sessions.damage import find_damage
 from trio_acp.openhands.sessions.session import Session
 from trio_acp.openhands.sessions.session_parts import (
     OpenConversation,
+    PrepareBuild,
     SessionBuild,
     SessionChoices,
 )
@@ -85,25 +87,101 @@ async def build_session(
 ) -> tuple[Session, SessionSetup]:
     """The session (not started) and the set-up it was built from. Bad settings or set-up
     files are the client's error, with the file named."""
-    sid, cwd, roots, mcp_servers = plan.sid, plan.cwd, plan.roots, plan.mcp_servers
-    settings, models, store = plan.settings, plan.models, plan.store
+    setup = read_setup(plan, env)
+    retries = RetryRelay()
+    build = await build_conversation(plan, sdk, setup, env=env, secrets=secrets, retries=retries)
+    session = _session(plan, build, client)
+    retries.session = session
+    return session, setup
+
+
+def build_session_later(
+    plan: SessionPlan, loader: SdkLoader, *, env: Any, secrets: SecretValues, client: Any
+) -> tuple[Session, SessionSetup]:
+    """The session (not started), answered before the SDK is imported: the checks that need
+    no SDK are made here, the rest once `serve` has it (sessions/deferred_build.py)."""
+    setup = read_setup(plan, env)
+    retries = RetryRelay()
+
+    async def prepare() -> SessionBuild:
+        turn_points.reached("build", "sdk")
+        sdk = await loader.get()
+        return await build_conversation(plan, sdk, setup, env=env, secrets=secrets, retries=retries)
+
+    # What the session needs before its conversation: no SDK, no critic yet (it comes
+    # with the SDK agent; only turns and replays read it).
+    stand_in = SessionBuild(
+        sdk=None, secrets=secrets, credential_files=_credential_files(plan.settings, env)
+    )
+    session = _session(plan, stand_in, client, prepare=prepare)
+    retries.session = session
+    return session, setup
+
+
+def read_setup(plan: SessionPlan, env: Any) -> SessionSetup:
+    """The user's set-up files and the request's MCP servers (no SDK needed)."""
+    try:
+        return read_session_setup(
+            plan.settings,
+            plan.cwd,
+            plan.store.dir_for(plan.sid),
+            mcp_config(plan.mcp_servers or []),
+            env,
+        )
+    except SettingsError as exc:
+        raise RequestError.invalid_params(str(exc)) from None
+
+
+def _credential_files(settings: Settings, env: Any) -> CredentialFiles:
+    return CredentialFiles.under(
+        settings.persistence_dir,
+        [(str(cli_config_path(settings.persistence_dir, env)), "the critic's settings")],
+    )
+
+
+def _session(
+    plan: SessionPlan, build: SessionBuild, client: Any, prepare: PrepareBuild | None = None
+) -> Session:
+    settings = plan.settings
+    assert settings.llm is not None
+    return Session(
+        session_id=plan.sid,
+        roots=plan.roots,
+        client=client,
+        build=build,
+        choices=SessionChoices(
+            model=str(settings.llm.get("model")),
+            mode=settings.default_mode,
+            models=plan.models,
+        ),
+        store=plan.store,
+        prepare=prepare,
+    )
+
+
+async def build_conversation(
+    plan: SessionPlan,
+    sdk: Any,  # an `Sdk`; typed so, its LocalConversation's MCP provider type clashes
+    setup: SessionSetup,
+    *,
+    env: Any,
+    secrets: SecretValues,
+    retries: RetryRelay,
+) -> SessionBuild:
+    """The SDK's part: the session's LLM, its SDK agent, how its conversation opens."""
+    sid, cwd, settings, store = plan.sid, plan.cwd, plan.settings, plan.store
     existing, fresh, server = plan.existing, plan.fresh, plan.server
     assert settings.llm is not None
     profiles = settings.persistence_dir / PROFILES_DIR
+    turn_points.reached("build", "llm")
     use_profile_store(profiles)
-    retries = RetryRelay()
     try:
         llm = build_llm(sdk, settings.llm, retry_listener=retries, sources=settings.sources)
     except Exception as exc:
         raise not_configured(
             f"the model settings are not usable: {short(exc)} (from {settings.settings_file} / LLM_*)"
         ) from None
-    try:
-        setup = read_session_setup(
-            settings, cwd, store.dir_for(sid), mcp_config(mcp_servers or []), env
-        )
-    except SettingsError as exc:
-        raise RequestError.invalid_params(str(exc)) from None
+    turn_points.reached("build", "agent")
     try:
         # Skills are read from disk (the project's, the user's): off the Trio thread.
         agent = await trio.to_thread.run_sync(
@@ -171,31 +249,15 @@ async def build_session(
         mask_in_conversation(conversation, secrets.forms)
         return conversation
 
-    session = Session(
-        session_id=sid,
-        roots=roots,
-        client=client,
-        build=SessionBuild(
-            sdk=sdk,
-            open_local=factory if open_conversation is None else None,
-            open_remote=open_conversation,
-            make_llm=make_llm,
-            secrets=secrets,
-            critic=setup.cli.critic if agent.critic is not None else None,
-            credential_files=CredentialFiles.under(
-                settings.persistence_dir,
-                [(str(cli_config_path(settings.persistence_dir, env)), "the critic's settings")],
-            ),
-        ),
-        choices=SessionChoices(
-            model=str(settings.llm.get("model")),
-            mode=settings.default_mode,
-            models=models,
-        ),
-        store=store,
+    return SessionBuild(
+        sdk=sdk,
+        open_local=factory if open_conversation is None else None,
+        open_remote=open_conversation,
+        make_llm=make_llm,
+        secrets=secrets,
+        critic=setup.cli.critic if agent.critic is not None else None,
+        credential_files=_credential_files(settings, env),
     )
-    retries.session = session
-    return session, setup
 
 
 class RetryRelay:

@@ -29,7 +29,12 @@ from trio_acp.openhands.errors import busy, not_configured, unknown_session
 from trio_acp.openhands.sdk import SdkLoader
 from trio_acp.openhands.sessions import commands
 from trio_acp.openhands.sessions import system_prompt as system_prompts
-from trio_acp.openhands.sessions.build import SessionPlan, build_session, open_failure
+from trio_acp.openhands.sessions.build import (
+    SessionPlan,
+    build_session,
+    build_session_later,
+    open_failure,
+)
 from trio_acp.openhands.sessions.session import Session
 from trio_acp.openhands.sessions.store import SessionStore, parse_session_id
 from trio_acp.openhands.setup.critic_review import settings_notice
@@ -132,26 +137,31 @@ class SessionOpening:
             stored_url,
             existing=existing,
         )
-        sdk = await self._sdk_loader.get()
-        session, setup = await build_session(
-            SessionPlan(
-                sid=sid,
-                cwd=cwd,
-                roots=roots,
-                mcp_servers=mcp_servers,
-                settings=settings,
-                models=models,
-                store=store,
-                existing=existing,
-                fresh=fresh,
-                server=server,
-                system_prompt=system_prompt,
-            ),
-            sdk,
-            env=self._env,
-            secrets=self.secrets,
-            client=self._client,
+        plan = SessionPlan(
+            sid=sid,
+            cwd=cwd,
+            roots=roots,
+            mcp_servers=mcp_servers,
+            settings=settings,
+            models=models,
+            store=store,
+            existing=existing,
+            fresh=fresh,
+            server=server,
+            system_prompt=system_prompt,
         )
+        sdk = None
+        if fresh and server is None and not self._sdk_loader.ready:
+            # Answered before the SDK's import is over; built once it is
+            # (sessions/deferred_build.py).
+            session, setup = build_session_later(
+                plan, self._sdk_loader, env=self._env, secrets=self.secrets, client=self._client
+            )
+        else:
+            sdk = await self._sdk_loader.get()
+            session, setup = await build_session(
+                plan, sdk, env=self._env, secrets=self.secrets, client=self._client
+            )
         try:
             await self._nursery.start(session.serve)
         except Exception as exc:
@@ -220,6 +230,8 @@ class SessionOpening:
         if live is not None:
             if live.busy:
                 raise busy(f"session {sid} is running a prompt turn; cancel it first")
+            # A session still being built (deferred_build.py) is on disk once it is open.
+            await live.until_open()
             # Reopen from disk so the new cwd and MCP servers apply; history is on disk.
             self._sessions.pop(live.id, None)
             await live.close()

@@ -43,11 +43,13 @@ from trio_acp.openhands.permissions.policy import (
     RuleBook,
 )
 from trio_acp.openhands.sessions import commands, turn, turn_usage
+from trio_acp.openhands.sessions.deferred_build import BuildGate
 from trio_acp.openhands.sessions.journal import JOURNAL_FILE, TurnJournal
 from trio_acp.openhands.sessions.options import SessionOptions
 from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.sessions.session_parts import (
     OpenConversation,
+    PrepareBuild,
     SessionBuild,
     SessionChoices,
 )
@@ -63,7 +65,7 @@ from trio_acp.openhands.translate.notices import (
     retry_note,
     supports_compaction,
 )
-from trio_acp.rpc import PeerClosed
+from trio_acp.rpc import PeerClosed, RequestError
 
 if TYPE_CHECKING:
     pass
@@ -85,11 +87,17 @@ class Session:
         build: SessionBuild,
         choices: SessionChoices | None = None,
         store: SessionStore | None = None,
+        prepare: PrepareBuild | None = None,
     ) -> None:
         """`session_id`, parsed once where the request came in (agent.py; str() only on the
         wire); `roots`, the session's `cwd` and the client's additionalDirectories
         (session_roots.py); `build` and `choices` (session_parts.py); `store`, where the
-        session lives on disk (None: nowhere, as in tests)."""
+        session lives on disk (None: nowhere, as in tests).
+
+        With `prepare`, `build` is a stand-in (no SDK yet) and the session is answered
+        before its conversation exists: `serve` starts at once and builds it in the
+        background, and what needs the conversation waits for that (`until_open`;
+        sessions/deferred_build.py)."""
         choices = choices if choices is not None else SessionChoices()
         self.id = session_id
         self.roots = roots
@@ -125,6 +133,9 @@ class Session:
             on_mode=lambda mode: self.outbox.actions_run_unasked(mode == ALWAYS_APPROVE),
         )
         self.conversation: Conversation | None = None
+        # The conversation being opened: what needs it waits here (deferred_build.py).
+        self._prepare = prepare
+        self._open = BuildGate()
         # A credential split across streamed chunks is in no single frame, where the
         # connection's writer masks whole ones: the outbox holds such a start back.
         self.outbox = Outbox(
@@ -177,23 +188,12 @@ class Session:
                 self._nursery = nursery
                 nursery.start_soon(self.outbox.pump)
                 await nursery.start(self.workspace.calls.run)
-                if self._editor_routed:
-                    # Before the conversation exists: its tools are built from the registry,
-                    # which then finds this session's workspace (editor_workspace.py).
-                    editor_workspace.attach(self.id, self.workspace)
-                self.conversation = await self._opener()(
-                    on_event=self._on_sdk_event,
-                    on_token=self._on_sdk_token,
-                    name=f"trio-acp-session-{self.id.hex[:8]}",
-                )
-                await self._recover()
-                options = self.options
-                options.conversation = self.conversation
-                await options.apply_mode(options.mode)
-                llm = self.conversation.llm_options()
-                options.reasoning_effort, options.stream = llm.reasoning_effort, llm.stream
-                await options.restore()
-                nursery.start_soon(self._warm_up)
+                if self._prepare is None:
+                    await self._open_conversation()
+                    self._open.opened()
+                else:
+                    # Answered now; the conversation follows (deferred_build.py).
+                    nursery.start_soon(self._open_in_background)
                 task_status.started()
                 started = True
                 await self._closed.wait()
@@ -211,6 +211,8 @@ class Session:
                 raise
             raise error from None
         finally:
+            # Nothing waits for a conversation that will never open.
+            self._open.closed()
             # Tool threads waiting on the client are released before the SDK is closed.
             self.workspace.calls.close()
             # Shielded: the session's scope is cancelled by now (closing), and the SDK's
@@ -220,13 +222,69 @@ class Session:
             editor_workspace.detach(self.id)
             self._stopped.set()
 
+    async def _open_conversation(self) -> None:
+        """Open the conversation (built first, when it was deferred) and apply the
+        session's options to it; then the tools warm up."""
+        if self._prepare is not None:
+            build = await self._prepare()
+            self._build, self.sdk, self.critic = build, build.sdk, build.critic
+        if self._editor_routed:
+            # Before the conversation exists: its tools are built from the registry,
+            # which then finds this session's workspace (editor_workspace.py).
+            editor_workspace.attach(self.id, self.workspace)
+        turn_points.reached("build", "open")
+        self.conversation = await self._opener()(
+            on_event=self._on_sdk_event,
+            on_token=self._on_sdk_token,
+            name=f"trio-acp-session-{self.id.hex[:8]}",
+        )
+        await self._recover()
+        options = self.options
+        options.conversation = self.conversation
+        await options.apply_mode(options.mode)
+        llm = self.conversation.llm_options()
+        options.reasoning_effort, options.stream = llm.reasoning_effort, llm.stream
+        await options.restore()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._warm_up)
+
+    async def _open_in_background(self) -> None:
+        """The deferred build: its failure is this session's answer to whatever needs
+        the conversation (the first prompt, a set_config_option, a fork), as the same
+        error `session/new` would have given; it never ends the session's nursery."""
+        answered = self.options.config_options()
+        try:
+            await self._open_conversation()
+        except Exception as exc:
+            error = sole_error(exc)
+            if not isinstance(error, RequestError):
+                log.error("opening session %s failed", self.id, exc_info=exc)
+                error = internal(f"could not start the session: {describe(exc)} ({SEE_LOG})")
+            self._open.failed(error)
+            return
+        self._open.opened()
+        # What only the built model tells (its reasoning effort, whether it streams):
+        # the client learns it once it knows the session, never before (D5).
+        await self._published.wait()
+        if (options := self.options.config_options()) != answered:
+            await self.send_update(schema.ConfigOptionUpdate(config_options=options))
+
+    async def until_open(self, cancel: trio.Event | None = None) -> bool:
+        """Wait until the conversation is open: True; False if `cancel` was set first.
+        Raises the build's failure, or `closed_session` for a session closed meanwhile."""
+        if not await self._open.wait(cancel):
+            return False
+        if self.conversation is None:
+            raise closed_session(self.id)
+        return True
+
     def _opener(self) -> OpenConversation:
         """How this session's conversation is opened: on its agent-server, or here."""
         build = self._build
         if build.open_remote is not None:
             return build.open_remote
-        if build.open_local is None:
-            raise TypeError("a SessionBuild needs open_local or open_remote")
+        if build.open_local is None or build.sdk is None:
+            raise TypeError("a SessionBuild needs the SDK and open_local or open_remote")
         return functools.partial(
             LocalConversation.open,
             build.sdk,
@@ -334,6 +392,7 @@ class Session:
 
     async def fork_conversation(self, fork_id: uuid.UUID) -> None:
         """session/fork: copy this conversation, history and all, to `fork_id` on disk."""
+        await self.until_open()
         assert self.conversation is not None
         await self.conversation.fork(fork_id)
 
@@ -448,6 +507,10 @@ class Session:
         may_run = await self._queue.wait_turn(ticket)
         self.check_alive()
         if not may_run:
+            return schema.PromptResponse(stop_reason="cancelled")
+        # A session answered before its conversation was built: the first prompt waits
+        # for it, a cancel still answers at once (deferred_build.py).
+        if not await self.until_open(ticket.cancelled):
             return schema.PromptResponse(stop_reason="cancelled")
         if self._closed.is_set():
             raise closed_session(self.id)

@@ -12,7 +12,7 @@ its rules file all live in the session's directory there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -66,7 +66,9 @@ class SessionBuild:
     agent-server, which runs its tools and outlives this process) is set.
     """
 
-    sdk: Sdk
+    # None only in the stand-in of a session whose build waits for the SDK's import
+    # (`PrepareBuild`, sessions/deferred_build.py).
+    sdk: Sdk | None
     open_local: LocalFactory | None = None
     open_remote: OpenConversation | None = None
     make_llm: MakeLlm | None = None
@@ -79,6 +81,11 @@ class SessionBuild:
     @property
     def in_process(self) -> bool:
         return self.open_remote is None
+
+
+# What builds a session's `SessionBuild` once the SDK is imported: a session answered
+# before the import (sessions/deferred_build.py) opens its conversation in the background.
+PrepareBuild = Callable[[], Awaitable[SessionBuild]]
 
 
 @attrs.frozen

@@ -4,7 +4,7 @@
 which model a session will switch to); a prompt's audio blocks are checked against the
 model the session runs with at that moment, and refused (-32602, naming the model and
 why) when it takes no audio, rather than dropped: the user would otherwise believe the
-model heard it. Which models take audio is litellm's knowledge (`sdk/audio.py`).
+model heard it. Which models take audio is litellm's knowledge (`audio_models.py`).
 """
 
 from __future__ import annotations
@@ -12,20 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trio_acp.openhands.sdk.audio import audio_refusal
-from trio_acp.openhands.setup.settings import SettingsError, load_settings
+from trio_acp.openhands.setup.audio_models import audio_refusal
 from trio_acp.openhands.translate.prompt import has_audio
 from trio_acp.rpc import RequestError
-
-
-def default_model_takes_audio(env: Mapping[str, str]) -> bool:
-    """`promptCapabilities.audio`: whether the configured default model takes audio."""
-    try:
-        settings = load_settings(env)
-    except SettingsError:
-        return False
-    llm = settings.llm or {}
-    return audio_refusal(llm.get("model"), llm.get("api_mode")) is None
 
 
 def model_fields(choice_id: str, choices: Iterable[Any]) -> dict[str, Any]:

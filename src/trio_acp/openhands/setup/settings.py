@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from trio_acp.openhands.permissions.policy import MODE_IDS
+from trio_acp.openhands.permissions.modes import MODE_IDS
 from trio_acp.openhands.sessions.small_files import loads_json
 
 SETTINGS_FILE = "agent_settings.json"
