@@ -382,8 +382,23 @@ class LocalConversation:
     def start_run(self) -> Run:
         assert self._loop is not None
         gate = self._gate = RunGate()
-        return _FutureRun(
+        run = _FutureRun(
             self._loop.submit(functools.partial(run_under, gate, _untyped(self._conv).arun))
+        )
+        self._prestart_terminals()
+        return run
+
+    def _prestart_terminals(self) -> None:
+        """Start the terminal tool's shell, if it has not started, on a thread of its own
+        while the model thinks: an idle session keeps no shell, and a turn's first command
+        finds one ready (sdk/terminal_start.py). Nothing waits for the thread; closing
+        the conversation waits for a shell it is starting, or stops it from starting."""
+        from trio_acp.openhands.sdk.terminal_start import prestart
+
+        trio.lowlevel.start_thread_soon(
+            functools.partial(prestart, self._conv.agent),
+            lambda _: None,
+            name="trio-acp terminal start",
         )
 
     @property
