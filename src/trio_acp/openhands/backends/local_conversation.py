@@ -164,10 +164,11 @@ class LocalConversation:
     # --- set-up -------------------------------------------------------------------
 
     async def warm_up(self, report: dict[str, str]) -> list[McpStartFailure]:
-        """Start the agent's tools (terminal shell, MCP servers) while the user types.
+        """Build the agent's tools and start the MCP servers while the user types.
 
-        The SDK does this lazily on the first message, and the terminal's start-up alone
-        sleeps a second: done here, the first prompt does not wait for it. It is the SDK's
+        The SDK does this lazily on the first message: done here, the first prompt does
+        not wait for it. The terminal's shell is not started here (an idle session keeps
+        none): its first command or the turn starts it (`start_run`). It is the SDK's
         own thread-safe, idempotent initializer; if it fails, the first prompt tries again
         and reports the error. Then the tools' schemas are built once, and meanwhile the
         model call path is warmed (`warm_model_path`: the first call's lazy imports and
