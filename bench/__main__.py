@@ -26,7 +26,8 @@ agent-server (bench/remote_lifecycle.py).
 `python -m bench warm [...]`: a launch's spawn → `initialize` and → first `session/new`,
 cold vs through the warm server (bench/warm_start.py).
 `python -m bench concurrency`: 50 sessions prompting at once in one agent process
-(bench/concurrency.py). `python -m bench hostile`: a seeded corpus of hostile frames
+(bench/concurrency.py). `python -m bench idle-exit`: idle sessions' memory and stdin EOF →
+exit, with and without warm start (bench/idle_exit.py). `python -m bench hostile`: a seeded corpus of hostile frames
 against one agent process (bench/hostile.py). `python -m bench flood`: a client that
 pipelines 200,000 requests and reads no answer (bench/flood.py).
 `python -m bench history [...]`: `session/load` of a 10,000-event conversation and
@@ -217,6 +218,11 @@ def main() -> None:
         from .warm_start import main as warm_main
 
         warm_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["idle-exit"]:
+        from .idle_exit import main as idle_exit_main
+
+        idle_exit_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["concurrency"]:
         from .concurrency import main as concurrency_main

@@ -164,10 +164,11 @@ class LocalConversation:
     # --- set-up -------------------------------------------------------------------
 
     async def warm_up(self, report: dict[str, str]) -> list[McpStartFailure]:
-        """Start the agent's tools (terminal shell, MCP servers) while the user types.
+        """Build the agent's tools and start the MCP servers while the user types.
 
-        The SDK does this lazily on the first message, and the terminal's start-up alone
-        sleeps a second: done here, the first prompt does not wait for it. It is the SDK's
+        The SDK does this lazily on the first message: done here, the first prompt does
+        not wait for it. The terminal's shell is not started here (an idle session keeps
+        none): its first command or the turn starts it (`start_run`). It is the SDK's
         own thread-safe, idempotent initializer; if it fails, the first prompt tries again
         and reports the error. Then the tools' schemas are built once, and meanwhile the
         model call path is warmed (`warm_model_path`: the first call's lazy imports and
@@ -382,8 +383,23 @@ class LocalConversation:
     def start_run(self) -> Run:
         assert self._loop is not None
         gate = self._gate = RunGate()
-        return _FutureRun(
+        run = _FutureRun(
             self._loop.submit(functools.partial(run_under, gate, _untyped(self._conv).arun))
+        )
+        self._prestart_terminals()
+        return run
+
+    def _prestart_terminals(self) -> None:
+        """Start the terminal tool's shell, if it has not started, on a thread of its own
+        while the model thinks: an idle session keeps no shell, and a turn's first command
+        finds one ready (sdk/terminal_start.py). Nothing waits for the thread; closing
+        the conversation waits for a shell it is starting, or stops it from starting."""
+        from trio_acp.openhands.sdk.terminal_start import prestart
+
+        trio.lowlevel.start_thread_soon(
+            functools.partial(prestart, self._conv.agent),
+            lambda _: None,
+            name="trio-acp terminal start",
         )
 
     @property

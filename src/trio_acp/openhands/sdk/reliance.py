@@ -146,6 +146,23 @@ RELIANCE: tuple[Reliance, ...] = (
     attribute(f"{_TERMINAL}._pty_master_fd"),
     attribute(f"{_TERMINAL}.process"),
     attribute("openhands.tools.terminal.impl:TerminalExecutor._session"),
+    # terminal_start.py: the shell started on first use, ready on its prompt (the SDK's
+    # `initialize` done our way: its helpers, and the attributes it sets).
+    overrides(f"{_TERMINAL}.initialize", "", ""),
+    overrides(f"{_TERMINAL}.close", "", ""),
+    overrides(f"{_TERMINAL}.read_screen", "", ""),
+    overrides(f"{_TERMINAL}.clear_screen", "", ""),
+    calls(f"{_TERMINAL}._read_output_continuously_pty"),
+    calls(f"{_TERMINAL}._write_pty", "data"),
+    attribute(f"{_TERMINAL}.PS1"),
+    attribute(f"{_TERMINAL}.shell_path"),
+    attribute(f"{_TERMINAL}._env"),
+    attribute(f"{_TERMINAL}.reader_thread"),
+    attribute(f"{_TERMINAL}.work_dir"),
+    attribute(f"{_TERMINAL}._initialized"),
+    attribute(f"{_TERMINAL}._closed"),
+    calls("openhands.tools.terminal.env:build_terminal_env", "extra_env"),
+    calls("openhands.tools.terminal.terminal.process_priority:process_priority_prefix", "env"),
     # (terminal_gate.keep_subprocess_on_reset replaces the name the executor's reset calls.)
     name("openhands.tools.terminal.impl:create_terminal_session"),
     calls("openhands.tools.terminal.terminal.factory:create_terminal_session", "work_dir, terminal_type"),

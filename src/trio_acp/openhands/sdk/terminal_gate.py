@@ -20,6 +20,7 @@ from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
 from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
 
 from trio_acp.openhands.permissions import run_gate
+from trio_acp.openhands.sdk.terminal_start import start_lazily
 
 # How long a command's write may hold the run's gate until its job is in the foreground.
 START_WAIT = 0.2
@@ -64,6 +65,9 @@ def gate_terminals() -> None:
     SubprocessTerminal.send_keys = gated_send_keys  # type: ignore[method-assign]
     SubprocessTerminal.interrupt = interrupt  # type: ignore[method-assign]
     keep_subprocess_on_reset()
+    # After the gate's patch: a shell starts (terminal_start.py) before its first command
+    # enters the gate, never while the command holds it.
+    start_lazily()
 
 
 def keep_subprocess_on_reset() -> None:

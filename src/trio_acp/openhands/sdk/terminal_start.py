@@ -1,0 +1,232 @@
+"""The SDK's subprocess terminal, its shell started when first used and ready as soon as
+its prompt shows.
+
+The SDK starts a terminal tool's shell when it builds the tool (`TerminalExecutor`'s
+constructor, under the SDK's lock), and its `SubprocessTerminal.initialize` then sleeps a
+fixed second for the shell to take its set-up line. Two costs follow: every session,
+even one that never runs a command, keeps a `bash -i` (about 4 MB of memory and a reader
+thread); and a prompt sent right after `session/new` waits a second for that sleep.
+
+Here (patched once per process, `start_lazily`, called by `terminal_gate.gate_terminals`):
+
+- `initialize` starts nothing. The shell starts on the terminal's first real use (reading
+  its screen, sending it keys: the first command the terminal tool runs), or earlier
+  from `prestart`, which a turn calls on a thread of its own as it starts, so that the
+  shell comes up while the model is thinking (backends/local_conversation.py).
+- `start` is the SDK's own start-up (same shell, environment, process group, set-up
+  line, reader thread), but instead of the fixed second it waits for a sentinel printed
+  by a command after the set-up line and then for the prompt: a few tens of ms.
+- Start and `close` take a per-terminal lock, so a terminal closed before its shell
+  started never starts one, and one closed while it starts is closed once it has.
+
+SDK internals (the terminal's attributes and helpers) are listed in reliance.py.
+Imports the SDK: imported inside a function after the load.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import logging
+import os
+import pty
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
+from openhands.tools.terminal.env import build_terminal_env
+from openhands.tools.terminal.terminal.process_priority import process_priority_prefix
+from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
+
+log = logging.getLogger(__name__)
+
+# How long the shell may take to show its prompt after the set-up line (a slow ~/.bashrc,
+# a loaded machine). After it the terminal is used anyway, as the SDK does after its
+# second; the first command's own wait then covers the rest.
+READY_WAIT = 10.0
+# Between two looks at the screen while the shell starts.
+READY_POLL = 0.002
+
+_LOCKS_LOCK = threading.Lock()
+_LOCK_ATTRIBUTE = "_trio_acp_start_lock"
+
+
+@functools.cache
+def start_lazily() -> None:
+    """Patch the SDK's subprocess terminal as the module doc says; once per process. Call it
+    after any other patch of `send_keys` (terminal_gate.py): the start then happens before
+    a command enters the run's gate, not while it holds it."""
+    close = SubprocessTerminal.close
+
+    def deferred_initialize(self: SubprocessTerminal) -> None:
+        # The tool is being built: its shell starts on first use (`started`).
+        return None
+
+    def locked_close(self: SubprocessTerminal) -> None:
+        with _start_lock(self):
+            close(self)
+
+    SubprocessTerminal.initialize = deferred_initialize  # type: ignore[method-assign]
+    SubprocessTerminal.close = locked_close  # type: ignore[method-assign]
+    for name in ("send_keys", "read_screen", "clear_screen"):
+        setattr(SubprocessTerminal, name, _starting_first(getattr(SubprocessTerminal, name)))
+
+
+def _starting_first(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapper(self: SubprocessTerminal, *args: Any, **kwargs: Any) -> Any:
+        started(self)
+        return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _start_lock(terminal: SubprocessTerminal) -> threading.RLock:
+    lock: threading.RLock | None = getattr(terminal, _LOCK_ATTRIBUTE, None)
+    if lock is None:
+        with _LOCKS_LOCK:
+            lock = getattr(terminal, _LOCK_ATTRIBUTE, None)
+            if lock is None:
+                lock = threading.RLock()
+                setattr(terminal, _LOCK_ATTRIBUTE, lock)
+    return lock
+
+
+def started(terminal: SubprocessTerminal) -> bool:
+    """Start the terminal's shell unless it runs already or the terminal is closed (then
+    False); blocking, thread-safe. Raises the start's failure."""
+    if terminal._initialized:
+        return True
+    with _start_lock(terminal):
+        if terminal._closed:
+            return False
+        if not terminal._initialized:
+            start(terminal)
+        return True
+
+
+def is_started(terminal: Any) -> bool:
+    """Whether `terminal` (any object) is a subprocess terminal whose shell was started."""
+    return isinstance(terminal, SubprocessTerminal) and bool(terminal._initialized)
+
+
+def start(terminal: SubprocessTerminal) -> None:
+    """The SDK's `SubprocessTerminal.initialize`, with a readiness check for its sleep.
+
+    Same shell (``shell_path``, else bash on PATH), environment, lowered priority, new
+    session, set-up line and reader thread. The session is made with `start_new_session`
+    rather than the SDK's `preexec_fn=os.setsid`: the same `setsid()` in the child, but it
+    lets Python spawn without copying the page tables of this ~300 MB process."""
+    shell = terminal.shell_path or shutil.which("bash")
+    if shell is None:
+        raise RuntimeError("Could not find bash in PATH: the terminal tool needs it.")
+    if not os.path.isfile(shell) or not os.access(shell, os.X_OK):
+        raise RuntimeError(f"The terminal's shell is not an executable file: {shell}")
+    terminal.shell_path = shell
+    env = build_terminal_env(terminal._env)
+    env.setdefault("GIT_PAGER", "cat")
+    env.setdefault("PAGER", "cat")
+    env["PS1"] = terminal.PS1
+    env["PS2"] = ""
+    env["TERM"] = "xterm-256color"
+    master, slave = pty.openpty()
+    try:
+        terminal.process = subprocess.Popen(
+            [*process_priority_prefix(env), shell, "-i"],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=terminal.work_dir,
+            env=env,
+            bufsize=0,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    terminal._pty_master_fd = master
+    fcntl.fcntl(master, fcntl.F_SETFL, fcntl.fcntl(master, fcntl.F_GETFL) | os.O_NONBLOCK)
+    reader = threading.Thread(target=terminal._read_output_continuously_pty, daemon=True)
+    terminal.reader_thread = reader
+    reader.start()
+    terminal._initialized = True
+    # The SDK's set-up line (history expansion off, our prompt on every prompt), then a
+    # sentinel: its output, unlike the line's echo, holds `token` whole, so once it shows
+    # the set-up line has run, and the prompt after it is the one the tool expects.
+    token = f"trio-acp-ready-{uuid.uuid4().hex[:12]}"
+    head, tail = token[:9], token[9:]
+    setup = f'set +H; export PROMPT_COMMAND=\'export PS1="{terminal.PS1}"\'; export PS2=""'
+    terminal._write_pty(f"{setup}\nprintf '{head}%s\\n' '{tail}'\n".encode())
+    try:
+        ready = _wait_ready(terminal, token)
+    except BaseException:
+        _close_quietly(terminal)
+        raise
+    if not ready:
+        log.warning(
+            "the terminal's shell showed no prompt within %s s; using it anyway", READY_WAIT
+        )
+    terminal.clear_screen()
+
+
+def _wait_ready(terminal: SubprocessTerminal, token: str) -> bool:
+    """Until the screen shows `token` and then the prompt (True), or `READY_WAIT` passed
+    (False). Raises if the shell exited."""
+    prompt_end = CMD_OUTPUT_PS1_END.rstrip()
+    deadline = time.monotonic() + READY_WAIT
+    while True:
+        with terminal.output_lock:
+            screen = "".join(terminal.output_buffer)
+        at = screen.find(token)
+        if at >= 0 and screen.find(prompt_end, at + len(token)) >= 0:
+            return True
+        process = terminal.process
+        if process is None or process.poll() is not None:
+            code = None if process is None else process.returncode
+            raise RuntimeError(
+                f"the terminal's shell exited as it started (status {code}): {screen[-500:]!r}"
+            )
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(READY_POLL)
+
+
+def _close_quietly(terminal: SubprocessTerminal) -> None:
+    try:
+        terminal.close()
+    except Exception:
+        log.debug("closing a terminal that failed to start failed", exc_info=True)
+
+
+def prestart(agent: Any) -> None:
+    """Start the shells of the terminal tools of `agent` (the SDK's) that have not started,
+    one after the other; blocking (a thread of its own: a turn does not wait for it).
+    Failures are left for the command that needs the shell to report."""
+    try:
+        tools = list(agent.tools_map.values())  # the SDK's tools lock: not on the Trio thread
+    except Exception:  # the agent is not ready: its tools start on first use
+        return
+    for tool in tools:
+        terminal = _terminal_of(getattr(tool, "executor", None))
+        if terminal is None or terminal._initialized:
+            continue
+        try:
+            started(terminal)
+        except Exception:
+            log.debug("starting a terminal ahead of its first command failed", exc_info=True)
+
+
+def _terminal_of(executor: Any) -> SubprocessTerminal | None:
+    """The subprocess terminal behind a terminal tool's executor (possibly wrapped: the
+    live-output wrapper reaches it through `_session`), or None."""
+    session = getattr(executor, "_session", None)
+    terminal = getattr(session, "terminal", None)
+    return terminal if isinstance(terminal, SubprocessTerminal) else None

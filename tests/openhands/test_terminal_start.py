@@ -1,0 +1,215 @@
+"""The terminal tool's shell starts on first use, ready once its prompt shows
+(sdk/terminal_start.py); an idle session keeps no shell, and a turn starts one while the
+model thinks (backends/local_conversation.py) without waiting for it.
+
+The SDK is imported once for the module; every test's shells run in `tmp_path`, so the
+shells of a test are the children of this process with that working directory.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+import trio
+
+from _inprocess import agent_env, loader
+from trio_acp import schema
+from trio_acp.openhands.agent import open_openhands_agent
+from trio_acp.openhands.sdk import import_sdk
+from trio_acp.testing import scenario_prompt
+from trio_acp.testing.pair import open_in_memory_pair
+
+
+@pytest.fixture(scope="module")
+def patched() -> None:
+    import_sdk()
+    from trio_acp.openhands.sdk.terminal_gate import gate_terminals
+
+    gate_terminals()  # what every conversation of trio-acp's installs (terminal_start too)
+
+
+def shells_in(cwd: Path) -> list[psutil.Process]:
+    """This process's live children running in `cwd`: the shells (what a user's ~/.bashrc
+    starts in the background, below them, comes and goes)."""
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and Path(child.cwd()) == cwd:
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def executor_in(cwd: Path, **env: str):
+    from openhands.tools.terminal.impl import TerminalExecutor
+
+    return TerminalExecutor(
+        working_dir=str(cwd), terminal_type="subprocess", env={"HISTFILE": "", **env}
+    )
+
+
+def test_a_terminal_tool_starts_its_shell_on_its_first_command(patched, tmp_path, monkeypatch):
+    """No shell until the first command; then it is started and waited for by its prompt,
+    not the SDK's fixed second (every sleep on the way is recorded)."""
+    from openhands.tools.terminal import TerminalAction
+
+    sleeps: list[float] = []
+    sleep = time.sleep
+
+    def recorded(seconds: float) -> None:
+        sleeps.append(seconds)
+        sleep(seconds)
+
+    executor = executor_in(tmp_path)
+    try:
+        terminal = executor._session.terminal
+        assert terminal.process is None
+        assert shells_in(tmp_path) == []
+        monkeypatch.setattr(time, "sleep", recorded)
+        observation = executor(TerminalAction(command="echo first-command; echo !!"))
+        monkeypatch.undo()
+        assert sleeps and max(sleeps) < 0.5, sleeps
+        # Its own output, history expansion off (the SDK's set-up line ran first).
+        assert "first-command\n!!" in observation.text
+        assert observation.metadata.exit_code == 0
+        shell = terminal.process.pid
+        assert [p.pid for p in shells_in(tmp_path)] == [shell]
+    finally:
+        executor.close()
+    assert shells_in(tmp_path) == []
+
+
+def test_a_terminal_closed_before_its_first_command_never_starts_a_shell(patched, tmp_path):
+    from trio_acp.openhands.sdk.terminal_start import started
+
+    executor = executor_in(tmp_path)
+    executor.close()
+    terminal = executor._session.terminal
+    assert started(terminal) is False
+    assert terminal.process is None
+    assert shells_in(tmp_path) == []
+
+
+def test_the_first_command_waits_for_a_slow_bashrc(patched, tmp_path):
+    """A ~/.bashrc slower than the SDK's fixed second: the start waits for the prompt as
+    long as it takes, and the first command gets its own output."""
+    from openhands.tools.terminal import TerminalAction
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("sleep 1.5\n")
+    executor = executor_in(tmp_path, HOME=str(home))
+    try:
+        observation = executor(TerminalAction(command="echo after-bashrc"))
+        assert "after-bashrc" in observation.text
+        assert observation.metadata.exit_code == 0
+    finally:
+        executor.close()
+
+
+def test_closing_while_the_shell_starts_leaves_no_shell(patched, tmp_path, monkeypatch):
+    """A close that comes while another thread starts the shell, just before the shell is
+    spawned: it waits for the start, then closes the shell (or the start would spawn a
+    shell after the close, which nothing would ever stop)."""
+    from trio_acp.openhands.sdk import terminal_start
+
+    executor = executor_in(tmp_path)
+    terminal = executor._session.terminal
+    closer = threading.Thread(target=executor.close)
+    build_env = terminal_start.build_terminal_env
+
+    def close_now(extra):
+        closer.start()
+        # Bounded: with the start lock the close waits for the start, which is this.
+        closer.join(timeout=0.5)
+        return build_env(extra)
+
+    monkeypatch.setattr(terminal_start, "build_terminal_env", close_now)
+    starter = threading.Thread(target=terminal_start.started, args=(terminal,))
+    starter.start()
+    starter.join(timeout=30)
+    closer.join(timeout=30)
+    assert not starter.is_alive() and not closer.is_alive()
+    assert shells_in(tmp_path) == []
+
+
+# --- sessions ------------------------------------------------------------------------------
+
+
+class Client:
+    async def session_update(self, params):
+        pass
+
+    async def request_permission(self, params):
+        raise AssertionError("no permission requests here (always-approve)")
+
+
+@pytest.fixture
+def env(llm, tmp_path):
+    return agent_env(llm, tmp_path / "home", TRIO_ACP_PUBLIC_SKILLS="0")
+
+
+async def _prompt(conn, sid: str, text: str) -> str:
+    with trio.fail_after(120):
+        reply = await conn.agent.prompt(session_id=sid, prompt=[schema.TextContent(text=text)])
+    return reply.stop_reason
+
+
+async def test_idle_sessions_keep_no_shell_and_a_terminal_command_starts_one(env, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, Client()) as (_, conn):
+            await conn.agent.initialize(protocol_version=1)
+            sids = [
+                (await conn.agent.new_session(cwd=str(ws), mcp_servers=[])).session_id
+                for _ in range(3)
+            ]
+            with trio.fail_after(120):
+                for sid in sids:
+                    await agent._sessions[uuid.UUID(sid)].warmed.wait()
+            # The warm-up built every session's tools: none started a shell.
+            assert shells_in(ws) == []
+            prompt = scenario_prompt("terminal", command="echo from-the-terminal")
+            assert await _prompt(conn, sids[0], prompt) == "end_turn"
+            assert len(shells_in(ws)) == 1
+            for sid in sids:
+                await conn.agent.close_session(session_id=sid)
+            assert shells_in(ws) == []
+
+
+async def test_a_turn_without_commands_never_waits_for_the_shell(env, tmp_path, monkeypatch):
+    """The turn starts the shell on a thread of its own (ahead of a command): held there,
+    the turn still answers, and closing the session afterwards stops the shell."""
+    from trio_acp.openhands.sdk import terminal_start
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    reached, release = threading.Event(), threading.Event()
+    wait_ready = terminal_start._wait_ready
+
+    def held(terminal, token):
+        reached.set()
+        release.wait(60)
+        return wait_ready(terminal, token)
+
+    monkeypatch.setattr(terminal_start, "_wait_ready", held)
+    try:
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_in_memory_pair(agent, Client()) as (_, conn):
+                await conn.agent.initialize(protocol_version=1)
+                sid = (await conn.agent.new_session(cwd=str(ws), mcp_servers=[])).session_id
+                assert await _prompt(conn, sid, scenario_prompt("echo", "hi")) == "end_turn"
+                # The turn asked for the shell, which is still starting.
+                assert await trio.to_thread.run_sync(reached.wait, 60)
+                release.set()
+                await conn.agent.close_session(session_id=sid)
+                assert shells_in(ws) == []
+    finally:
+        release.set()
