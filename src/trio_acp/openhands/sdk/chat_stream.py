@@ -133,7 +133,8 @@ class ChatStreamReader:
 
     def __init__(self) -> None:
         self._buffer = b""
-        self.done = False  # `[DONE]` was read: nothing after it counts
+        self.done = False  # `[DONE]` or a failed event was read: nothing after it counts
+        self.error: Exception | None = None
         #: Every payload, in order (for a reply that cannot be compacted).
         self.raw: list[dict[str, Any]] = []
         #: Whether `compacted()` gives the same reply as `raw`.
@@ -154,8 +155,9 @@ class ChatStreamReader:
     # ---------------------------------------------------------------- reading
 
     def feed(self, data: bytes) -> list[Chunk]:
-        """The token chunks completed by `data` (raises `StreamError` for an error event,
-        `json.JSONDecodeError` for a payload that is not JSON)."""
+        """The token chunks completed by `data`. An event that fails (`StreamError` for an
+        error event, `json.JSONDecodeError` for a payload that is not JSON) ends the
+        stream: it is kept in `error`, to raise once the chunks before it are handled."""
         if self.done:
             return []
         buffer = self._buffer + data if self._buffer else data
@@ -178,7 +180,15 @@ class ChatStreamReader:
                 self.done = True
                 self._buffer = b""
                 break
-            chunk = self._payload(json.loads(text))
+            try:
+                chunk = self._payload(json.loads(text))
+            except Exception as exc:
+                # The chunks before it were read: they are delivered first, as the
+                # `openai` client's stream does, one event at a time.
+                self.error = exc
+                self.done = True
+                self._buffer = b""
+                break
             if chunk is not None:
                 out.append(chunk)
         return out

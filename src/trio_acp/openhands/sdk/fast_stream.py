@@ -38,7 +38,7 @@ from openhands.sdk import LLM
 from openhands.sdk.llm import llm as sdk_llm
 from openhands.sdk.llm.streaming import AnyTokenCallbackType, _invoke_token_callback
 
-from trio_acp.openhands.sdk.chat_stream import Chunk, ChatStreamReader, StreamError
+from trio_acp.openhands.sdk.chat_stream import ChatStreamReader, Chunk, StreamError
 
 __all__ = ["FAST_STREAM_ENV", "NotAModelReply", "atransport_call", "enabled", "not_a_reply"]
 
@@ -147,6 +147,8 @@ async def _batches(
                 )
             if batch:
                 yield batch
+            if reader.error is not None:
+                raise reader.error
             if reader.done:
                 return
     except StreamError as exc:
