@@ -133,6 +133,7 @@ class ChatStreamReader:
 
     def __init__(self) -> None:
         self._buffer = b""
+        self._cr = False  # the last read ended with \r
         self.done = False  # `[DONE]` or a failed event was read: nothing after it counts
         self.error: Exception | None = None
         #: Every payload, in order (for a reply that cannot be compacted).
@@ -160,11 +161,11 @@ class ChatStreamReader:
         stream: it is kept in `error`, to raise once the chunks before it are handled."""
         if self.done:
             return []
+        if self._cr and data.startswith(b"\n"):
+            data = data[1:]  # the second half of a \r\n read as a line end already
         buffer = self._buffer + data if self._buffer else data
+        self._cr = buffer.endswith(b"\r")
         if b"\r" in buffer:
-            if buffer.endswith(b"\r"):  # maybe half of a \r\n: wait for the rest
-                self._buffer = buffer
-                return []
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         events = buffer.split(b"\n\n")
         self._buffer = events.pop()
