@@ -327,7 +327,12 @@ def _sets_attribute(cls: type, attr: str) -> bool:
         try:
             source = inspect.getsource(klass)
         except (OSError, TypeError):
-            continue
+            # inspect cannot find a class whose __module__ was rewritten (openai's streams
+            # say "openai"): its __init__'s source, then, which its code object locates.
+            try:
+                source = inspect.getsource(vars(klass)["__init__"])
+            except (KeyError, OSError, TypeError):
+                continue
         if f"self.{attr} " in source or f"self.{attr}:" in source or f"self.{attr}=" in source:
             return True
     return False
