@@ -10,6 +10,8 @@ and once with the fast path, on the SDK's `LLM.acompletion`, the call the agent 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
 from typing import Any
 
@@ -201,3 +203,70 @@ def test_an_interrupted_stream_closes_its_connection_and_raises_as_is(monkeypatc
         assert len(seen) == at  # nothing after the interruption
         assert isinstance(seen[0], Chunk)
         assert len(llm.requests) == 1  # not retried
+
+
+# --- the agent: what the client is sent -----------------------------------------------------
+
+
+def _merged(frames: list[dict[str, Any]], cwd: str) -> list[str]:
+    """The session updates, consecutive chunks of one message merged (how many chunks an
+    update carries depends on thread timing, not on the path), ids and paths scrubbed."""
+    out: list[dict[str, Any]] = []
+    for frame in frames:
+        if frame.get("method") != "session/update":
+            continue
+        update = dict(frame["params"]["update"])
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and update["sessionUpdate"] in ("agent_message_chunk", "agent_thought_chunk")
+            and last["sessionUpdate"] == update["sessionUpdate"]
+            and last.get("messageId") == update.get("messageId")
+        ):
+            last["content"] = {
+                **last["content"],
+                "text": last["content"]["text"] + update["content"]["text"],
+            }
+            continue
+        out.append(update)
+    return [_scrub(json.dumps(u, sort_keys=True).replace(cwd, "<cwd>")) for u in out]
+
+
+async def _agent_turns(tmp_path: Any, prompts: list[str], fast: bool) -> list[Any]:
+    from _inprocess import agent_env
+    from test_models_auth_fork import with_raw
+
+    os.environ[FAST_STREAM_ENV] = "1" if fast else "0"
+    cwd = tmp_path / ("fast" if fast else "slow")
+    cwd.mkdir()
+    turns: list[Any] = []
+    async with ScriptedLLM() as llm:
+        env = agent_env(
+            llm, cwd / ".home", LLM_NUM_RETRIES="4", LLM_RETRY_MIN_WAIT="0", LLM_RETRY_MAX_WAIT="0"
+        )
+
+        async def body(raw: Any, agent: Any) -> None:
+            await raw.initialize({"plan": {}})  # the unstable schema: PromptResponse.usage
+            sid = (await raw.new_session(cwd))["sessionId"]
+            for text in prompts:
+                result, frames = await raw.prompt(sid, text)
+                turns.append((result, _merged(frames, str(cwd))))
+
+        await with_raw(env, body)
+        turns.append([r.outcome for r in llm.requests])
+    return turns
+
+
+async def test_the_client_is_sent_the_same_on_both_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv(FAST_STREAM_ENV, "0")  # restored after the test
+    prompts = [
+        scenario_prompt("demo"),
+        scenario_prompt("long", tokens=500),
+        scenario_prompt("flaky_stream", times=2),
+        scenario_prompt("remember"),
+    ]
+    slow = await _agent_turns(tmp_path, prompts, fast=False)
+    fast = await _agent_turns(tmp_path, prompts, fast=True)
+    assert fast == slow
+    assert [result["stopReason"] for result, _ in slow[:-1]] == ["end_turn"] * 4
+    assert all(result["usage"]["outputTokens"] > 0 for result, _ in slow[:-1])
