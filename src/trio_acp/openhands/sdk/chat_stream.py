@@ -171,12 +171,13 @@ class ChatStreamReader:
         self._buffer = events.pop()
         out: list[Chunk] = []
         for event in events:
+            text: str | None
             if event.startswith(b"data: ") and b"\n" not in event:
                 text = event[6:].decode()  # the usual event: one `data: ` line
             else:
                 text = _event_data(event)
-                if text is None:
-                    continue
+            if text is None:
+                continue
             if text.startswith("[DONE]"):
                 self.done = True
                 self._buffer = b""
