@@ -189,6 +189,11 @@ def _print_profiles(profile_dir: Path, top: int) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["agent-cmd"]:
+        from .agent_cmd import main as agent_cmd_main
+
+        agent_cmd_main(sys.argv[2:])
+        return
     if sys.argv[1:2] == ["agent"]:
         from .agent_main import main as agent_main
 

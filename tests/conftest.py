@@ -98,6 +98,7 @@ FAST_LAYER = (
     "tests/openhands/test_critic_fast.py",
     "tests/openhands/test_interrupt.py",
     "tests/openhands/test_mcp_startup.py",
+    "tests/openhands/test_chat_stream.py",
     "tests/openhands/test_model_failure_policy.py",
     "tests/openhands/test_outbox_at_once.py",
     "tests/openhands/test_paths.py",

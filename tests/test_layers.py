@@ -36,6 +36,7 @@ PURE = [
     "trio_acp.openhands.editor.session_roots",
     "trio_acp.openhands.permissions.run_gate",
     "trio_acp.openhands.permissions.turn_points",
+    "trio_acp.openhands.sdk.chat_stream",
     "trio_acp.exception_groups",
 ]
 FORBIDDEN = ("trio", "openhands", "litellm")

@@ -16,7 +16,17 @@ from openhands.sdk.llm.llm_profile_store import LLMProfileStore
 from pydantic import PrivateAttr
 from tenacity import wait_exponential
 
+from trio_acp.openhands.sdk import fast_stream
+from trio_acp.openhands.sdk.fast_stream import NotAModelReply
 from trio_acp.openhands.translate.model_failures import CONTEXT_OVERFLOWS, RetryPolicy
+
+__all__ = [
+    "ContextStillTooLong",
+    "NotAModelReply",
+    "SessionLLM",
+    "load_profile",
+    "use_profile_store",
+]
 
 
 class SessionLLM(LLM):
@@ -54,9 +64,15 @@ class SessionLLM(LLM):
         return response
 
     # One model call's attempt (inside the SDK's retry boundary): the SDK's transport,
-    # checked for an answer that was no model reply at all (`NotAModelReply`).
+    # checked for an answer that was no model reply at all (`NotAModelReply`); a streamed
+    # one takes the fast path (fast_stream.py) unless TRIO_ACP_FAST_STREAM=0.
     async def _atransport_call(self, *, on_token: Any = None, **kwargs: Any) -> Any:
         checked = _checked(on_token, kwargs)
+        if checked is not None and fast_stream.enabled():
+            kwargs.pop("enable_streaming")
+            return await fast_stream.atransport_call(
+                self, on_token=on_token, slow_on_token=checked, **kwargs
+            )
         return await super()._atransport_call(on_token=checked or on_token, **kwargs)
 
     def _transport_call(self, *, on_token: Any = None, **kwargs: Any) -> Any:
@@ -115,16 +131,6 @@ class ContextStillTooLong(Exception):
     """Condensing did not make the conversation fit the model's context window."""
 
 
-class NotAModelReply(Exception):
-    """A streamed model call answered by a web page (HTTP 200, `text/html`): not the API.
-
-    litellm reads such a page as a stream without events and makes up an empty reply; the
-    SDK answers an empty reply with corrective feedback to the model and calls again, and
-    the turn ended on whatever that next call said. A base URL pointing at a web UI, or a
-    proxy's or a network's sign-in page, answers this way (model_failures.py words it).
-    """
-
-
 class _CheckedTokens:
     """The SDK's token callback for one streamed attempt, checking what answered it."""
 
@@ -135,12 +141,9 @@ class _CheckedTokens:
     def __call__(self, chunk: Any) -> Any:
         if not self.checked:  # the headers are the attempt's: the first chunk has them
             self.checked = True
-            kind = _content_type(chunk)
-            if "html" in kind:
-                raise NotAModelReply(
-                    f"the model call was answered by a web page (HTTP 200, {kind}), "
-                    "not an event stream"
-                )
+            refused = fast_stream.not_a_reply(_content_type(chunk))
+            if refused is not None:
+                raise refused
         return self.on_token(chunk)  # an async callback's coroutine: the SDK awaits it
 
 

@@ -91,6 +91,26 @@ RELIANCE: tuple[Reliance, ...] = (
     name("openhands.sdk.llm.llm_profile_store:_DEFAULT_PROFILE_DIR"),
     calls("openhands.sdk.llm.llm_profile_store:LLMProfileStore.load", "name"),
     calls("openhands.sdk.llm.utils.model_features:get_features", "model, overrides"),
+    # fast_stream.py: the streaming fast path, called as the SDK's own `_atransport_call`.
+    name("openhands.sdk.llm.llm:litellm_acompletion"),
+    calls("openhands.sdk.llm:LLM._aget_litellm_auth_values"),
+    calls("openhands.sdk.llm:LLM._prepare_transport_kwargs", "messages, enable_streaming, auth_values"),
+    calls("openhands.sdk.llm:LLM._aiter_with_idle_timeout", "stream"),
+    calls("openhands.sdk.llm.streaming:_invoke_token_callback", "cb, chunk"),
+    name("openhands.sdk.llm.streaming:AnyTokenCallbackType"),
+    # ... and litellm's OpenAI stream under it, read by us and finished by litellm.
+    attribute("litellm.litellm_core_utils.streaming_handler:CustomStreamWrapper.completion_stream"),
+    attribute("litellm.litellm_core_utils.streaming_handler:CustomStreamWrapper.custom_llm_provider"),
+    attribute("litellm.litellm_core_utils.streaming_handler:CustomStreamWrapper.response_uptil_now"),
+    attribute("litellm.litellm_core_utils.streaming_handler:CustomStreamWrapper.sent_first_chunk"),
+    calls("litellm.litellm_core_utils.streaming_handler:CustomStreamWrapper._log_stream_failure_and_raise", "e"),
+    calls("litellm:stream_chunk_builder", "chunks, messages"),
+    name("litellm:REPEATED_STREAMING_CHUNK_LIMIT"),
+    calls("litellm:InternalServerError", "message, model, llm_provider"),
+    attribute("openai._streaming:AsyncStream.response"),
+    attribute("openai._streaming:AsyncStream._client"),
+    attribute("openai._streaming:AsyncStream._cast_to"),
+    calls("openai:AsyncOpenAI._process_response_data", "data, cast_to, response"),
     # error_bodies.py: litellm's transport factory.
     calls("litellm.llms.custom_httpx.http_handler:AsyncHTTPHandler._create_async_transport"),
     # file_store.py: the conversation's files.
@@ -324,7 +344,12 @@ def _sets_attribute(cls: type, attr: str) -> bool:
         try:
             source = inspect.getsource(klass)
         except (OSError, TypeError):
-            continue
+            # inspect cannot find a class whose __module__ was rewritten (openai's streams
+            # say "openai"): its __init__'s source, then, which its code object locates.
+            try:
+                source = inspect.getsource(vars(klass)["__init__"])
+            except (KeyError, OSError, TypeError):
+                continue
         if f"self.{attr} " in source or f"self.{attr}:" in source or f"self.{attr}=" in source:
             return True
     return False
