@@ -66,9 +66,8 @@ from trio_acp.openhands.translate.content import (
 )
 from trio_acp.openhands.translate.fields import field
 from trio_acp.openhands.translate.interruptions import (
-    CANCEL_NOTE,
     CANCEL_SENDER,
-    CANCEL_TEXT,
+    REMOTE_NOTES,
     STOPPED_SENDER,
     interrupted_meta,
 )
@@ -528,12 +527,15 @@ class Translator:
             mid = message_id(event_id, "user")
         out: list[SessionUpdate] = []
         first = getattr(contents[0], "text", None) if contents else None
-        if isinstance(first, str) and first.startswith(CANCEL_NOTE):
+        note = next(
+            (n for n in REMOTE_NOTES if isinstance(first, str) and first.startswith(n[0])), None
+        )
+        if note is not None and isinstance(first, str):
             # The note an agent-server session puts before the message that follows a
-            # cancelled turn (remote.py) is for the model, not the user's words: shown as
-            # a local session shows its own note, then what the user typed.
-            out += _interruption(event_id, CANCEL_TEXT, "", "cancelled")
-            rest = first[len(CANCEL_NOTE) :].lstrip()
+            # cancelled or lost turn (remote.py) is for the model, not the user's words:
+            # shown as a local session shows its own note, then what the user typed.
+            out += _interruption(event_id, note[1], "", note[2])
+            rest = first[len(note[0]) :].lstrip()
             if rest:
                 out.append(schema.UserMessageChunk(content=text_block(rest), message_id=mid))
             contents = contents[1:]
