@@ -192,6 +192,35 @@ async def test_in_always_approve_only_the_credential_read_of_a_batch_is_asked():
     assert conv.rejected is not None  # the SDK rejects the whole batch: nothing of it ran
 
 
+async def test_llm_approve_on_a_server_that_stops_for_every_action_asks_as_the_sdk_would():
+    # An agent-server in llm-approve stops before every action (remote_conversation.py,
+    # `decides_for_mode`): this side asks only what the SDK's ConfirmRisky(HIGH) would, and
+    # the credential read.
+    from openhands.sdk.security.risk import SecurityRisk
+
+    def rated(action, risk):
+        return action.model_copy(update={"security_risk": risk})
+
+    client = _Client()
+    conv = _Conv(
+        [
+            rated(_action("terminal", {"command": "ls"}, "low"), SecurityRisk.LOW),
+            rated(_action("terminal", {"command": "make"}, "medium"), SecurityRisk.MEDIUM),
+            rated(_action("terminal", READ_KEY, "key"), SecurityRisk.LOW),
+            rated(_action("terminal", {"command": "rm -rf x"}, "high"), SecurityRisk.HIGH),
+            rated(_action("terminal", {"command": "curl x"}, "unknown"), SecurityRisk.UNKNOWN),
+        ]
+    )
+    conv.decides_for_mode = True
+    assert await confirm_pending(_session(client, LLM_APPROVE), conv, trio.Event())
+    assert [r.tool_call.tool_call_id for r in client.requests] == ["key", "high", "unknown"]
+    # A local conversation (whose SDK stopped for a reason of its own) asks about each.
+    client = _Client()
+    conv.decides_for_mode = False
+    assert await confirm_pending(_session(client, LLM_APPROVE), conv, trio.Event())
+    assert len(client.requests) == 5
+
+
 @pytest.mark.parametrize("mode", [ALWAYS_APPROVE, LLM_APPROVE])
 async def test_the_modes_that_ask_less_stop_for_a_credential_read(mode):
     """The SDK stops for it (WAITING_FOR_CONFIRMATION) even though the model rated it low;

@@ -20,6 +20,8 @@ from trio_acp.openhands.translate.interruptions import (
     CANCEL_NOTE,
     CANCEL_SENDER,
     CANCEL_TEXT,
+    LOST_NOTE,
+    LOST_TEXT,
     NOT_APPROVED,
     STOPPED_SENDER,
     STOPPED_TEXT,
@@ -65,6 +67,16 @@ def test_an_agent_servers_cancel_note_replays_as_the_agents_not_the_users():
     assert note.content.text == CANCEL_TEXT
     assert note.meta == {"trioAcp": {"interrupted": "cancelled"}}
     assert replay.index(note) < replay.index(users[0])  # before the message it preceded
+
+
+def test_an_agent_servers_lost_note_replays_as_a_stopped_turn_not_the_users_words():
+    # The note that opens the message after a turn cut by losing the agent-server (remote.py).
+    replay = Translator("/w").replay([_user("u1", LOST_NOTE + "\nthe next question")])
+    users = [u.content.text for u in replay if isinstance(u, schema.UserMessageChunk)]
+    assert users == ["the next question"]
+    (note,) = [u for u in replay if isinstance(u, schema.AgentMessageChunk)]
+    assert note.content.text == LOST_TEXT
+    assert note.meta == {"trioAcp": {"interrupted": "stopped"}}
 
 
 def test_a_cancel_note_merged_into_the_users_text_is_taken_off_it_too():

@@ -213,3 +213,33 @@ def _running(process: psutil.Process) -> bool:
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+@pytest.mark.parametrize("mode", ["always-approve", "llm-approve"])
+def test_a_credential_read_stops_on_the_server_in_the_modes_that_ask_less(agent, cwd, mode):
+    # The server cannot load our credential guard: in these modes it stops before every
+    # action and this side runs what the mode would run unasked, asking for the read of
+    # trio-acp's own credential file (remote_conversation.py, confirm.py).
+    proc = agent.proc
+    sid = proc.new_session(cwd)
+    proc.result("session/set_mode", {"sessionId": sid, "modeId": mode})
+    marker = Path(cwd) / "read-the-key"
+    settings = Path(agent.home) / "agent_settings.json"
+    command = f"cat {settings} > {marker}"
+    rid = send_prompt(proc, sid, scenario_prompt("terminal", command=command))
+    request = answer_permission(proc, "reject_once")
+    title = request["params"]["toolCall"]["title"]
+    assert str(settings) in title and "the model's API key" in title
+    assert "allow_always" not in {o["kind"] for o in request["params"]["options"]}
+    assert proc.response(rid)["result"]["stopReason"] in ("end_turn", "cancelled")
+    assert not marker.exists(), "the credential read ran on the server unasked"
+    # Any other action runs unasked, as the mode says (the model rates it LOW).
+    start = len(proc.frames)
+    reply = proc.prompt(sid, scenario_prompt("terminal", command="echo ran-unasked"))
+    assert reply["result"]["stopReason"] == "end_turn"
+    asked = [f for f in proc.frames[start:] if f.get("method") == "session/request_permission"]
+    assert asked == []
+    outputs = json.dumps(
+        [u for u in updates(proc, sid, start) if u["sessionUpdate"] == "tool_call_update"]
+    )
+    assert "ran-unasked" in outputs

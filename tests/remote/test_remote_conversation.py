@@ -22,6 +22,7 @@ import trio
 
 from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
 from trio_acp.openhands.backends.remote import (
+    CUT_BY_RESTART,
     INTERRUPTION_NOTE,
     MARKER_VAR,
     RemoteConversationDriver,
@@ -395,14 +396,22 @@ async def test_a_stalled_server_mid_turn_is_named_within_the_stall_timeout(
         await driver.close()
 
 
-async def test_server_killed_mid_turn_then_restarted(sdk, target, llm, server):
-    """Last: it restarts the module's server."""
+@pytest.mark.parametrize("mode", ["always-approve", "always-ask"])
+async def test_server_killed_mid_turn_then_restarted(sdk, target, llm, server, mode):
+    """Last: it restarts the module's server.
+
+    In always-ask the command runs approved: the server saves the status of a run only
+    when a step ends, so the restarted one still holds the action as waiting for approval;
+    it must not run again, and the model reads what happened to it (remote.py,
+    `_settle_lost_run`)."""
     seen = Seen()
     driver = await open_driver(
-        sdk, target, llm, server, seen, unreachable_grace=1.0, poll_interval=0.2
+        sdk, target, llm, server, seen, mode=mode, unreachable_grace=1.0, poll_interval=0.2
     )
     try:
         await driver.send_message(user(sdk, scenario_prompt("sleep", seconds=30)))
+        if mode == "always-ask":
+            assert await driver.run() == "waiting_for_confirmation"
         async with trio.open_nursery() as nursery:
 
             async def kill_once_sleeping() -> None:
@@ -420,6 +429,10 @@ async def test_server_killed_mid_turn_then_restarted(sdk, target, llm, server):
         await driver.send_message(user(sdk, "after the restart [scenario:echo]"))
         assert await driver.run() == "finished"
         assert reply_text(seen) == "Echo: after the restart [scenario:echo]"
+        assert not seen.of("ObservationEvent"), "the cut command ran again"
+        if mode == "always-ask":
+            [cut] = seen.of("UserRejectObservation")
+            assert cut.rejection_reason == CUT_BY_RESTART
         ids = seen.ids()
         assert len(ids) == len(set(ids)), "an event was handed on twice"
         # The driver created the conversation: every event the server has was handed on.

@@ -53,7 +53,7 @@ from trio_acp.openhands.backends.agent_server_api import (
 )
 from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
 from trio_acp.openhands.backends.remote_inbox import TERMINAL_TOOL, Inbox
-from trio_acp.openhands.translate.interruptions import CANCEL_NOTE
+from trio_acp.openhands.translate.interruptions import CANCEL_NOTE, LOST_NOTE
 
 __all__ = [
     "INTERRUPTION_NOTE",
@@ -89,6 +89,12 @@ INTERRUPT_TIMEOUT = 10.0
 # note opens the next one instead.
 # (session/load shows it as what it is, never as the user's words: translate/interruptions.py)
 INTERRUPTION_NOTE = CANCEL_NOTE
+# The tool result of an approved action the agent-server was running when trio-acp lost it,
+# and which the restarted server still holds as waiting for approval (`_settle_lost_run`).
+CUT_BY_RESTART = (
+    "The agent-server stopped while this approved action ran and was restarted: the action "
+    "was cut short, and may have run in part or not at all."
+)
 
 
 def tag_terminal(agent: Any, marker: str) -> Any:
@@ -179,8 +185,13 @@ class RemoteConversationDriver:
         self.marker: str | None = None
         self._stale = False
         self._tools_stopped = False
-        # The last run was cut short: the next message says so (INTERRUPTION_NOTE).
-        self._interrupted = False
+        # The last run was cut short: the next message opens with this note
+        # (INTERRUPTION_NOTE after a cancel, LOST_NOTE after the server was lost).
+        self._note: str | None = None
+        # The last run stopped for approval: the next run approves what it holds.
+        self._awaiting_approval = False
+        # A run lost with the server: (whether it ran approved actions, when it began).
+        self._lost_run: tuple[bool, float] | None = None
         self.round_trip: float | None = None
         self.hook_config: Any = None
         # Set by the health check when the server stopped answering during a run.
@@ -311,16 +322,69 @@ class RemoteConversationDriver:
 
     def mark_interrupted(self) -> None:
         """The last message was cut short: the next one opens with `INTERRUPTION_NOTE`."""
-        self._interrupted = True
+        self._note = INTERRUPTION_NOTE
 
     async def send_message(self, message: Any) -> None:
         conv = await self._ready()
-        if self._interrupted:
+        if self._lost_run is not None:
+            await self._settle_lost_run(conv)
+        if self._note is not None:
             message = message.model_copy(
-                update={"content": [self.sdk.TextContent(text=INTERRUPTION_NOTE), *message.content]}
+                update={"content": [self.sdk.TextContent(text=self._note), *message.content]}
             )
         await self._call(lambda: conv.send_message(message))
-        self._interrupted = False
+        self._note = None
+
+    async def _settle_lost_run(self, conv: Any) -> None:
+        """Before the first message after a run lost with the server: make what the server
+        kept of that run true, and tell the model it was cut short.
+
+        A server restarted mid-run records the cut action itself (its reload turns a
+        saved "running" into an error with a result for the action), but not an action
+        it was running as approved: the SDK saves the status only when a step lets go of
+        the state's lock, so the saved one is still "waiting_for_confirmation", and the
+        next run would take the action as approved again, run it a second time, and the
+        model would read the cut request and the next one as one message. Such actions
+        get a result that says what happened (`CUT_BY_RESTART`). Only when the server
+        did restart: a server that was merely unreachable may still be running them
+        (its saved status is as stale), and a second result would contradict the first.
+        """
+        approving, began = self._lost_run or (False, 0.0)
+        assert self.id is not None
+        info = await self.get_info(self.id)
+        status = str((info or {}).get("execution_status") or "")
+        if approving and status == "waiting_for_confirmation":
+            if await self._restarted_since(began):
+                await self._call(lambda: conv.reject_pending_actions(CUT_BY_RESTART))
+        elif status != "running" and await self._call(lambda: self._unanswered(conv)):
+            # The cut request has nothing after it (lost while the model was called): the
+            # SDK would merge it with the next message, as after a cancel
+            # (INTERRUPTION_NOTE). A server still running it answers it yet.
+            self._note = self._note or LOST_NOTE
+        self._lost_run = None
+
+    def _unanswered(self, conv: Any) -> bool:
+        """Whether the last event the model reads is the user's message."""
+        events = conv.state.events
+        for i in range(len(events) - 1, -1, -1):
+            event = events[i]
+            if hasattr(event, "to_llm_message"):  # what the model reads
+                return isinstance(event, self.sdk.MessageEvent) and event.source == "user"
+        return False
+
+    async def _restarted_since(self, began: float) -> bool:
+        """Whether the server's process started after `began` (`time.monotonic()`)."""
+        workspace = self.workspace
+        try:
+            response = await self._call(
+                lambda: workspace.client.get("/server_info", timeout=REQUEST_TIMEOUT)
+            )
+            uptime = float(response.json()["uptime"])
+        except (RemoteError, KeyError, TypeError, ValueError) as exc:
+            log.warning("could not tell whether the agent-server restarted: %s", exc)
+            return False
+        # `uptime` is whole seconds, rounded down: a second of margin.
+        return uptime + 1.0 <= time.monotonic() - began
 
     async def set_confirmation(self, policy: Any, analyzer: Any = None) -> None:
         conv = await self._ready()
@@ -343,6 +407,7 @@ class RemoteConversationDriver:
     async def reject_pending_actions(self, reason: str) -> None:
         conv = await self._ready()
         await self._call(lambda: conv.reject_pending_actions(reason))
+        self._awaiting_approval = False
 
     @property
     def execution_status(self) -> str | None:
@@ -361,6 +426,10 @@ class RemoteConversationDriver:
         stops answering.
         """
         conv = await self._ready()
+        # A run after one that stopped for approval runs the actions it holds (the SDK's
+        # implicit approval): if the server is lost during it, they may be cut short.
+        approving, began = self._awaiting_approval, time.monotonic()
+        self._awaiting_approval = False
         inbox = self._inbox
         inbox.over, inbox.over_status, inbox.running, inbox.armed = trio.Event(), None, False, True
         inbox.quiet = False
@@ -375,6 +444,7 @@ class RemoteConversationDriver:
                 # it (under load its answer comes after the run's first command), so this
                 # is the server lost during the turn, as the health check reports it.
                 self._stale = True
+                self._lost_run = (approving, began)
                 detail = str(exc).removeprefix(f"agent-server {self.target.url}: ")
                 raise RemoteError(self._lost(detail), unreachable=True) from None
             async with trio.open_nursery() as nursery:
@@ -394,16 +464,18 @@ class RemoteConversationDriver:
         finally:
             inbox.armed = False
         if cancel_event is not None and cancel_event.is_set():
-            self._interrupted = self._inbox.status != "finished"
+            self._note = INTERRUPTION_NOTE if self._inbox.status != "finished" else None
             return "cancelled"
         status = inbox.over_status or "finished"
         if status == "unreachable":
             self._stale = True
+            self._lost_run = (approving, began)
             raise RemoteError(self._unreachable_message, unreachable=True)
         if status == "gone":
             raise RemoteError(
                 f"conversation {self.id} no longer exists on the agent-server at {self.target.url}"
             )
+        self._awaiting_approval = status == "waiting_for_confirmation"
         return status
 
     async def _interrupt_when(self, cancel_event: trio.Event) -> None:

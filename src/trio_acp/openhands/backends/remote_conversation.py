@@ -53,6 +53,7 @@ from trio_acp.openhands.backends.conversation import (
 )
 from trio_acp.openhands.backends.remote import RemoteConversationDriver
 from trio_acp.openhands.errors import internal, not_configured
+from trio_acp.openhands.permissions.policy import ALWAYS_APPROVE, LLM_APPROVE
 from trio_acp.openhands.sdk import confirmation_setup, supports_reasoning_effort
 from trio_acp.openhands.setup.mcp_startup import McpStartFailure
 from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart
@@ -152,6 +153,8 @@ class ServerConversation:
         # The status the server gave when it was opened, then each run's final one; the
         # socket's newer word (`driver.execution_status`) wins when there is one.
         self.run_status = "idle"
+        # Whether the server stops before every action for this side to decide (`set_mode`).
+        self.decides_for_mode = False
 
     @classmethod
     async def open(
@@ -248,7 +251,15 @@ class ServerConversation:
         return LlmOptions(reasoning_effort=effort, stream=bool(getattr(llm, "stream", True)))
 
     async def set_mode(self, mode: str) -> None:
-        await self.driver.set_confirmation(*confirmation_setup(self._sdk, mode))
+        policy, analyzer = confirmation_setup(self._sdk, mode)
+        # The server cannot load our credential guard (permissions/credential_guard.py), so
+        # in the modes that ask less it stops before every action and this side decides as
+        # the mode would, asking only for a read of trio-acp's credential files
+        # (permissions/confirm.py, `decides_for_mode`): a round trip per action.
+        self.decides_for_mode = mode in (ALWAYS_APPROVE, LLM_APPROVE)
+        if self.decides_for_mode:
+            policy = self._sdk.AlwaysConfirm()
+        await self.driver.set_confirmation(policy, analyzer)
 
     async def use_model(
         self, choice: Any, *, reasoning_effort: str | None, stream: bool

@@ -24,6 +24,7 @@ from trio_acp.openhands.permissions.policy import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
     ALWAYS_APPROVE,
+    LLM_APPROVE,
     REJECT_ALWAYS,
     REJECT_ONCE,
     Rule,
@@ -210,6 +211,13 @@ async def _request_or_cancel(
         nursery.start_soon(request_it)
 
 
+def _risky(action: Any) -> bool:
+    """Whether llm-approve asks about `action`: as the SDK's `ConfirmRisky(threshold=HIGH)`
+    decides (sdk.py, `confirmation_setup`), a HIGH or an unknown risk."""
+    risk = getattr(getattr(action, "security_risk", None), "value", None)
+    return not isinstance(risk, str) or risk.upper() not in ("LOW", "MEDIUM")
+
+
 def _outside(scope: Scope, roots: Any) -> bool:
     if scope.tool == "terminal":
         return False
@@ -253,7 +261,18 @@ async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio
             log.info("rule %r decided %s for %s", rule.describe(), decision, scope)
         elif credential is None and getattr(session, "mode", None) == ALWAYS_APPROVE:
             # The SDK stopped for another action of this batch, one that reads a
-            # credential file (sdk.py, `confirmation_setup`): this one runs unasked.
+            # credential file (sdk.py, `confirmation_setup`), or an agent-server stops
+            # for every action (`decides_for_mode`): this one runs unasked.
+            decision = ALLOW_ONCE
+        elif (
+            credential is None
+            and getattr(conv, "decides_for_mode", False)
+            and getattr(session, "mode", None) == LLM_APPROVE
+            and not _risky(action)
+        ):
+            # An agent-server stops for every action in llm-approve (it cannot load our
+            # credential guard: remote_conversation.py): what its SDK would have run
+            # unasked, rated below HIGH by the model, runs unasked.
             decision = ALLOW_ONCE
         else:
             decision = await ask(session, action, scope, cancel_event, credential)

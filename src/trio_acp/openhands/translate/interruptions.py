@@ -6,6 +6,9 @@ a replay shows it: never as words the user typed.
   messages, the next user message opens with `CANCEL_NOTE` (remote.py). Either is for the
   model; `session/load` shows both the same way: an agent message marked
   `_meta.trioAcp.interrupted = "cancelled"`, and the user's own words without the note.
+* A turn cut short because trio-acp lost its agent-server (down, restarted, silent): the
+  next user message opens with `LOST_NOTE` (remote.py); `session/load` shows it as an
+  agent message `LOST_TEXT` marked `_meta.trioAcp.interrupted = "stopped"`.
 * A process that stopped mid-turn (kill -9, a crash): when the session is reopened, what
   the user had been shown of the unfinished reply is appended as an assistant message
   (`STOPPED_SENDER`, ending with `STOPPED_TEXT`; replayed with
@@ -29,9 +32,12 @@ __all__ = [
     "CANCEL_SENDER",
     "CANCEL_TEXT",
     "FAILED_TEXT",
+    "LOST_NOTE",
+    "LOST_TEXT",
     "NOT_APPROVED",
     "STOPPED_SENDER",
     "STOPPED_TEXT",
+    "REMOTE_NOTES",
     "TOOL_STOPPED",
     "interrupted_meta",
 ]
@@ -44,6 +50,15 @@ CANCEL_NOTE = (
     "[The user interrupted the previous request before it was finished. "
     "Answer only the message that follows.]"
 )
+
+# The same when trio-acp lost the agent-server during the turn, and how a replay shows it.
+LOST_NOTE = (
+    "[The previous request was cut short: the agent-server running it stopped answering "
+    "before it was finished. Answer only the message that follows.]"
+)
+LOST_TEXT = "[Interrupted: trio-acp lost the agent-server before this turn was finished.]"
+# The notes an agent-server session's user message may open with: (note, shown as, how).
+REMOTE_NOTES = ((CANCEL_NOTE, CANCEL_TEXT, "cancelled"), (LOST_NOTE, LOST_TEXT, "stopped"))
 
 # What a reopened session says of a turn its process did not finish.
 STOPPED_SENDER = "trio-acp:stopped"

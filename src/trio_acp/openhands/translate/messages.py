@@ -10,7 +10,7 @@ from typing import Any
 
 from trio_acp import schema
 from trio_acp.openhands.translate.content import image_block, text_block
-from trio_acp.openhands.translate.interruptions import CANCEL_NOTE, CANCEL_TEXT, interrupted_meta
+from trio_acp.openhands.translate.interruptions import REMOTE_NOTES, interrupted_meta
 from trio_acp.openhands.translate.streams import message_id
 
 SessionUpdate = Any
@@ -47,12 +47,15 @@ def user_chunks(event: Any, contents: list[Any]) -> list[SessionUpdate]:
         mid = message_id(event_id, "user")
     out: list[SessionUpdate] = []
     first = getattr(contents[0], "text", None) if contents else None
-    if isinstance(first, str) and first.startswith(CANCEL_NOTE):
+    note = next(
+        (n for n in REMOTE_NOTES if isinstance(first, str) and first.startswith(n[0])), None
+    )
+    if note is not None and isinstance(first, str):
         # The note an agent-server session puts before the message that follows a
-        # cancelled turn (remote.py) is for the model, not the user's words: shown as
-        # a local session shows its own note, then what the user typed.
-        out += interruption(event_id, CANCEL_TEXT, "", "cancelled")
-        rest = first[len(CANCEL_NOTE) :].lstrip()
+        # cancelled or lost turn (remote.py) is for the model, not the user's words:
+        # shown as a local session shows its own note, then what the user typed.
+        out += interruption(event_id, note[1], "", note[2])
+        rest = first[len(note[0]) :].lstrip()
         if rest:
             out.append(schema.UserMessageChunk(content=text_block(rest), message_id=mid))
         contents = contents[1:]
