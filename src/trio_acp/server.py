@@ -11,6 +11,7 @@ from .credentials import SecretValues
 from .openhands.agent import open_openhands_agent
 from .openhands.sdk import SdkLoader
 from .stdio import serve_stdio
+from .v2 import negotiated_stream
 
 
 async def serve_stream(
@@ -35,9 +36,12 @@ async def serve_stream(
     async with open_openhands_agent(
         sdk_loader=loader, env=env, secrets=secrets, agent_server_url=agent_server_url
     ) as agent:
-        # The connection masks every frame with the agent's secrets (`agent.mask_frame`).
-        async with open_agent_connection(stream, agent) as conn:
-            await conn.wait_closed()
+        # A client that asks for ACP v2 in its `initialize` gets the v2 gateway in front of
+        # the agent (trio_acp/v2, docs/v2.md); any other gets the stream as it is.
+        async with negotiated_stream(stream) as agent_stream:
+            # The connection masks every frame with the agent's secrets (`agent.mask_frame`).
+            async with open_agent_connection(agent_stream, agent) as conn:
+                await conn.wait_closed()
 
 
 async def serve_main(
