@@ -19,6 +19,10 @@ __all__ = [
     "V2_VERSION",
     "Json",
     "auth_method",
+    "available_commands",
+    "config_options",
+    "mcp_servers",
+    "session_request",
     "initialize_request",
     "initialize_response",
     "obj",
@@ -174,7 +178,16 @@ def session_response(result: Json, *, keep_session_id: bool) -> Json:
     for key in (("sessionId",) if keep_session_id else ()) + ("configOptions", "_meta"):
         if key in result and result[key] is not None:
             out[key] = result[key]
+    if "configOptions" in out:
+        out["configOptions"] = config_options(out["configOptions"])
     return out
+
+
+def session_request(params: Json) -> Json:
+    """A v2 `session/new` / `resume` for v1: `mcpServers` required, in v1's spelling."""
+    v1 = {k: v for k, v in params.items() if k != "replayFrom"}
+    v1["mcpServers"] = mcp_servers(params.get("mcpServers"))
+    return v1
 
 
 def set_config_option_request(params: Json) -> Json:
@@ -280,4 +293,71 @@ def permission_request(params: Json) -> Json:
         out["subject"] = {"type": "tool_call", "toolCall": subject_call}
     if "_meta" in params:
         out["_meta"] = params["_meta"]
+    return out
+
+
+# -- what a session offers --------------------------------------------------------------
+
+
+def config_options(options: object) -> object:
+    """v1 config options for v2 (`id` -> `configId`, a group's `group` -> `groupId`)."""
+    if not isinstance(options, list):
+        return options
+    out: list[object] = []
+    for option in options:
+        o = obj(option)
+        if o is None:
+            continue
+        v2 = {("configId" if k == "id" else k): v for k, v in o.items()}
+        choices = v2.get("options")
+        if isinstance(choices, list):
+            v2["options"] = [_group(c) for c in choices]
+        out.append(v2)
+    return out
+
+
+def _group(choice: object) -> object:
+    c = obj(choice)
+    if c is None or "group" not in c:
+        return choice
+    return {("groupId" if k == "group" else k): v for k, v in c.items()}
+
+
+def available_commands(commands: object) -> object:
+    """v1 commands for v2: each tagged ``"type": "command"``, a free-text input tagged
+    ``"type": "text"``."""
+    if not isinstance(commands, list):
+        return commands
+    out: list[object] = []
+    for command in commands:
+        c = obj(command)
+        if c is None:
+            continue
+        v2: Json = {"type": "command", **c}
+        given = obj(c.get("input"))
+        if given is not None and isinstance(given.get("hint"), str):
+            v2["input"] = {"type": "text", **given}
+        out.append(v2)
+    return out
+
+
+def mcp_servers(servers: object) -> list[object]:
+    """v2 MCP servers for v1: stdio servers are v1's untagged default, and the lists v2
+    lets a client leave out are required in v1."""
+    if not isinstance(servers, list):
+        return []
+    out: list[object] = []
+    for server in servers:
+        s = obj(server)
+        if s is None:
+            continue
+        if s.get("type") == "stdio":
+            v1 = {k: v for k, v in s.items() if k != "type"}
+            v1.setdefault("args", [])
+            v1.setdefault("env", [])
+            out.append(v1)
+        elif s.get("type") == "http":
+            out.append({"headers": [], **s})
+        else:
+            out.append(s)
     return out

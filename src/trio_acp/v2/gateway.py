@@ -45,9 +45,7 @@ _WHOLE_MESSAGE = {
 }
 
 #: v1 updates v2 takes as they are.
-_SAME_UPDATES = frozenset(
-    {"available_commands_update", "config_option_update", "session_info_update", "usage_update"}
-)
+_SAME_UPDATES = frozenset({"session_info_update", "usage_update"})
 
 #: Agent-to-client notifications v2 defines (besides `session/update`).
 _V2_AGENT_NOTIFICATIONS = frozenset({"$/cancel_request"})
@@ -158,10 +156,10 @@ class Gateway:
         elif method == "auth/logout":
             forward("logout", params)
         elif method == "session/new":
-            forward("session/new", {"mcpServers": [], **params})
+            forward("session/new", frames.session_request(params))
         elif method == "session/resume":
             sid = params.get("sessionId")
-            v1 = {"mcpServers": [], **{k: v for k, v in params.items() if k != "replayFrom"}}
+            v1 = frames.session_request(params)
             replay = obj(params.get("replayFrom"))
             # v2 resumes with or without the history; v1 has a method for each.
             if replay is not None and replay.get("type") == "start":
@@ -374,6 +372,8 @@ class Gateway:
             if call.session_id is not None:
                 self._sessions.setdefault(call.session_id, _Session(call.session_id))
             return frames.session_response(result, keep_session_id=False)
+        if method == "session/set_config_option":
+            return {**result, "configOptions": frames.config_options(result.get("configOptions"))}
         if method in ("session/close", "session/delete"):
             session = self._sessions.get(call.session_id or "")
             if session is not None and session.running is None:
@@ -420,6 +420,13 @@ class Gateway:
                     "planId": "plan",
                     "entries": entries if isinstance(entries, list) else [],
                 },
+            }
+        elif kind == "config_option_update":
+            v2 = {**update, "configOptions": frames.config_options(update.get("configOptions"))}
+        elif kind == "available_commands_update":
+            v2 = {
+                **update,
+                "availableCommands": frames.available_commands(update.get("availableCommands")),
             }
         elif kind in _SAME_UPDATES or (isinstance(kind, str) and kind.startswith("_")):
             v2 = update
