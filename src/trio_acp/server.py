@@ -38,7 +38,7 @@ async def serve_stream(
     ) as agent:
         # A client that asks for ACP v2 in its `initialize` gets the v2 gateway in front of
         # the agent (trio_acp/v2, docs/v2.md); any other gets the stream as it is.
-        async with negotiated_stream(stream) as agent_stream:
+        async with negotiated_stream(stream, mask=agent.frame_mask()) as agent_stream:
             # The connection masks every frame with the agent's secrets (`agent.mask_frame`).
             async with open_agent_connection(agent_stream, agent) as conn:
                 await conn.wait_closed()

@@ -29,7 +29,8 @@ def v2_schema_path() -> Path:
 
 @cache
 def _document() -> dict[str, Any]:
-    return json.loads(v2_schema_path().read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    document: dict[str, Any] = json.loads(v2_schema_path().read_text(encoding="utf-8"))
+    return document
 
 
 @cache

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from ..rpc import FrameTooLarge, LineBuffer, direct_sender
+from ..rpc import FrameMask, FrameTooLarge, LineBuffer, direct_sender
 from .frames import Json, obj, wants_v2
 from .gateway import Gateway, Out
 
@@ -122,20 +122,28 @@ async def _first_line(stream: trio.abc.Stream) -> bytes:
 
 
 @asynccontextmanager
-async def negotiated_stream(stream: trio.abc.Stream) -> AsyncIterator[trio.abc.Stream]:
+async def negotiated_stream(
+    stream: trio.abc.Stream, *, mask: FrameMask | None = None
+) -> AsyncIterator[trio.abc.Stream]:
     """The stream the v1 agent serves: `stream` itself for a v1 client; for a client
-    that asks for v2, the agent's end of the gateway, running while the block runs."""
+    that asks for v2, the agent's end of the gateway, running while the block runs.
+
+    ``mask``: the agent's frame mask (`AgentHooks.frame_mask`), applied to every frame
+    the gateway writes to a v2 client; the gateway writes some of its own (the user
+    message it echoes), which the agent's connection never sees."""
     head = await _first_line(stream)
     if not wants_v2(head.split(b"\n", 1)[0]):
         yield _Prefixed(stream, head)
         return
     logger.info("the client asked for ACP v2: speaking v2 through the gateway")
-    async with _open_gateway(stream, head) as agent_end:
+    async with _open_gateway(stream, head, mask) as agent_end:
         yield agent_end
 
 
 @asynccontextmanager
-async def _open_gateway(stream: trio.abc.Stream, head: bytes) -> AsyncIterator[trio.abc.Stream]:
+async def _open_gateway(
+    stream: trio.abc.Stream, head: bytes, mask: FrameMask | None
+) -> AsyncIterator[trio.abc.Stream]:
     gateway = Gateway()
     # Unbounded: the gateway's output is queued synchronously, in its order (a bounded
     # queue would need an await between the gateway's decision and the queueing).
@@ -201,7 +209,7 @@ async def _open_gateway(stream: trio.abc.Stream, head: bytes) -> AsyncIterator[t
         try:
             async for data in to_client_receive:
                 try:
-                    await stream.send_all(data)
+                    await stream.send_all(data if mask is None else mask(data))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
         finally:
