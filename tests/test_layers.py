@@ -37,6 +37,8 @@ PURE = [
     "trio_acp.openhands.permissions.run_gate",
     "trio_acp.openhands.permissions.turn_points",
     "trio_acp.exception_groups",
+    "trio_acp.v2.frames",
+    "trio_acp.v2.gateway",
 ]
 FORBIDDEN = ("trio", "openhands", "litellm")
 

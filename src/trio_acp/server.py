@@ -11,7 +11,7 @@ from .credentials import SecretValues
 from .openhands.agent import open_openhands_agent
 from .openhands.sdk import SdkLoader
 from .stdio import serve_stdio
-from .v2 import negotiated_stream
+from .v2.stream import negotiated_stream
 
 
 async def serve_stream(

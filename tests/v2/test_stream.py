@@ -12,7 +12,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from trio_acp.v2 import negotiated_stream
+from trio_acp.v2.stream import negotiated_stream
 
 V1_INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
 V2_INIT = {

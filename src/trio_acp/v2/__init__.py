@@ -6,9 +6,6 @@
 - `stream` (Trio): `negotiated_stream`, which picks v1 or v2 from the client's first
   frame and runs the gateway for v2.
 
+This package module imports none of them, so the pure ones stay free of Trio.
 docs/v2.md describes what a v2 client sees.
 """
-
-from .stream import negotiated_stream
-
-__all__ = ["negotiated_stream"]
