@@ -6,10 +6,12 @@ from collections.abc import Mapping
 
 import trio
 
+from . import schema
 from .connection import open_agent_connection
 from .credentials import SecretValues
 from .openhands.agent import open_openhands_agent
 from .openhands.sdk import SdkLoader
+from .openhands.sessions.commands import available_commands
 from .stdio import serve_stdio
 from .v2.stream import negotiated_stream
 
@@ -38,7 +40,10 @@ async def serve_stream(
     ) as agent:
         # A client that asks for ACP v2 in its `initialize` gets the v2 gateway in front of
         # the agent (trio_acp/v2, docs/v2.md); any other gets the stream as it is.
-        async with negotiated_stream(stream, mask=agent.frame_mask()) as agent_stream:
+        commands = schema.to_wire(available_commands()).get("availableCommands")
+        async with negotiated_stream(
+            stream, mask=agent.frame_mask(), available_commands=commands
+        ) as agent_stream:
             # The connection masks every frame with the agent's secrets (`agent.mask_frame`).
             async with open_agent_connection(agent_stream, agent) as conn:
                 await conn.wait_closed()

@@ -477,3 +477,65 @@ def test_a_new_file_diff_is_an_add_with_a_patch() -> None:
 def test_initialize_request_keeps_the_client_info() -> None:
     params = initialize_request({"protocolVersion": 2, "info": {"name": "c", "version": "1"}})
     assert params["clientInfo"] == {"name": "c", "version": "1"}
+
+
+def test_the_commands_come_with_the_session_not_after_its_answer() -> None:
+    v1_commands = [{"name": "help", "description": "Help.", "input": {"hint": "topic"}}]
+    v2_commands = [
+        {
+            "type": "command",
+            "name": "help",
+            "description": "Help.",
+            "input": {"type": "text", "hint": "topic"},
+        }
+    ]
+    wire = Wire()
+    wire.gateway = Gateway(available_commands=v2_commands)
+    wire.from_client({"id": 1, "method": "session/new", "params": {"cwd": CWD}})
+    wire.from_agent({"id": 1, "result": {"sessionId": SID}})
+    wire.update({"sessionUpdate": "available_commands_update", "availableCommands": v1_commands})
+    client, _ = wire.take()
+    # In the answer (v2's NewSessionResponse has them); the agent's update right after
+    # it would reach a v2 client as a late update of the session: not sent again.
+    assert client == [
+        {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": SID, "availableCommands": v2_commands}}
+    ]
+    # A later change of the commands is an update as usual.
+    wire.update({"sessionUpdate": "available_commands_update", "availableCommands": []})
+    assert kinds(wire.take()[0]) == ["available_commands_update"]
+
+
+def test_options_and_mcp_servers_are_respelled_both_ways() -> None:
+    wire = Wire()
+    wire.from_client(
+        {
+            "id": 1,
+            "method": "session/new",
+            "params": {
+                "cwd": CWD,
+                "mcpServers": [
+                    {"type": "stdio", "name": "fs", "command": "/bin/mcp"},
+                    {"type": "http", "name": "web", "url": "http://127.0.0.1:1"},
+                ],
+            },
+        }
+    )
+    _, (request,) = wire.take()
+    assert validate_type("NewSessionRequest", request["params"]) == []
+    assert request["params"]["mcpServers"] == [
+        {"name": "fs", "command": "/bin/mcp", "args": [], "env": []},
+        {"headers": [], "type": "http", "name": "web", "url": "http://127.0.0.1:1"},
+    ]
+    mode = {
+        "id": "mode",
+        "name": "Mode",
+        "category": "mode",
+        "type": "select",
+        "currentValue": "ask",
+        "options": [{"group": "g", "name": "G", "options": [{"value": "ask", "name": "Ask"}]}],
+    }
+    wire.from_agent({"id": 1, "result": {"sessionId": SID, "configOptions": [mode]}})
+    client, _ = wire.take()
+    (option,) = client[0]["result"]["configOptions"]
+    assert option["configId"] == "mode" and "id" not in option
+    assert option["options"][0]["groupId"] == "g"

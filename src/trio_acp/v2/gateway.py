@@ -77,6 +77,9 @@ class _Session:
     asking: set[str] = attrs.field(factory=set)
     #: Message ids already announced with a whole-message update.
     messages: set[str] = attrs.field(factory=set)
+    #: The commands went out in the session/new or resume answer: the agent's own
+    #: announcement of the same list, right after it, is not sent again.
+    commands_answered: bool = False
 
 
 @attrs.define
@@ -111,9 +114,16 @@ def _state(session_id: str, state: str, **fields: object) -> Json:
 
 
 class Gateway:
-    """One v2 connection's translation state.  Feed it every frame, in wire order."""
+    """One v2 connection's translation state.  Feed it every frame, in wire order.
 
-    def __init__(self) -> None:
+    ``available_commands``: the agent's slash commands in v2's spelling, when they are the
+    same for every session.  v2 answers session/new and resume with them; the v1 agent
+    announces them in an update after its answer, which a v2 client would see as a late
+    update of the session it just resumed.
+    """
+
+    def __init__(self, *, available_commands: list[object] | None = None) -> None:
+        self._commands = available_commands
         self._ids = itertools.count(1)
         self._client_calls: dict[str, _Call] = {}
         self._agent_calls: dict[str, _Call] = {}
@@ -363,21 +373,21 @@ class Gateway:
         method = call.method
         if method == "initialize":
             return frames.initialize_response(result)
-        if method == "session/new":
-            sid = result.get("sessionId")
+        if method in ("session/new", "session/resume"):
+            sid = result.get("sessionId") if method == "session/new" else call.session_id
+            v2 = frames.session_response(result, keep_session_id=method == "session/new")
             if isinstance(sid, str):
-                self._sessions.setdefault(sid, _Session(sid))
-            return frames.session_response(result, keep_session_id=True)
-        if method == "session/resume":
-            if call.session_id is not None:
-                self._sessions.setdefault(call.session_id, _Session(call.session_id))
-            return frames.session_response(result, keep_session_id=False)
+                session = self._sessions.setdefault(sid, _Session(sid))
+                if self._commands is not None:
+                    v2["availableCommands"] = self._commands
+                    session.commands_answered = True
+            return v2
         if method == "session/set_config_option":
             return {**result, "configOptions": frames.config_options(result.get("configOptions"))}
         if method in ("session/close", "session/delete"):
-            session = self._sessions.get(call.session_id or "")
-            if session is not None and session.running is None:
-                del self._sessions[session.id]
+            closed = self._sessions.get(call.session_id or "")
+            if closed is not None and closed.running is None:
+                del self._sessions[closed.id]
             return result
         if method == "session/prompt":
             # A prompt the agent took although this connection did not know its session.
@@ -424,10 +434,11 @@ class Gateway:
         elif kind == "config_option_update":
             v2 = {**update, "configOptions": frames.config_options(update.get("configOptions"))}
         elif kind == "available_commands_update":
-            v2 = {
-                **update,
-                "availableCommands": frames.available_commands(update.get("availableCommands")),
-            }
+            commands = frames.available_commands(update.get("availableCommands"))
+            answered, session.commands_answered = session.commands_answered, False
+            v2 = {**update, "availableCommands": commands}
+            if answered and commands == self._commands:
+                v2 = None  # already in the session/new or resume answer
         elif kind in _SAME_UPDATES or (isinstance(kind, str) and kind.startswith("_")):
             v2 = update
         else:

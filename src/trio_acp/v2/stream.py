@@ -21,6 +21,7 @@ import trio
 
 from ..rpc import FrameMask, FrameTooLarge, LineBuffer, direct_sender
 from .frames import Json, obj, wants_v2
+from .frames import available_commands as available_commands_v2
 from .gateway import Gateway, Out
 
 __all__ = ["negotiated_stream"]
@@ -123,28 +124,33 @@ async def _first_line(stream: trio.abc.Stream) -> bytes:
 
 @asynccontextmanager
 async def negotiated_stream(
-    stream: trio.abc.Stream, *, mask: FrameMask | None = None
+    stream: trio.abc.Stream,
+    *,
+    mask: FrameMask | None = None,
+    available_commands: list[object] | None = None,
 ) -> AsyncIterator[trio.abc.Stream]:
     """The stream the v1 agent serves: `stream` itself for a v1 client; for a client
     that asks for v2, the agent's end of the gateway, running while the block runs.
 
     ``mask``: the agent's frame mask (`AgentHooks.frame_mask`), applied to every frame
     the gateway writes to a v2 client; the gateway writes some of its own (the user
-    message it echoes), which the agent's connection never sees."""
+    message it echoes), which the agent's connection never sees.  ``available_commands``:
+    the agent's slash commands as v1 spells them, the same for every session (`Gateway`)."""
     head = await _first_line(stream)
     if not wants_v2(head.split(b"\n", 1)[0]):
         yield _Prefixed(stream, head)
         return
     logger.info("the client asked for ACP v2: speaking v2 through the gateway")
-    async with _open_gateway(stream, head, mask) as agent_end:
+    commands = available_commands_v2(available_commands)
+    gateway = Gateway(available_commands=commands if isinstance(commands, list) else None)
+    async with _open_gateway(stream, head, mask, gateway) as agent_end:
         yield agent_end
 
 
 @asynccontextmanager
 async def _open_gateway(
-    stream: trio.abc.Stream, head: bytes, mask: FrameMask | None
+    stream: trio.abc.Stream, head: bytes, mask: FrameMask | None, gateway: Gateway
 ) -> AsyncIterator[trio.abc.Stream]:
-    gateway = Gateway()
     # Unbounded: the gateway's output is queued synchronously, in its order (a bounded
     # queue would need an await between the gateway's decision and the queueing).
     to_agent_send, to_agent_receive = trio.open_memory_channel[bytes](math.inf)
