@@ -31,7 +31,6 @@ from ..scenarios import echo_prompt, shell_prompt
 
 AREA = "v2"
 SESSION = "capabilities.session"
-TURN_TIMEOUT = 90.0
 STOP_REASONS = {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"}
 
 
@@ -94,7 +93,7 @@ async def _v2(ctx: Context) -> V2:
         agent = await ctx.spawn_long("v2", judged=False)
         params = {"protocolVersion": 2, "info": CLIENT_INFO, "capabilities": {}}
         try:
-            reply = await agent.request("initialize", params, timeout=60)
+            reply = await agent.request("initialize", params, timeout=ctx.config.init_timeout)
         except RequestTimeout:
             state = V2(agent, None, "no answer to initialize", _schema_path(ctx))
         else:
@@ -124,7 +123,7 @@ async def _sessions(ctx: Context) -> V2:
 
 async def _new_session(state: V2, ctx: Context, **params: Any) -> str:
     reply = await state.agent.request(
-        "session/new", {"cwd": str(ctx.workdir), **params}, timeout=240
+        "session/new", {"cwd": str(ctx.workdir), **params}, timeout=ctx.config.session_timeout
     )
     sid = reply.result.get("sessionId") if reply.ok and isinstance(reply.result, dict) else None
     if not isinstance(sid, str) or not sid:
@@ -151,15 +150,15 @@ def _is_idle(frame: Frame, sid: str) -> bool:
     )
 
 
-async def _turn(state: V2, sid: str, text: str, *, then: Any = None) -> V2Turn:
-    """One prompt, followed to the idle that ends it.  ``then(agent)`` runs after the
-    prompt is accepted (e.g. to cancel)."""
+async def _turn(state: V2, sid: str, text: str, *, timeout: float, then: Any = None) -> V2Turn:
+    """One prompt, followed to the idle that ends it (or ``timeout``).  ``then(agent)``
+    runs after the prompt is accepted (e.g. to cancel)."""
     agent = state.agent
     mark = agent.mark()
     reply = await agent.request(
         "session/prompt",
         {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
-        timeout=TURN_TIMEOUT,
+        timeout=timeout,
     )
     result = reply.result if reply.ok and isinstance(reply.result, dict) else {}
     if then is not None:
@@ -167,7 +166,7 @@ async def _turn(state: V2, sid: str, text: str, *, then: Any = None) -> V2Turn:
     idle = None
     if reply.ok:
         idle = await agent.wait_for(
-            lambda: next((f for f in agent.since(mark) if _is_idle(f, sid)), None), TURN_TIMEOUT
+            lambda: next((f for f in agent.since(mark) if _is_idle(f, sid)), None), timeout
         )
     end = idle.seq if idle is not None else agent.mark()
     frames = [
@@ -187,7 +186,9 @@ async def _turn(state: V2, sid: str, text: str, *, then: Any = None) -> V2Turn:
 async def _echo_turn(ctx: Context) -> V2Turn:
     state, sid = await _session(ctx)
     if "echo" not in state.turns:
-        state.turns["echo"] = await _turn(state, sid, echo_prompt("v2 turn"))
+        state.turns["echo"] = await _turn(
+            state, sid, echo_prompt("v2 turn"), timeout=ctx.config.prompt_timeout
+        )
     turn = state.turns["echo"]
     if not turn.reply_ok:
         raise Failed("session/prompt was not accepted")
@@ -440,7 +441,7 @@ async def state_reaches_idle(ctx: Context) -> str:
     if "running" not in turn.states():
         raise Skipped("no foreground work observed")
     if turn.idle is None:
-        raise Failed(f"no idle within {TURN_TIMEOUT:.0f}s")
+        raise Failed(f"no idle within {ctx.config.prompt_timeout:.0f}s")
     return "idle"
 
 
@@ -501,7 +502,7 @@ async def patch_message_ids(ctx: Context) -> str:
 async def patch_distinct_message_ids(ctx: Context) -> str:
     first = await _echo_turn(ctx)
     state, sid = await _session(ctx)
-    second = await _turn(state, sid, echo_prompt("again"))
+    second = await _turn(state, sid, echo_prompt("again"), timeout=ctx.config.prompt_timeout)
     if first.message_id == second.message_id:
         raise Failed(f"both {first.message_id!r}")
     return "distinct"
@@ -515,7 +516,9 @@ async def _shell_turn(
     ``hold`` is set (then cancelled when ``cancel``)."""
     state = await _sessions(ctx)
     agent = state.agent
-    reply = await agent.request("session/new", {"cwd": str(ctx.workdir)}, timeout=240)
+    reply = await agent.request(
+        "session/new", {"cwd": str(ctx.workdir)}, timeout=ctx.config.session_timeout
+    )
     if not reply.ok:
         raise Failed(f"session/new: {reply.describe()}")
     sid = reply.result["sessionId"]
@@ -552,14 +555,20 @@ async def _shell_turn(
         async def then(agent: AgentProcess) -> None:
             await agent.wait_for(
                 lambda: any(f.method == "session/request_permission" for f in agent.since(mark)),
-                TURN_TIMEOUT,
+                ctx.config.prompt_timeout,
             )
             await agent.notify("session/cancel", {"sessionId": sid})
             assert hold is not None
             hold.set()
 
     mark = agent.mark()
-    turn = await _turn(state, sid, shell_prompt(f"touch {ctx.marker()}"), then=then)
+    turn = await _turn(
+        state,
+        sid,
+        shell_prompt(f"touch {ctx.marker()}"),
+        timeout=ctx.config.prompt_timeout,
+        then=then,
+    )
     if not any(f.method == "session/request_permission" for f in turn.frames):
         raise NotTested("the agent did not ask permission in any mode its config options offer")
     return turn
@@ -661,51 +670,6 @@ async def cancel_idle(ctx: Context) -> str:
     if len(state.agent.null_id_errors) > before or state.agent.anomalies:
         raise Failed("the cancel notification was answered")
     return "idle cancelled"
-
-
-@check(
-    "v2/ACP-INFO-CONCURRENT-201",
-    "a prompt sent while a turn runs (recorded)",
-    rule="Recorded, never asserted: what the agent does with a second session/prompt sent "
-    "before the first turn's idle (acp-tck v2 ACP-INFO-CONCURRENT-201; the draft leaves "
-    "queueing and steering open).",
-    level=Level.ADVISORY,
-    area=AREA,
-)
-async def concurrent_prompt(ctx: Context) -> str:
-    state = await _sessions(ctx)
-    agent = state.agent
-    sid = await _new_session(state, ctx)
-    hold = trio.Event()
-    outcome: dict[str, str] = {}
-
-    async def policy(params: dict[str, Any], frame: Frame) -> dict[str, Any]:
-        reply = await agent.request(
-            "session/prompt",
-            {"sessionId": sid, "prompt": [{"type": "text", "text": echo_prompt("meanwhile")}]},
-            timeout=TURN_TIMEOUT,
-        )
-        outcome["second"] = "accepted" if reply.ok else f"refused ({reply.describe()})"
-        hold.set()
-        return choose(params, ("allow_once",))
-
-    agent.permission_policies[sid] = policy
-    mark = agent.mark()
-    await agent.request(
-        "session/prompt",
-        {
-            "sessionId": sid,
-            "prompt": [{"type": "text", "text": shell_prompt(f"touch {ctx.marker()}")}],
-        },
-        timeout=TURN_TIMEOUT,
-    )
-    await agent.wait_for(
-        lambda: sum(1 for f in agent.since(mark) if _is_idle(f, sid)) >= 2 or None, TURN_TIMEOUT
-    )
-    if "second" not in outcome:
-        raise NotTested("the agent asked no permission: no turn held still")
-    idles = sum(1 for f in agent.since(mark) if _is_idle(f, sid))
-    return f"second prompt {outcome['second']}; {idles} turn-ending idles"
 
 
 # -- list, close, resume ------------------------------------------------------------------
