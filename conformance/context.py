@@ -284,6 +284,12 @@ class Context:
         agent.initialize_params = params
         if reply.ok and isinstance(reply.result, dict):
             agent.initialize_result = reply.result
+            version = reply.result.get("protocolVersion")
+            if type(version) is int and version > 1 and agent in self.agents:
+                # It negotiated a later version (the probe for 65535; ACP v2): the v1
+                # rules of the whole-run checks do not apply to that connection.
+                self.agents.remove(agent)
+                self.unjudged_agents.append(agent)
         return reply
 
     async def main(self) -> AgentProcess:

@@ -869,6 +869,7 @@ class V2Faults(trio.abc.Stream):
     def __init__(self, inner: trio.abc.Stream) -> None:
         self.inner = inner
         self.resumes: dict[str, Any] = {}  # request id -> session id
+        self.requested: Any = None  # the protocolVersion of the last initialize
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         data = await self.inner.receive_some(max_bytes)
@@ -877,6 +878,9 @@ class V2Faults(trio.abc.Stream):
                 msg = json.loads(line)
             except ValueError:
                 continue
+            if isinstance(msg, dict) and msg.get("method") == "initialize":
+                asked = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+                self.requested = asked.get("protocolVersion")
             if isinstance(msg, dict) and msg.get("method") == "session/resume":
                 resumed = msg.get("params") if isinstance(msg.get("params"), dict) else {}
                 self.resumes[json.dumps(msg.get("id"))] = resumed.get("sessionId")
@@ -899,7 +903,9 @@ class V2Faults(trio.abc.Stream):
         update = params.get("update") if isinstance(params.get("update"), dict) else {}
         kind, state = update.get("sessionUpdate"), update.get("state")
         if result is not None and "protocolVersion" in result:
-            if result["protocolVersion"] == 1:
+            if FAULT == "echo-version":  # whichever protocol answered it
+                result["protocolVersion"] = self.requested
+            elif result["protocolVersion"] == 1:
                 if FAULT == "v2-no-downgrade":
                     result["protocolVersion"] = 3
             elif FAULT == "v2-init-error":
@@ -987,7 +993,7 @@ async def serve() -> None:
     if FAULT == "junk-stdout":
         await stdout.send_all(b"faulty-agent 0.1.0 starting\n")
     client: trio.abc.Stream = trio.StapledStream(stdout, stdin)
-    if FAULT in V2_FAULTS:
+    if FAULT in V2_FAULTS or FAULT == "echo-version":
         client = V2Faults(client)
     # A client that asks for ACP v2 gets it through trio-acp's gateway (docs/v2.md), in
     # front of this v1 agent.
