@@ -144,6 +144,7 @@ class Context:
         self.schema_problem = schema_problem
         self.schema_version = schema_version
         self.agents: list[AgentProcess] = []
+        self.unjudged_agents: list[AgentProcess] = []
         self._main: AgentProcess | None = None
         self._main_failure: str | None = None
         self.main_init: Reply | None = None
@@ -164,8 +165,11 @@ class Context:
     # --- processes --------------------------------------------------------------------
 
     @asynccontextmanager
-    async def spawn(self, label: str) -> AsyncIterator[AgentProcess]:
-        """A fresh agent process (not initialized), stopped when the block ends."""
+    async def spawn(self, label: str, *, judged: bool = True) -> AsyncIterator[AgentProcess]:
+        """A fresh agent process (not initialized), stopped when the block ends.
+
+        ``judged``: whether the whole-run checks (v1 schema, framing, ...) judge its
+        frames; an ACP v2 connection (`checks/v2.py`) is judged by its own checks."""
         self._spawned += 1
         name = f"{self._spawned:02d}-{label}"
         async with open_agent(
@@ -175,24 +179,26 @@ class Context:
             cwd=self.config.agent_cwd or os.getcwd(),
             stderr_path=self.scratch / f"stderr-{name}.log",
         ) as agent:
-            self.agents.append(agent)
+            (self.agents if judged else self.unjudged_agents).append(agent)
             yield agent
 
-    async def _host(self, label: str, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        async with self.spawn(label) as agent:
+    async def _host(
+        self, label: str, judged: bool = True, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with self.spawn(label, judged=judged) as agent:
             task_status.started(agent)
             await agent.retire.wait()
 
-    async def spawn_long(self, label: str) -> AgentProcess:
+    async def spawn_long(self, label: str, *, judged: bool = True) -> AgentProcess:
         """A fresh agent process that lives until the end of the run (not initialized).
 
         It runs in the run's nursery, not in the calling check's cancel scope.
         """
-        return await self._nursery.start(self._host, label)
+        return await self._nursery.start(self._host, label, judged)
 
     def close(self) -> None:
         """Stop every long-lived agent process (the end of the run)."""
-        for agent in self.agents:
+        for agent in self.agents + self.unjudged_agents:
             agent.retire.set()
             if agent.editor is not None:
                 agent.editor.close()
@@ -278,6 +284,12 @@ class Context:
         agent.initialize_params = params
         if reply.ok and isinstance(reply.result, dict):
             agent.initialize_result = reply.result
+            version = reply.result.get("protocolVersion")
+            if type(version) is int and version > 1 and agent in self.agents:
+                # It negotiated a later version (the probe for 65535; ACP v2): the v1
+                # rules of the whole-run checks do not apply to that connection.
+                self.agents.remove(agent)
+                self.unjudged_agents.append(agent)
         return reply
 
     async def main(self) -> AgentProcess:

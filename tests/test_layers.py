@@ -38,6 +38,8 @@ PURE = [
     "trio_acp.openhands.permissions.turn_points",
     "trio_acp.openhands.sdk.chat_stream",
     "trio_acp.exception_groups",
+    "trio_acp.v2.frames",
+    "trio_acp.v2.gateway",
 ]
 FORBIDDEN = ("trio", "openhands", "litellm")
 

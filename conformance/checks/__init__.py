@@ -15,5 +15,6 @@ from . import (  # noqa: F401 - imported for registration, in run order
     prompt,
     sessions,
     transport,
+    v2,
     whole_run,
 )

@@ -42,3 +42,6 @@ async def test_trio_acp_conforms(scratch) -> None:
         assert by_id["ACP-CLOSE-001"].status is Status.PASSED
     if not caps.get("loadSession"):
         assert by_id["ACP-LOAD-001"].status is Status.SKIPPED
+    # trio-acp speaks ACP v2 (docs/v2.md): every v2 check applies and passes.
+    v2 = {r.check.id: r.status for r in report.results if r.check.id.startswith("v2/")}
+    assert v2 and set(v2.values()) == {Status.PASSED}, v2

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from . import schema
 from .connection import open_agent_connection
 from .credentials import SecretValues
 from .exception_groups import leaves, reraise
 from .openhands.front import FrontAgent
+from .openhands.sessions.commands import available_commands
 from .openhands.sign_in import SignIn
 from .stdio import serve_stdio
+from .v2.stream import negotiated_stream
 
 if TYPE_CHECKING:
     from .openhands.sdk import SdkLoader
@@ -51,7 +54,14 @@ async def _serve_front(
     secrets: SecretValues,
     agent_server_url: str | None,
 ) -> None:
-    async with open_agent_connection(stream, front) as conn, trio.open_nursery() as nursery:
+    # A client that asks for ACP v2 in its `initialize` gets the v2 gateway in front of the
+    # agent (trio_acp/v2, docs/v2.md); any other gets the stream as it is.
+    commands = schema.to_wire(available_commands()).get("availableCommands")
+    async with (
+        negotiated_stream(stream, mask=front.frame_mask(), available_commands=commands) as s,
+        open_agent_connection(s, front) as conn,
+        trio.open_nursery() as nursery,
+    ):
 
         async def agent_when_needed() -> None:
             await front.needed.wait()

@@ -30,6 +30,8 @@ from typing import Any
 
 import trio
 
+from trio_acp.v2.stream import negotiated_stream
+
 #: fault name → what it breaks (the check it is meant to fail is in the suite's tests).
 FAULTS = {
     "junk-stdout": "prints a banner line on stdout",
@@ -106,6 +108,33 @@ FAULTS = {
     "terminal-not-embedded": "does not embed its client terminal in the tool call",
     "cancel-no-kill": "a cancel leaves the client terminal running and unreleased",
 }
+
+#: Faults of the v2 connection (the frames trio-acp's v2 gateway writes, broken on their way
+#: out, `V2Faults`); the v1 faults above reach a v2 client through the gateway too.
+V2_FAULTS = {
+    "v2-init-error": "answers a v2 initialize with an error",
+    "v2-version-3": "answers protocolVersion 3 to a request for 2",
+    "v2-echo-version": "answers a v2 initialize with 65535",
+    "v2-no-downgrade": "answers a request for version 1 with 3",
+    "v2-no-info": "sends no info in the v2 initialize result",
+    "v2-boolean-caps": "spells a v2 capability as true",
+    "v2-init-invalid": "an auth method without methodId in the v2 initialize result",
+    "v2-empty-session-id": "answers a v2 session/new with an empty sessionId",
+    "v2-no-message-id": "answers a v2 prompt without a messageId",
+    "v2-same-message-id": "answers every v2 prompt with the same messageId",
+    "v2-no-user-message": "never reports the inserted user message",
+    "v2-no-running": "never reports running",
+    "v2-no-idle": "never reports the idle that ends a turn",
+    "v2-chunk-no-message-id": "message chunks without a messageId",
+    "v2-perm-no-title": "asks permission with an empty title",
+    "v2-no-requires-action": "never reports requires_action",
+    "v2-tool-no-id": "tool call updates with an empty toolCallId",
+    "v2-list-null": "session/list answers sessions: null",
+    "v2-late-replay": "sends an update of a resumed session after the resume's answer",
+    "v2-v1-update": "sends v1's current_mode_update and tool_call to a v2 client",
+    "v2-fs-call": "calls fs/read_text_file on a v2 client",
+}
+FAULTS.update(V2_FAULTS)
 
 FAULT: str | None = None
 
@@ -834,16 +863,145 @@ class Agent:
         )
 
 
+class V2Faults(trio.abc.Stream):
+    """The client's stream, with the frames written to it broken as the v2 fault says."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self.inner = inner
+        self.resumes: dict[str, Any] = {}  # request id -> session id
+        self.requested: Any = None  # the protocolVersion of the last initialize
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        data = await self.inner.receive_some(max_bytes)
+        for line in bytes(data).splitlines():
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and msg.get("method") == "initialize":
+                asked = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+                self.requested = asked.get("protocolVersion")
+            if isinstance(msg, dict) and msg.get("method") == "session/resume":
+                resumed = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+                self.resumes[json.dumps(msg.get("id"))] = resumed.get("sessionId")
+        return data
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        out = []
+        for line in bytes(data).splitlines():
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                out.append(line)
+                continue
+            out += [json.dumps(m).encode() for m in self.broken(msg)]
+        await self.inner.send_all(b"".join(x + b"\n" for x in out))
+
+    def broken(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
+        result = msg.get("result") if isinstance(msg.get("result"), dict) else None
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        update = params.get("update") if isinstance(params.get("update"), dict) else {}
+        kind, state = update.get("sessionUpdate"), update.get("state")
+        if result is not None and "protocolVersion" in result:
+            if FAULT == "echo-version":  # whichever protocol answered it
+                result["protocolVersion"] = self.requested
+            elif result["protocolVersion"] == 1:
+                if FAULT == "v2-no-downgrade":
+                    result["protocolVersion"] = 3
+            elif FAULT == "v2-init-error":
+                return [
+                    {"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32603, "message": "no"}}
+                ]
+            elif FAULT == "v2-version-3":
+                result["protocolVersion"] = 3
+            elif FAULT == "v2-echo-version":
+                result["protocolVersion"] = 65535
+            elif FAULT == "v2-no-info":
+                result.pop("info", None)
+            elif FAULT == "v2-boolean-caps":
+                result["capabilities"]["session"]["prompt"]["image"] = True
+            elif FAULT == "v2-init-invalid":
+                result["authMethods"] = [{"type": "agent", "name": "No id"}]
+        if result is not None and "sessionId" in result and FAULT == "v2-empty-session-id":
+            result["sessionId"] = ""
+        if result is not None and "messageId" in result:
+            if FAULT == "v2-no-message-id":
+                del result["messageId"]
+            elif FAULT == "v2-same-message-id":
+                result["messageId"] = "the-same"
+        if result is not None and "sessions" in result and FAULT == "v2-list-null":
+            result["sessions"] = None
+        if (
+            result is not None
+            and FAULT == "v2-late-replay"
+            and json.dumps(msg.get("id")) in self.resumes
+        ):
+            sid = self.resumes[json.dumps(msg.get("id"))]
+            late = {"sessionUpdate": "session_info_update", "title": "late"}
+            return [
+                msg,
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {"sessionId": sid, "update": late},
+                },
+            ]
+        if msg.get("method") == "session/request_permission" and FAULT == "v2-perm-no-title":
+            params["title"] = ""
+        if (FAULT, kind) == ("v2-no-user-message", "user_message"):
+            return []
+        if (FAULT, state) in (
+            ("v2-no-running", "running"),
+            ("v2-no-requires-action", "requires_action"),
+        ):
+            return []
+        if (FAULT, state) == ("v2-no-idle", "idle"):
+            return []
+        if FAULT == "v2-chunk-no-message-id" and kind == "agent_message_chunk":
+            update.pop("messageId", None)
+        if kind == "tool_call_update":
+            if FAULT == "v2-tool-no-id":
+                update["toolCallId"] = ""
+            elif FAULT == "v2-v1-update":
+                update["sessionUpdate"] = "tool_call"
+        if (FAULT, state) == ("v2-v1-update", "running"):
+            mode = {"sessionUpdate": "current_mode_update", "currentModeId": "ask"}
+            v1 = {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {**params, "update": mode},
+            }
+            return [msg, v1]
+        if (FAULT, state) == ("v2-fs-call", "running"):
+            call = {"sessionId": params.get("sessionId"), "path": "/etc/hostname"}
+            return [
+                msg,
+                {"jsonrpc": "2.0", "id": "v2-fs", "method": "fs/read_text_file", "params": call},
+            ]
+        return [msg]
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 async def serve() -> None:
     stdin = trio.lowlevel.FdStream(os.dup(0))
     stdout = trio.lowlevel.FdStream(os.dup(1))
     if FAULT == "junk-stdout":
         await stdout.send_all(b"faulty-agent 0.1.0 starting\n")
-    async with trio.open_nursery() as nursery:
-        agent = Agent(nursery, stdout)
+    client: trio.abc.Stream = trio.StapledStream(stdout, stdin)
+    if FAULT in V2_FAULTS or FAULT == "echo-version":
+        client = V2Faults(client)
+    # A client that asks for ACP v2 gets it through trio-acp's gateway (docs/v2.md), in
+    # front of this v1 agent.
+    async with negotiated_stream(client) as stream, trio.open_nursery() as nursery:
+        agent = Agent(nursery, stream)
         buffer = bytearray()
         while True:
-            data = await stdin.receive_some(1 << 16)
+            data = await stream.receive_some(1 << 16)
             if not data:
                 break
             buffer += data

@@ -1,0 +1,240 @@
+"""The Trio driver: which protocol a connection speaks, and a v2 connection's translation.
+
+`negotiated_stream(stream)` reads the client's first line.  Unless it is an `initialize`
+asking for protocol version 2 or later, the connection is v1 and the agent gets the very
+stream it would have got (those bytes put back in front, direct writes kept: nothing
+changes for a v1 client).  For v2 it gets one end of an in-memory pipe instead, and four
+tasks run the `Gateway` between the pipe and the client: each frame read from either side
+goes through the gateway synchronously and what it produces is queued at once, so the
+order the gateway decided is the order on both wires.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+
+from ..rpc import FrameMask, FrameTooLarge, LineBuffer, direct_sender
+from .frames import Json, obj, wants_v2
+from .frames import available_commands as available_commands_v2
+from .gateway import Gateway, Out
+
+__all__ = ["negotiated_stream"]
+
+logger = logging.getLogger("trio_acp.v2")
+
+_READ_SIZE = 64 * 1024
+#: How long the end of a v2 connection waits for the client to take the last frames.
+_FLUSH_SECONDS = 5.0
+
+
+class _Prefixed(trio.abc.Stream):
+    """`inner`, with bytes already read from it served first (a v1 connection)."""
+
+    def __init__(self, inner: trio.abc.Stream, prefix: bytes) -> None:
+        self._inner = inner
+        self._prefix = prefix
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        if self._prefix:
+            await trio.lowlevel.checkpoint()
+            n = len(self._prefix) if max_bytes is None else max_bytes
+            data, self._prefix = self._prefix[:n], self._prefix[n:]
+            return data
+        return await self._inner.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._inner.send_all(data)
+
+    def try_send_now(self, data: bytes | memoryview) -> bytes | memoryview:
+        # Keeps the peer's direct writes (trio_acp/rpc/_direct.py) for v1 clients.
+        send_now = direct_sender(self._inner)
+        return data if send_now is None else send_now(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._inner.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _PipeEnd(trio.abc.Stream):
+    """The agent's end of the in-memory pipe to the gateway (whole writes as chunks)."""
+
+    def __init__(
+        self, send: trio.MemorySendChannel[bytes], receive: trio.MemoryReceiveChannel[bytes]
+    ) -> None:
+        self._send = send
+        self._receive = receive
+        self._left = b""
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        if not self._left:
+            try:
+                self._left = await self._receive.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                return b""
+        else:
+            await trio.lowlevel.checkpoint()
+        n = len(self._left) if max_bytes is None else max_bytes
+        data, self._left = self._left[:n], self._left[n:]
+        return data
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        try:
+            await self._send.send(bytes(data))
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise trio.BrokenResourceError("the v2 gateway is gone") from exc
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        self._send.close()
+        self._receive.close()
+        await trio.lowlevel.checkpoint()
+
+
+def _encode(frame: Json) -> bytes:
+    return json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def _parse(line: bytes) -> Json | None:
+    try:
+        return obj(json.loads(line))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+async def _first_line(stream: trio.abc.Stream) -> bytes:
+    """Everything read until the first newline (or EOF): the client's first frame."""
+    data = bytearray()
+    while b"\n" not in data:
+        chunk = await stream.receive_some(_READ_SIZE)
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
+
+
+@asynccontextmanager
+async def negotiated_stream(
+    stream: trio.abc.Stream,
+    *,
+    mask: FrameMask | None = None,
+    available_commands: list[object] | None = None,
+) -> AsyncIterator[trio.abc.Stream]:
+    """The stream the v1 agent serves: `stream` itself for a v1 client; for a client
+    that asks for v2, the agent's end of the gateway, running while the block runs.
+
+    ``mask``: the agent's frame mask (`AgentHooks.frame_mask`), applied to every frame
+    the gateway writes to a v2 client; the gateway writes some of its own (the user
+    message it echoes), which the agent's connection never sees.  ``available_commands``:
+    the agent's slash commands as v1 spells them, the same for every session (`Gateway`)."""
+    head = await _first_line(stream)
+    if not wants_v2(head.split(b"\n", 1)[0]):
+        yield _Prefixed(stream, head)
+        return
+    logger.info("the client asked for ACP v2: speaking v2 through the gateway")
+    commands = available_commands_v2(available_commands)
+    gateway = Gateway(available_commands=commands if isinstance(commands, list) else None)
+    async with _open_gateway(stream, head, mask, gateway) as agent_end:
+        yield agent_end
+
+
+@asynccontextmanager
+async def _open_gateway(
+    stream: trio.abc.Stream, head: bytes, mask: FrameMask | None, gateway: Gateway
+) -> AsyncIterator[trio.abc.Stream]:
+    # Unbounded: the gateway's output is queued synchronously, in its order (a bounded
+    # queue would need an await between the gateway's decision and the queueing).
+    to_agent_send, to_agent_receive = trio.open_memory_channel[bytes](math.inf)
+    to_client_send, to_client_receive = trio.open_memory_channel[bytes](math.inf)
+    from_agent_send, from_agent_receive = trio.open_memory_channel[bytes](16)
+    agent_end = _PipeEnd(from_agent_send, to_agent_receive)
+
+    def deliver(out: Out) -> None:
+        for frame in out.to_client:
+            to_client_send.send_nowait(_encode(frame))
+        for frame in out.to_agent:
+            try:
+                to_agent_send.send_nowait(_encode(frame))
+            except trio.ClosedResourceError:
+                pass  # the client has hung up: the agent is winding down
+
+    def from_client(line: bytes | FrameTooLarge) -> None:
+        if isinstance(line, FrameTooLarge):
+            return
+        frame = _parse(line)
+        if frame is None:
+            # Not a JSON object (garbage, a batch): the agent answers it as it would.
+            to_agent_send.send_nowait(line + b"\n")
+        else:
+            deliver(gateway.from_client(frame))
+
+    async def client_reader() -> None:
+        buffer = LineBuffer()
+        try:
+            for line in buffer.feed(head):
+                from_client(line)
+            while True:
+                try:
+                    data = await stream.receive_some(_READ_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+                if not data:
+                    for line in buffer.feed_eof():
+                        from_client(line)
+                    return
+                for line in buffer.feed(data):
+                    from_client(line)
+        finally:
+            to_agent_send.close()  # the agent sees EOF
+
+    async def agent_reader() -> None:
+        buffer = LineBuffer()
+        try:
+            async for data in from_agent_receive:
+                for line in buffer.feed(data):
+                    if isinstance(line, FrameTooLarge):
+                        continue
+                    frame = _parse(line)
+                    if frame is not None:
+                        deliver(gateway.from_agent(frame))
+        finally:
+            to_client_send.close()
+
+    writer_done = trio.Event()
+
+    async def client_writer() -> None:
+        try:
+            async for data in to_client_receive:
+                try:
+                    await stream.send_all(data if mask is None else mask(data))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+        finally:
+            writer_done.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client_reader)
+        nursery.start_soon(agent_reader)
+        nursery.start_soon(client_writer)
+        try:
+            yield agent_end
+        finally:
+            # The agent is done with its end: what it wrote reaches the client (bounded,
+            # for a client that reads no more), then the client's stream closes, as the
+            # v1 path closes it.
+            from_agent_send.close()
+            with trio.CancelScope(shield=True) as flush:
+                flush.deadline = trio.current_time() + _FLUSH_SECONDS
+                await writer_done.wait()
+            nursery.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
