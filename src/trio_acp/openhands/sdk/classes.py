@@ -11,10 +11,13 @@ from openhands.sdk import AgentBase as AgentBase
 from openhands.sdk import AgentContext as AgentContext
 from openhands.sdk import LocalConversation as LocalConversation
 from openhands.sdk import Message as Message
+from openhands.sdk import RemoteConversation as RemoteConversation
 from openhands.sdk import Tool as Tool
 from openhands.sdk.context.condenser import CondenserBase as CondenserBase
 from openhands.sdk.event import ActionEvent as ActionEvent
+from openhands.sdk.event import ConversationStateUpdateEvent as ConversationStateUpdateEvent
 from openhands.sdk.event import Event as Event
+from openhands.sdk.event import StreamingDeltaEvent as StreamingDeltaEvent
 from openhands.sdk.hooks import HookConfig as HookConfig
 from openhands.sdk.mcp.client import MCPClient as MCPClient
 from openhands.sdk.mcp.config import MCPServer as MCPServer
@@ -23,3 +26,4 @@ from openhands.sdk.security.confirmation_policy import (
     ConfirmationPolicyBase as ConfirmationPolicyBase,
 )
 from openhands.sdk.skills import Skill as Skill
+from openhands.sdk.workspace import RemoteWorkspace as RemoteWorkspace
