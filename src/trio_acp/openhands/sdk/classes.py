@@ -14,6 +14,7 @@ from openhands.sdk import Message as Message
 from openhands.sdk import RemoteConversation as RemoteConversation
 from openhands.sdk import Tool as Tool
 from openhands.sdk.context.condenser import CondenserBase as CondenserBase
+from openhands.sdk.conversation.state import ConversationState as ConversationState
 from openhands.sdk.event import ActionEvent as ActionEvent
 from openhands.sdk.event import ConversationStateUpdateEvent as ConversationStateUpdateEvent
 from openhands.sdk.event import Event as Event
@@ -26,4 +27,10 @@ from openhands.sdk.security.confirmation_policy import (
     ConfirmationPolicyBase as ConfirmationPolicyBase,
 )
 from openhands.sdk.skills import Skill as Skill
+from openhands.sdk.tool import Action as Action
+from openhands.sdk.tool import ToolExecutor as ToolExecutor
 from openhands.sdk.workspace import RemoteWorkspace as RemoteWorkspace
+from openhands.tools.file_editor import FileEditorTool as FileEditorTool
+from openhands.tools.terminal import TerminalAction as TerminalAction
+from openhands.tools.terminal import TerminalTool as TerminalTool
+from openhands.tools.terminal.definition import TerminalObservation as TerminalObservation
