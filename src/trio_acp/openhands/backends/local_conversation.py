@@ -42,6 +42,7 @@ from trio_acp.openhands.permissions.tool_processes import (
 from trio_acp.openhands.sdk import (
     confirmation_setup,
     fork_conversation,
+    internals,
     interruption_event,
     stopped_message_event,
     stopped_tool_event,
@@ -185,7 +186,7 @@ class LocalConversation:
                 True,
             ),
         }
-        ensure_ready = getattr(conv, "_ensure_agent_ready", None)
+        ensure_ready = internals.agent_initializer(conv)
         if ensure_ready is not None:
 
             def tools() -> None:
@@ -196,7 +197,7 @@ class LocalConversation:
             # would outlive the session (conv.close() would find no tools to close yet).
             steps["tools"] = (tools, self.limiter, False)
         critic = getattr(conv.agent, "critic", None)
-        if critic is not None and hasattr(critic, "_get_template_renderer"):
+        if critic is not None and internals.has_chat_template(critic):
             # Its chat template, fetched from the network on first use: now, rather than
             # in the first evaluation, under the conversation's lock (critic.py).
             steps["critic chat template"] = (
@@ -229,7 +230,7 @@ class LocalConversation:
         return list(startup.failures) if startup is not None else []
 
     def _mcp_startup(self) -> McpStartup | None:
-        startup = getattr(self._conv, "_mcp_tool_provider", None)
+        startup = internals.mcp_tool_provider(self._conv)
         return startup if isinstance(startup, McpStartup) else None
 
     def _stop_starting(self) -> None:

@@ -60,6 +60,7 @@ import trio
 
 from trio_acp.openhands.permissions import turn_points
 from trio_acp.openhands.permissions.confirm import CANCELLED
+from trio_acp.openhands.sdk import internals
 from trio_acp.openhands.translate.subagents import (
     META_KEY,
     SubagentBegan,
@@ -339,21 +340,17 @@ def _quietly(fn: Callable[[], Any]) -> Callable[[], None]:
     return run
 
 
-def _interrupt_tools(conv: Any) -> None:
-    try:
-        tools = list(conv.agent.tools_map.values())
-    except Exception:
-        return
-    for tool in tools:
-        executor = getattr(tool, "executor", None)
-        if executor is not None:
-            _quietly(executor.interrupt)()
+def _interrupt_tools(conv: object) -> None:
+    for executor in internals.tool_executors(conv):
+        interrupt = getattr(executor, "interrupt", None)
+        if interrupt is not None:
+            _quietly(interrupt)()
 
 
 def hub_of(conversation: Any) -> Hub | None:
     """The sub-agent hub of a session's conversation (`LocalConversation`), if it has one."""
     sdk_conv = getattr(conversation, "sdk_conversation", conversation)
-    view = getattr(sdk_conv, "_visualizer", None)
+    view = internals.visualizer(sdk_conv)
     hub = getattr(view, "hub", None)
     return hub if isinstance(hub, Hub) else None
 
