@@ -9,9 +9,11 @@ from openhands.sdk import LLM as LLM
 from openhands.sdk import Agent as Agent
 from openhands.sdk import AgentBase as AgentBase
 from openhands.sdk import AgentContext as AgentContext
+from openhands.sdk import ImageContent as ImageContent
 from openhands.sdk import LocalConversation as LocalConversation
 from openhands.sdk import Message as Message
 from openhands.sdk import RemoteConversation as RemoteConversation
+from openhands.sdk import TextContent as TextContent
 from openhands.sdk import Tool as Tool
 from openhands.sdk.context.condenser import CondenserBase as CondenserBase
 from openhands.sdk.conversation.state import ConversationState as ConversationState
@@ -20,8 +22,10 @@ from openhands.sdk.event import ConversationStateUpdateEvent as ConversationStat
 from openhands.sdk.event import Event as Event
 from openhands.sdk.event import StreamingDeltaEvent as StreamingDeltaEvent
 from openhands.sdk.hooks import HookConfig as HookConfig
+from openhands.sdk.llm.utils.metrics import Metrics as Metrics
 from openhands.sdk.mcp.client import MCPClient as MCPClient
 from openhands.sdk.mcp.config import MCPServer as MCPServer
+from openhands.sdk.mcp.utils import MCPToolProvider as MCPToolProvider
 from openhands.sdk.security.analyzer import SecurityAnalyzerBase as SecurityAnalyzerBase
 from openhands.sdk.security.confirmation_policy import (
     ConfirmationPolicyBase as ConfirmationPolicyBase,

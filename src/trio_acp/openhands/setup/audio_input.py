@@ -18,7 +18,7 @@ from trio_acp.openhands.translate.prompt import has_audio
 from trio_acp.rpc import RequestError
 
 
-def default_model_takes_audio(env: Mapping[str, str]) -> bool:
+def default_model_takes_audio(env: Mapping[str, str] | None) -> bool:
     """`promptCapabilities.audio`: whether the configured default model takes audio."""
     try:
         settings = load_settings(env)
