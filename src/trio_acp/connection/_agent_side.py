@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import trio
 
@@ -114,7 +114,7 @@ class ClientProxy(Proxy):
         /,
         *,
         at_once: bool = False,
-        **kw: Any,
+        **kw: object,
     ) -> None:
         """``at_once``: the last update the sender has for now (`Peer.notify`)."""
         notification = build_params(schema.SessionNotification, params, kw)
@@ -135,14 +135,14 @@ class ClientProxy(Proxy):
             await self._notify("session/update", each, at_once=at_once and last)
 
     async def request_permission(
-        self, params: schema.RequestPermissionRequest | None = None, /, **kw: Any
+        self, params: schema.RequestPermissionRequest | None = None, /, **kw: object
     ) -> schema.RequestPermissionResponse:
         return await self._request(
             "session/request_permission", build_params(schema.RequestPermissionRequest, params, kw)
         )
 
     async def read_text_file(
-        self, params: schema.ReadTextFileRequest | None = None, /, **kw: Any
+        self, params: schema.ReadTextFileRequest | None = None, /, **kw: object
     ) -> schema.ReadTextFileResponse:
         self._require_fs("read_text_file", "fs.readTextFile")
         return await self._request(
@@ -150,7 +150,7 @@ class ClientProxy(Proxy):
         )
 
     async def write_text_file(
-        self, params: schema.WriteTextFileRequest | None = None, /, **kw: Any
+        self, params: schema.WriteTextFileRequest | None = None, /, **kw: object
     ) -> schema.WriteTextFileResponse:
         self._require_fs("write_text_file", "fs.writeTextFile")
         return await self._request(
@@ -163,7 +163,7 @@ class ClientProxy(Proxy):
         /,
         *,
         on_late: Callable[[schema.CreateTerminalResponse], None] | None = None,
-        **kw: Any,
+        **kw: object,
     ) -> schema.CreateTerminalResponse:
         """``on_late``: if this call is cancelled before the answer, the client may still
         create the terminal (a person approving it late, a client ignoring
@@ -177,7 +177,7 @@ class ClientProxy(Proxy):
         )
 
     async def terminal_output(
-        self, params: schema.TerminalOutputRequest | None = None, /, **kw: Any
+        self, params: schema.TerminalOutputRequest | None = None, /, **kw: object
     ) -> schema.TerminalOutputResponse:
         self._require_terminal()
         return await self._request(
@@ -185,7 +185,7 @@ class ClientProxy(Proxy):
         )
 
     async def release_terminal(
-        self, params: schema.ReleaseTerminalRequest | None = None, /, **kw: Any
+        self, params: schema.ReleaseTerminalRequest | None = None, /, **kw: object
     ) -> schema.ReleaseTerminalResponse:
         self._require_terminal()
         return await self._request(
@@ -193,7 +193,7 @@ class ClientProxy(Proxy):
         )
 
     async def wait_for_terminal_exit(
-        self, params: schema.WaitForTerminalExitRequest | None = None, /, **kw: Any
+        self, params: schema.WaitForTerminalExitRequest | None = None, /, **kw: object
     ) -> schema.WaitForTerminalExitResponse:
         self._require_terminal()
         return await self._request(
@@ -201,7 +201,7 @@ class ClientProxy(Proxy):
         )
 
     async def kill_terminal(
-        self, params: schema.KillTerminalRequest | None = None, /, **kw: Any
+        self, params: schema.KillTerminalRequest | None = None, /, **kw: object
     ) -> schema.KillTerminalResponse:
         self._require_terminal()
         return await self._request(
@@ -209,9 +209,14 @@ class ClientProxy(Proxy):
         )
 
     async def create_elicitation(
-        self, params: schema.CreateElicitationRequest | None = None, /, **kw: Any
+        self, params: schema.CreateElicitationRequest | None = None, /, **kw: object
     ) -> schema.CreateElicitationResponse:
-        req = build_params(schema.CreateElicitationRequest, params, kw)
+        # A union alias: no class to call, so only a request object will do (keyword
+        # arguments raise TypeError, as `Union[...](**kw)` does).
+        union = cast(
+            "Callable[..., schema.CreateElicitationRequest]", schema.CreateElicitationRequest
+        )
+        req = build_params(union, params, kw)
         mode = schema.to_wire(req).get("mode")
         elicitation = self.capabilities.elicitation
         # `elicitation: {}` advertises no mode at all (unlike MCP): each mode is its own flag.
@@ -220,14 +225,14 @@ class ClientProxy(Proxy):
         return await self._request("elicitation/create", req)
 
     async def complete_elicitation(
-        self, params: schema.CompleteElicitationNotification | None = None, /, **kw: Any
+        self, params: schema.CompleteElicitationNotification | None = None, /, **kw: object
     ) -> None:
         await self._notify(
             "elicitation/complete", build_params(schema.CompleteElicitationNotification, params, kw)
         )
 
     async def auth_status_update(
-        self, params: unstable.AuthStatusUpdateNotification | None = None, /, **kw: Any
+        self, params: unstable.AuthStatusUpdateNotification | None = None, /, **kw: object
     ) -> None:
         """UNSTABLE: `auth/status_update`, the agent's authentication state changed. The
         spec gives it no client capability: the caller decides who can take it."""
@@ -280,7 +285,7 @@ class AgentHooks:
 
 @asynccontextmanager
 async def open_agent_connection(
-    stream: trio.abc.Stream, agent: Any, **peer_options: Any
+    stream: trio.abc.Stream, agent: object, **peer_options: Any
 ) -> AsyncIterator[AgentSideConnection]:
     """Serve `agent` on `stream` for the duration of the block; ``peer_options`` are
     `trio_acp.rpc.open_peer`'s. An agent that is an `AgentHooks` hears of its connection.
@@ -302,27 +307,27 @@ async def open_agent_connection(
     # reach it; its peer is bound the moment the peer exists.
     client = ClientProxy(None)
 
-    def on_request(method: str, params: Any) -> None:
-        if method == "initialize":
+    def on_request(method: str, params: object) -> None:
+        if method == "initialize" and isinstance(params, schema.InitializeRequest):
             client.capabilities = params.client_capabilities or schema.ClientCapabilities()
             client.client_info = params.client_info
 
-    hooked = isinstance(agent, AgentHooks)
-    if hooked:
-        agent.on_connect(client)
+    hooks = agent if isinstance(agent, AgentHooks) else None
+    if hooks is not None:
+        hooks.on_connect(client)
         # Every frame passes the agent's mask in the connection's writer, whoever made it
         # and whatever the stream (docs/ARCHITECTURE.md#d12).
-        peer_options.setdefault("mask", agent.frame_mask())
+        peer_options.setdefault("mask", hooks.frame_mask())
     handler = TypedHandler(
         agent,
         _AGENT_ROUTES,
         on_request=on_request,
-        on_received={"session/prompt": agent.prompt_received} if hooked else None,
+        on_received={"session/prompt": hooks.prompt_received} if hooks is not None else None,
     )
     async with open_peer(
         stream,
         handler,
-        request_received=handler.request_received if hooked else None,
+        request_received=handler.request_received if hooks is not None else None,
         **peer_options,
     ) as peer:
         client._peer = peer
@@ -345,7 +350,7 @@ def _unheard_hooks(agent: object) -> list[str]:
     ]
 
 
-async def serve_agent(stream: trio.abc.Stream, agent: Any, **peer_options: Any) -> None:
+async def serve_agent(stream: trio.abc.Stream, agent: object, **peer_options: Any) -> None:
     """Serve `agent` on `stream` until the client hangs up."""
     async with open_agent_connection(stream, agent, **peer_options) as conn:
         await conn.wait_closed()

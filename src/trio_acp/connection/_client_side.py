@@ -8,7 +8,7 @@ turn has been handed to the client's `session_update`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,78 +63,82 @@ class AgentProxy(Proxy):
     def __init__(self, peer: Peer) -> None:
         super().__init__(peer, {**schema.AGENT_METHODS, **UNSTABLE_AGENT_METHODS})
 
-    async def _call(self, method: str, cls: type, params: Any, kw: dict[str, Any]) -> Any:
+    async def _call[T](
+        self, method: str, cls: Callable[..., T], params: T | None, kw: dict[str, object]
+    ) -> Any:  # the decoded result (`schema.from_wire`); each method names its type
         return await self._request(method, build_params(cls, params, kw))
 
     async def initialize(
-        self, params: schema.InitializeRequest | None = None, /, **kw: Any
+        self, params: schema.InitializeRequest | None = None, /, **kw: object
     ) -> schema.InitializeResponse:
         return await self._call("initialize", schema.InitializeRequest, params, kw)
 
     async def authenticate(
-        self, params: schema.AuthenticateRequest | None = None, /, **kw: Any
+        self, params: schema.AuthenticateRequest | None = None, /, **kw: object
     ) -> schema.AuthenticateResponse:
         return await self._call("authenticate", schema.AuthenticateRequest, params, kw)
 
     async def logout(
-        self, params: schema.LogoutRequest | None = None, /, **kw: Any
+        self, params: schema.LogoutRequest | None = None, /, **kw: object
     ) -> schema.LogoutResponse:
         return await self._call("logout", schema.LogoutRequest, params, kw)
 
     async def new_session(
-        self, params: schema.NewSessionRequest | None = None, /, **kw: Any
+        self, params: schema.NewSessionRequest | None = None, /, **kw: object
     ) -> schema.NewSessionResponse:
         return await self._call("session/new", schema.NewSessionRequest, params, kw)
 
     async def load_session(
-        self, params: schema.LoadSessionRequest | None = None, /, **kw: Any
+        self, params: schema.LoadSessionRequest | None = None, /, **kw: object
     ) -> schema.LoadSessionResponse:
         return await self._call("session/load", schema.LoadSessionRequest, params, kw)
 
     async def list_sessions(
-        self, params: schema.ListSessionsRequest | None = None, /, **kw: Any
+        self, params: schema.ListSessionsRequest | None = None, /, **kw: object
     ) -> schema.ListSessionsResponse:
         return await self._call("session/list", schema.ListSessionsRequest, params, kw)
 
     async def resume_session(
-        self, params: schema.ResumeSessionRequest | None = None, /, **kw: Any
+        self, params: schema.ResumeSessionRequest | None = None, /, **kw: object
     ) -> schema.ResumeSessionResponse:
         return await self._call("session/resume", schema.ResumeSessionRequest, params, kw)
 
     async def close_session(
-        self, params: schema.CloseSessionRequest | None = None, /, **kw: Any
+        self, params: schema.CloseSessionRequest | None = None, /, **kw: object
     ) -> schema.CloseSessionResponse:
         return await self._call("session/close", schema.CloseSessionRequest, params, kw)
 
     async def delete_session(
-        self, params: schema.DeleteSessionRequest | None = None, /, **kw: Any
+        self, params: schema.DeleteSessionRequest | None = None, /, **kw: object
     ) -> schema.DeleteSessionResponse:
         return await self._call("session/delete", schema.DeleteSessionRequest, params, kw)
 
     async def fork_session(
-        self, params: unstable.ForkSessionRequest | None = None, /, **kw: Any
+        self, params: unstable.ForkSessionRequest | None = None, /, **kw: object
     ) -> unstable.ForkSessionResponse:
         """UNSTABLE in the spec: `session/fork` (see `trio_acp.schema.unstable`)."""
         return await self._call("session/fork", unstable.ForkSessionRequest, params, kw)
 
     async def set_session_mode(
-        self, params: schema.SetSessionModeRequest | None = None, /, **kw: Any
+        self, params: schema.SetSessionModeRequest | None = None, /, **kw: object
     ) -> schema.SetSessionModeResponse:
         return await self._call("session/set_mode", schema.SetSessionModeRequest, params, kw)
 
     async def set_session_config_option(
-        self, params: schema.SetSessionConfigOptionRequest | None = None, /, **kw: Any
+        self, params: schema.SetSessionConfigOptionRequest | None = None, /, **kw: object
     ) -> schema.SetSessionConfigOptionResponse:
         return await self._call(
             "session/set_config_option", schema.SetSessionConfigOptionRequest, params, kw
         )
 
     async def prompt(
-        self, params: schema.PromptRequest | None = None, /, **kw: Any
+        self, params: schema.PromptRequest | None = None, /, **kw: object
     ) -> schema.PromptResponse:
         return await self._call("session/prompt", schema.PromptRequest, params, kw)
 
-    async def cancel(self, params: schema.CancelNotification | None = None, /, **kw: Any) -> None:
+    async def cancel(
+        self, params: schema.CancelNotification | None = None, /, **kw: object
+    ) -> None:
         await self._notify("session/cancel", build_params(schema.CancelNotification, params, kw))
 
 
@@ -157,7 +161,7 @@ _CLIENT_ROUTES = build_routes(schema.CLIENT_METHODS, CLIENT_METHOD_ATTRS, REQUIR
 
 @asynccontextmanager
 async def open_client_connection(
-    stream: trio.abc.Stream, client: Any, **peer_options: Any
+    stream: trio.abc.Stream, client: object, **peer_options: Any
 ) -> AsyncIterator[ClientSideConnection]:
     """Drive an agent over `stream`, answering its calls with `client`."""
     missing = missing_required(client, _CLIENT_ROUTES)

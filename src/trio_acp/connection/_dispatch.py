@@ -79,7 +79,7 @@ class TypedHandler:
         impl: object,
         routes: dict[str, Route],
         *,
-        on_request: Callable[[str, Any], None] | None = None,
+        on_request: Callable[[str, object], None] | None = None,
         on_received: dict[str, Callable[[Any], None]] | None = None,
     ) -> None:
         self._impl = impl
@@ -158,7 +158,7 @@ class TypedHandler:
         await fn(decoded)
 
 
-def build_params(cls: Any, params: Any, kwargs: dict[str, Any]) -> Any:
+def build_params[T](cls: Callable[..., T], params: T | None, kwargs: dict[str, object]) -> T:
     """Accept either a ready request object or its fields as keyword arguments."""
     if params is not None:
         if kwargs:

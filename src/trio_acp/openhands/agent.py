@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -62,7 +62,7 @@ class OpenHandsAgent(SessionForking, AgentHooks):
         nursery: trio.Nursery,
         *,
         sdk_loader: SdkLoader | None = None,
-        env=None,
+        env: Mapping[str, str] | None = None,
         secrets: SecretValues | None = None,
         agent_server_url: str | None = None,
         sign_in: SignIn | None = None,
@@ -76,7 +76,7 @@ class OpenHandsAgent(SessionForking, AgentHooks):
         # The credential values to mask (credentials.py): in every frame a connection
         # writes (`mask_frame`), in files and in logs.
         self.secrets = secrets if secrets is not None else SecretValues()
-        self._client: Any = None
+        self._client: Any = None  # see SessionOpening._client
         self._sessions: dict[uuid.UUID, Session] = {}
         self._locks: dict[uuid.UUID, trio.Lock] = {}
         # Prompts the reader has registered with their session, by the identity of their

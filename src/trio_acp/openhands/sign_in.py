@@ -10,7 +10,7 @@ the user configures again or authenticates.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
 
 from trio_acp import __version__, schema
 from trio_acp.openhands.errors import not_configured
@@ -35,10 +35,10 @@ TERMINAL_AUTH_METHOD_ID = "openhands-terminal-setup"
 
 
 class SignIn:
-    def __init__(self, env: Any = None) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self._env = env
         # Set by `log_out`: the settings file's identity at that moment (`check_logged_in`).
-        self._logged_out: tuple[Any, ...] | None = None
+        self._logged_out: tuple[object, ...] | None = None
         # Whether the client offers the terminal set-up (`initialize`): the -32000 answer
         # then points at it by its name.
         self.terminal_auth = False
@@ -100,7 +100,7 @@ class SignIn:
             ),
         )
 
-    def _auth_methods(self, caps: schema.ClientCapabilities | None) -> list[Any]:
+    def _auth_methods(self, caps: schema.ClientCapabilities | None) -> list[schema.AuthMethod]:
         """The agent method always (after a `logout` it is the way back in); the terminal
         set-up only for clients that can run it (spec: MUST NOT offer it otherwise)."""
         self.terminal_auth = (
@@ -123,7 +123,7 @@ class SignIn:
             # agent or terminal method; docs/registry.md): only its description may be lost.
             log.exception("reading the OpenHands settings for initialize's authMethods")
             configured, description = False, "The OpenHands settings could not be read."
-        methods: list[Any] = [
+        methods: list[schema.AuthMethod] = [
             schema.AuthMethodAgent(
                 id=AUTH_METHOD_ID,
                 name="Use the configured model"
@@ -182,7 +182,7 @@ def load_settings_message(env, *, terminal_auth: bool = False) -> str:
         return str(exc)
 
 
-def _settings_identity(env) -> tuple[Any, ...]:
+def _settings_identity(env: Mapping[str, str] | None) -> tuple[object, ...]:
     """Which settings file is there now: any write (atomic replace included) changes it."""
     try:
         path = load_settings(env).settings_file

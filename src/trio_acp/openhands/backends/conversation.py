@@ -23,7 +23,18 @@ from trio_acp.openhands.setup.mcp_startup import McpStartFailure
 from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart, merge_text
 
 if TYPE_CHECKING:
+    import uuid
+
+    from trio_acp.openhands.sdk.classes import (
+        ActionEvent,
+        Event,
+        ImageContent,
+        Message,
+        Skill,
+        TextContent,
+    )
     from trio_acp.openhands.sdk.loaded import Sdk
+    from trio_acp.openhands.setup.models import ModelChoice
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +98,12 @@ class Conversation(Protocol):
     async def set_mode(self, mode: str) -> None: ...
 
     async def use_model(
-        self, choice: Any, *, reasoning_effort: str | None, stream: bool
+        self, choice: ModelChoice, *, reasoning_effort: str | None, stream: bool
     ) -> str | None:
         """Switch to another configured model; returns its reasoning effort (None: none)."""
         ...
 
-    async def update_llm(self, **update: Any) -> None:
+    async def update_llm(self, **update: object) -> None:
         """Change options of the current LLM (`stream`, `reasoning_effort`)."""
         ...
 
@@ -119,7 +130,7 @@ class Conversation(Protocol):
         """Stop what the tools started (the terminal's processes)."""
         ...
 
-    async def pending_actions(self) -> list[Any]: ...
+    async def pending_actions(self) -> list[ActionEvent]: ...
 
     async def reject_pending(self, reason: str) -> None: ...
 
@@ -129,24 +140,24 @@ class Conversation(Protocol):
 
     def usage(self) -> Usage | None: ...
 
-    def skills(self) -> list[Any]:
+    def skills(self) -> list[Skill]:
         """The skills in the agent's context (`/skills`)."""
         ...
 
-    async def history(self) -> list[Any]: ...
+    async def history(self) -> list[Event]: ...
 
     async def condense(self) -> Condensed: ...
 
-    async def fork(self, fork_id: Any) -> None: ...
+    async def fork(self, fork_id: uuid.UUID) -> None: ...
 
     async def close(self) -> None: ...
 
 
-def user_message(sdk: Sdk, parts: list[TextPart | ImagePart | AudioPart]) -> Any:
+def user_message(sdk: Sdk, parts: list[TextPart | ImagePart | AudioPart]) -> Message:
     """The SDK's user `Message` for a prompt's parts (prompt.py), local or remote alike:
     adjacent text parts become one `TextContent` (`merge_text`: a part costs the SDK a
     deep copy on every model call)."""
-    content: list[Any] = []
+    content: list[TextContent | ImageContent] = []
     for part in merge_text(parts):
         if isinstance(part, TextPart):
             content.append(sdk.TextContent(text=part.text))

@@ -13,11 +13,12 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -42,6 +43,7 @@ from trio_acp.openhands.permissions.tool_processes import (
 from trio_acp.openhands.sdk import (
     confirmation_setup,
     fork_conversation,
+    internals,
     interruption_event,
     stopped_message_event,
     stopped_tool_event,
@@ -63,16 +65,17 @@ from trio_acp.openhands.translate.interruptions import FAILED_TEXT
 from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart
 
 if TYPE_CHECKING:
-    from trio_acp.openhands.sdk.classes import ActionEvent, Agent, Event, Skill
+    from trio_acp.openhands.sdk.classes import LLM, ActionEvent, Agent, Event, Metrics, Skill
     from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
     from trio_acp.openhands.sdk.loaded import Sdk
     from trio_acp.openhands.sessions.session_parts import LocalFactory, MakeLlm
+    from trio_acp.openhands.setup.models import ModelChoice
 
 log = logging.getLogger(__name__)
 
 
 class _FutureRun:
-    def __init__(self, fut: Any) -> None:
+    def __init__(self, fut: concurrent.futures.Future[None]) -> None:
         self._fut = fut
 
     def done(self) -> bool:
@@ -176,7 +179,7 @@ class LocalConversation:
         over waits for what it needs of it (the SDK's lock, the import lock).
         """
         conv = self._conv
-        steps: dict[str, tuple[Any, Any, bool]] = {
+        steps: dict[str, tuple[Callable[[], object], trio.CapacityLimiter | None, bool]] = {
             # Touches no conversation state and owns nothing: not on the session's limiter,
             # where it would hold up a set_mode right after session/new, and a close need
             # not wait for it.
@@ -186,7 +189,7 @@ class LocalConversation:
                 True,
             ),
         }
-        ensure_ready = getattr(conv, "_ensure_agent_ready", None)
+        ensure_ready = internals.agent_initializer(conv)
         if ensure_ready is not None:
 
             def tools() -> None:
@@ -197,7 +200,7 @@ class LocalConversation:
             # would outlive the session (conv.close() would find no tools to close yet).
             steps["tools"] = (tools, self.limiter, False)
         critic = getattr(conv.agent, "critic", None)
-        if critic is not None and hasattr(critic, "_get_template_renderer"):
+        if critic is not None and internals.has_chat_template(critic):
             # Its chat template, fetched from the network on first use: now, rather than
             # in the first evaluation, under the conversation's lock (critic.py).
             steps["critic chat template"] = (
@@ -230,7 +233,7 @@ class LocalConversation:
         return list(startup.failures) if startup is not None else []
 
     def _mcp_startup(self) -> McpStartup | None:
-        startup = getattr(self._conv, "_mcp_tool_provider", None)
+        startup = internals.mcp_tool_provider(self._conv)
         return startup if isinstance(startup, McpStartup) else None
 
     def _stop_starting(self) -> None:
@@ -241,7 +244,12 @@ class LocalConversation:
             startup.stop()
 
     async def _warm_step(
-        self, report: dict[str, str], name: str, step: Any, limiter: Any, abandon: bool
+        self,
+        report: dict[str, str],
+        name: str,
+        step: Callable[[], object],
+        limiter: trio.CapacityLimiter | None,
+        abandon: bool,
     ) -> None:
         try:
             await trio.to_thread.run_sync(step, limiter=limiter, abandon_on_cancel=abandon)
@@ -270,7 +278,7 @@ class LocalConversation:
         await trio.to_thread.run_sync(apply, limiter=self.limiter)
 
     async def use_model(
-        self, choice: Any, *, reasoning_effort: str | None, stream: bool
+        self, choice: ModelChoice, *, reasoning_effort: str | None, stream: bool
     ) -> str | None:
         conv, sdk, make_llm = self._conv, self._sdk, self._make_llm
         if make_llm is None:
@@ -278,7 +286,7 @@ class LocalConversation:
 
         def switch() -> str | None:
             llm = make_llm(choice)
-            update: dict[str, Any] = {"stream": stream}
+            update: dict[str, object] = {"stream": stream}
             new_effort = None
             if supports_reasoning_effort(sdk, llm):
                 new_effort = reasoning_effort or llm.reasoning_effort or "high"
@@ -288,7 +296,7 @@ class LocalConversation:
 
         return await trio.to_thread.run_sync(switch, limiter=self.limiter)
 
-    async def update_llm(self, **update: Any) -> None:
+    async def update_llm(self, **update: object) -> None:
         conv = self._conv
 
         def switch() -> None:
@@ -556,10 +564,10 @@ class LocalConversation:
 class _LlmMetrics:
     """One LLM's metrics, shaped as `usage_of` reads the SDK's `ConversationStats`."""
 
-    def __init__(self, llm: Any) -> None:
+    def __init__(self, llm: LLM) -> None:
         self._llm = llm
 
-    def get_combined_metrics(self) -> Any:
+    def get_combined_metrics(self) -> Metrics:
         return self._llm.metrics
 
 
@@ -569,7 +577,7 @@ def _untyped(conv: SdkConversation) -> Any:
     return conv
 
 
-def _since(events: Any, start: int) -> list[Any]:
+def _since(events: Sequence[Event], start: int) -> list[Event]:
     """The events from index `start` on (the SDK's event list reads each from disk)."""
     return [events[i] for i in range(max(0, start), len(events))]
 

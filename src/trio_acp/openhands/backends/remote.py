@@ -36,7 +36,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import trio
 
@@ -55,6 +55,20 @@ from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
 from trio_acp.openhands.backends.remote_inbox import TERMINAL_TOOL, Inbox
 from trio_acp.openhands.translate.interruptions import CANCEL_NOTE, LOST_NOTE
 
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import (
+        ActionEvent,
+        AgentBase,
+        ConfirmationPolicyBase,
+        Event,
+        HookConfig,
+        Message,
+        RemoteConversation,
+        RemoteWorkspace,
+        SecurityAnalyzerBase,
+    )
+    from trio_acp.openhands.sdk.loaded import Sdk
+
 __all__ = [
     "INTERRUPTION_NOTE",
     "MARKER_VAR",
@@ -66,6 +80,18 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class _Observed(Protocol):
+    """The SDK conversation's methods that its `@observe` decorator (lmnr) leaves typed as
+    taking `Never` on a fresh mypy run."""
+
+    def send_message(self, message: Message, /) -> None: ...
+
+    def run(self, *, blocking: bool) -> None: ...
+
 
 # The environment variable that marks the processes of one conversation's terminal.
 MARKER_VAR = "TRIO_ACP_TERMINAL"
@@ -97,7 +123,7 @@ CUT_BY_RESTART = (
 )
 
 
-def tag_terminal(agent: Any, marker: str) -> Any:
+def tag_terminal(agent: AgentBase, marker: str) -> AgentBase:
     """`agent` with its terminal tool's processes carrying `MARKER_VAR=marker`.
 
     The terminal tool takes extra environment variables as a parameter (`env`), which
@@ -113,7 +139,7 @@ def tag_terminal(agent: Any, marker: str) -> Any:
     return agent.model_copy(update={"tools": tools})
 
 
-def terminal_marker(agent: Any) -> str | None:
+def terminal_marker(agent: AgentBase) -> str | None:
     for tool in getattr(agent, "tools", None) or ():
         env = (tool.params or {}).get("env") or {}
         if MARKER_VAR in env:
@@ -159,12 +185,12 @@ class RemoteConversationDriver:
 
     def __init__(
         self,
-        sdk: Any,
+        sdk: Sdk,
         target: AgentServerTarget,
         *,
         working_dir: str,
-        on_event: Callable[[Any], None],
-        on_token: Callable[[Any], None],
+        on_event: Callable[[Event], None],
+        on_token: Callable[[object], None],
         unreachable_grace: float = UNREACHABLE_GRACE,
         poll_interval: float = POLL_INTERVAL,
     ) -> None:
@@ -179,6 +205,8 @@ class RemoteConversationDriver:
         self._limiter = trio.CapacityLimiter(1)
         # Cancelling must not queue behind a slow call on the main limiter.
         self._interrupt_limiter = trio.CapacityLimiter(1)
+        # `RemoteConversation | None` and `RemoteWorkspace | None`, typed loosely because
+        # remote_conversation.py reads a live driver's without a None check.
         self.conversation: Any = None
         self.workspace: Any = None
         self.id: uuid.UUID | None = None
@@ -193,7 +221,7 @@ class RemoteConversationDriver:
         # A run lost with the server: (whether it ran approved actions, when it began).
         self._lost_run: tuple[bool, float] | None = None
         self.round_trip: float | None = None
-        self.hook_config: Any = None
+        self.hook_config: HookConfig | None = None
         # Set by the health check when the server stopped answering during a run.
         self._unreachable_message = f"lost the agent-server at {target.url} during the turn"
 
@@ -202,20 +230,20 @@ class RemoteConversationDriver:
     @classmethod
     async def open(
         cls,
-        sdk: Any,
+        sdk: Sdk,
         target: AgentServerTarget,
-        agent: Any,
+        agent: AgentBase,
         *,
         working_dir: str,
-        on_event: Callable[[Any], None],
-        on_token: Callable[[Any], None],
+        on_event: Callable[[Event], None],
+        on_token: Callable[[object], None],
         conversation_id: uuid.UUID | None = None,
         create: bool = True,
-        confirmation_policy: Any = None,
-        security_analyzer: Any = None,
+        confirmation_policy: ConfirmationPolicyBase | None = None,
+        security_analyzer: SecurityAnalyzerBase | None = None,
         max_iterations: int = 500,
-        hook_config: Any = None,
-        **kwargs: Any,
+        hook_config: HookConfig | None = None,
+        **kwargs: float,
     ) -> RemoteConversationDriver:
         """A new conversation with `agent`, or the server's conversation `conversation_id`.
 
@@ -248,7 +276,9 @@ class RemoteConversationDriver:
             await self.set_confirmation(confirmation_policy, security_analyzer)
         return self
 
-    def _connect(self, agent: Any, conversation_id: uuid.UUID | None, max_iterations: int) -> None:
+    def _connect(
+        self, agent: AgentBase, conversation_id: uuid.UUID | None, max_iterations: int
+    ) -> None:
         from trio_acp.openhands.sdk.remote_client import connect
 
         conversation, workspace = connect(
@@ -288,16 +318,14 @@ class RemoteConversationDriver:
         await self._call(lambda: self._connect(old.agent, self.id, old.max_iteration_per_run))
         self._stale = False
 
-    async def _ready(self) -> Any:
+    async def _ready(self) -> RemoteConversation:
         if self._stale:
             await self._reattach()
         return self.conversation
 
     # -- calls -----------------------------------------------------------------------------
 
-    async def _call(
-        self, fn: Callable[[], Any], *, limiter: trio.CapacityLimiter | None = None
-    ) -> Any:
+    async def _call(self, fn: Callable[[], T], *, limiter: trio.CapacityLimiter | None = None) -> T:
         """`fn()` in a worker thread; failures become one `RemoteError` without the key."""
         try:
             return await trio.to_thread.run_sync(
@@ -315,7 +343,7 @@ class RemoteConversationDriver:
                 unreachable=_is_transport_error(exc),
             ) from None
 
-    async def call(self, fn: Callable[[], Any]) -> Any:
+    async def call(self, fn: Callable[[], T]) -> T:
         """A blocking call on the SDK's conversation, as the driver makes its own (`_call`)."""
         await self._ready()
         return await self._call(fn)
@@ -324,7 +352,7 @@ class RemoteConversationDriver:
         """The last message was cut short: the next one opens with `INTERRUPTION_NOTE`."""
         self._note = INTERRUPTION_NOTE
 
-    async def send_message(self, message: Any) -> None:
+    async def send_message(self, message: Message) -> None:
         conv = await self._ready()
         if self._lost_run is not None:
             await self._settle_lost_run(conv)
@@ -332,7 +360,8 @@ class RemoteConversationDriver:
             message = message.model_copy(
                 update={"content": [self.sdk.TextContent(text=self._note), *message.content]}
             )
-        await self._call(lambda: conv.send_message(message))
+        observed = cast("_Observed", conv)
+        await self._call(lambda: observed.send_message(message))
         self._note = None
 
     async def _settle_lost_run(self, conv: Any) -> None:
@@ -386,7 +415,9 @@ class RemoteConversationDriver:
         # `uptime` is whole seconds, rounded down: a second of margin.
         return uptime + 1.0 <= time.monotonic() - began
 
-    async def set_confirmation(self, policy: Any, analyzer: Any = None) -> None:
+    async def set_confirmation(
+        self, policy: ConfirmationPolicyBase, analyzer: SecurityAnalyzerBase | None = None
+    ) -> None:
         conv = await self._ready()
 
         def apply() -> None:
@@ -395,11 +426,11 @@ class RemoteConversationDriver:
 
         await self._call(apply)
 
-    async def events(self) -> list[Any]:
+    async def events(self) -> list[Event]:
         conv = await self._ready()
         return await self._call(lambda: list(conv.state.events))
 
-    async def pending_actions(self) -> list[Any]:
+    async def pending_actions(self) -> list[ActionEvent]:
         """Actions the server holds for approval (an approval is another `run()`)."""
         events = await self.events()
         return self.sdk.ConversationState.get_unmatched_actions(events)
@@ -436,7 +467,7 @@ class RemoteConversationDriver:
         self._tools_stopped = False
         try:
             try:
-                await self._call(lambda: conv.run(blocking=False))
+                await self._call(lambda: cast("_Observed", conv).run(blocking=False))
             except RemoteError as exc:
                 if not exc.unreachable:
                     raise
@@ -497,7 +528,7 @@ class RemoteConversationDriver:
             self.target.api_key,
         )
 
-    async def _watch(self, conv: Any) -> None:
+    async def _watch(self, conv: RemoteConversation) -> None:
         """REST fallback and health check while the socket carries the run."""
         import httpx
 
@@ -575,7 +606,7 @@ class RemoteConversationDriver:
         """Hand on what the server recorded and the socket did not bring (once, by id)."""
         await self._catch_up(await self._ready())
 
-    async def _catch_up(self, conv: Any) -> None:
+    async def _catch_up(self, conv: RemoteConversation) -> None:
         def sync() -> None:
             conv.state.events.reconcile()
             for event in conv.state.events:
@@ -638,7 +669,7 @@ class RemoteConversationDriver:
 
     # -- catalogue -------------------------------------------------------------------------
 
-    async def get_info(self, conversation_id: uuid.UUID) -> dict[str, Any] | None:
+    async def get_info(self, conversation_id: uuid.UUID) -> dict[str, Any] | None:  # JSON
         return await get_conversation(self.target, conversation_id)
 
     async def close(self) -> None:
@@ -655,7 +686,9 @@ class RemoteConversationDriver:
             )
 
     @staticmethod
-    def _close_sync(conv: Any, workspace: Any = None) -> None:
+    def _close_sync(
+        conv: RemoteConversation | None, workspace: RemoteWorkspace | None = None
+    ) -> None:
         if conv is not None:
             try:
                 conv.close()

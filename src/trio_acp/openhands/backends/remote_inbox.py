@@ -10,9 +10,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import ConversationStateUpdateEvent, Event
 
 #: The terminal tool's name: its calls are what a cancel may have to stop (remote.py).
 TERMINAL_TOOL = "terminal"
@@ -34,8 +37,8 @@ class Inbox:
     def __init__(
         self,
         token: trio.lowlevel.TrioToken,
-        on_event: Callable[[Any], None],
-        on_token: Callable[[Any], None],
+        on_event: Callable[[Event], None],
+        on_token: Callable[[object], None],
     ):
         from trio_acp.openhands.sdk import remote_client
 
@@ -65,7 +68,7 @@ class Inbox:
         # When the socket last brought anything: a sign of life (`_watch`).
         self.heard = time.monotonic()
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: Event) -> None:
         self.heard = time.monotonic()
         if self._is_delta(event):
             if not self.quiet:
@@ -76,7 +79,7 @@ class Inbox:
             return
         self.deliver(event)
 
-    def deliver(self, event: Any) -> None:
+    def deliver(self, event: Event) -> None:
         if event.id in self.seen:
             return
         self.seen.add(event.id)
@@ -86,7 +89,7 @@ class Inbox:
         self._track_terminal(event)
         self._on_event(event)
 
-    def _track_quiet(self, event: Any) -> None:
+    def _track_quiet(self, event: Event) -> None:
         # The server publishes deltas and events on separate paths, and a fast reply's last
         # deltas can reach the socket after the event that completes the response: taken
         # for a new response, they would repeat its text. No model call can stream between
@@ -99,7 +102,7 @@ class Inbox:
         elif name == "MessageEvent" or name in _ANSWERS:
             self.quiet = False
 
-    def _track_terminal(self, event: Any) -> None:
+    def _track_terminal(self, event: Event) -> None:
         # Terminal calls announced and not yet answered: what a cancel may have to stop.
         call_id = getattr(event, "tool_call_id", None)
         if call_id is None:
@@ -110,7 +113,7 @@ class Inbox:
         else:  # an observation, a rejection or an error answers it
             self.terminal_calls.discard(call_id)
 
-    def _state(self, event: Any) -> None:
+    def _state(self, event: ConversationStateUpdateEvent) -> None:
         if event.key == "full_state" and isinstance(event.value, dict):
             status = event.value.get("execution_status")
             full = True

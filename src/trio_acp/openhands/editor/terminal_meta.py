@@ -30,7 +30,7 @@ MAX_CHUNK = 16 * 1024
 MAX_TOTAL = 1024 * 1024
 
 
-def supports_terminal_meta(client: Any) -> bool:
+def supports_terminal_meta(client: object) -> bool:
     """Whether the client asked for Zed's terminal `_meta` (and has no real terminals,
     which are better: `editor_terminal.py`)."""
     caps = getattr(client, "capabilities", None)

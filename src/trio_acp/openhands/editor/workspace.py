@@ -24,12 +24,25 @@ import collections
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trio_acp import schema
 from trio_acp.openhands.editor.client_calls import ClientCalls
 from trio_acp.openhands.editor.files import EditorFiles
 from trio_acp.openhands.editor.terminal_meta import supports_terminal_meta
+
+if TYPE_CHECKING:
+    from trio_acp.connection import ClientProxy
+    from trio_acp.openhands.sdk.classes import (
+        Action,
+        ConversationState,
+        Event,
+        FileEditorTool,
+        TerminalAction,
+        TerminalObservation,
+        TerminalTool,
+        ToolExecutor,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +60,11 @@ class ToolCallIds:
     """
 
     def __init__(self, size: int = 256) -> None:
-        self._ids: collections.OrderedDict[int, tuple[Any, str]] = collections.OrderedDict()
+        self._ids: collections.OrderedDict[int, tuple[Action, str]] = collections.OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
-    def note(self, event: Any) -> None:
+    def note(self, event: Event) -> None:
         action = getattr(event, "action", None)
         tool_call_id = getattr(event, "tool_call_id", None)
         if action is None or not isinstance(tool_call_id, str):
@@ -61,7 +74,7 @@ class ToolCallIds:
             while len(self._ids) > self._size:
                 self._ids.popitem(last=False)
 
-    def lookup(self, action: Any) -> str | None:
+    def lookup(self, action: Action) -> str | None:
         with self._lock:
             entry = self._ids.get(id(action))
             if entry is not None and entry[0] is action:
@@ -78,10 +91,10 @@ class EditorWorkspace:
 
     def __init__(
         self,
-        client: Any,
+        client: ClientProxy,
         session_id: str,
         *,
-        post_update: Callable[[Any], None] | None = None,
+        post_update: Callable[[schema.SessionUpdate], None] | None = None,
         calls: ClientCalls | None = None,
     ) -> None:
         self.client = client
@@ -100,12 +113,12 @@ class EditorWorkspace:
         self._terminals: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def note_event(self, event: Any) -> None:
+    def note_event(self, event: Event) -> None:
         """From the SDK's event callback (its thread), for every event."""
         if type(event).__name__ == "ActionEvent":
             self.tool_calls.note(event)
 
-    def announce_terminal(self, action: Any, terminal_id: str) -> None:
+    def announce_terminal(self, action: Action, terminal_id: str) -> None:
         """A client terminal now runs `action`'s command: embed it in the tool call."""
         tool_call_id = self.tool_calls.lookup(action)
         if tool_call_id is None:
@@ -122,7 +135,7 @@ class EditorWorkspace:
                 )
             )
 
-    def terminal_content(self, tool_call_id: str) -> list[Any] | None:
+    def terminal_content(self, tool_call_id: str) -> list[schema.ToolCallContent] | None:
         """The content a finished terminal tool call keeps: its embedded terminal (the
         editor shows it after release), or None if it ran no client terminal. Once."""
         with self._lock:
@@ -167,7 +180,7 @@ class EditorWorkspace:
 
     # --- the tools ----------------------------------------------------------------------
 
-    def file_editor_tools(self, conv_state: Any) -> list[Any]:
+    def file_editor_tools(self, conv_state: ConversationState) -> list[FileEditorTool]:
         from trio_acp.openhands.editor.files import make_executor
         from trio_acp.openhands.sdk.terminal_tools import file_editor_tools
 
@@ -185,17 +198,23 @@ class EditorWorkspace:
         with self._lock:
             self._terminals[tool_call_id] = terminal_id
 
-    def _post(self, update: Any) -> None:
+    def _post(self, update: schema.SessionUpdate) -> None:
         if self._post_update is not None:
             self._post_update(update)
 
-    def terminal_tools(self, conv_state: Any, **params: Any) -> list[Any]:
+    def terminal_tools(
+        self,
+        conv_state: ConversationState,
+        **params: Any,  # the terminal tool's params in the agent spec (JSON)
+    ) -> list[TerminalTool]:
         from trio_acp.openhands.sdk.terminal_tools import terminal_tools
 
         if not self.terminal and self.terminal_meta:
             from trio_acp.openhands.editor.terminal_live import wrap_executor
 
-            def wrap(executor: Any) -> Any:
+            def wrap(
+                executor: ToolExecutor[TerminalAction, TerminalObservation],
+            ) -> ToolExecutor[TerminalAction, TerminalObservation]:
                 return wrap_executor(
                     executor,
                     tool_call_id=self.tool_calls.lookup,
@@ -219,7 +238,7 @@ class EditorWorkspace:
         return terminal_tools(conv_state, executor=executor)
 
 
-def attach(conversation_id: Any, workspace: EditorWorkspace) -> None:
+def attach(conversation_id: object, workspace: EditorWorkspace) -> None:
     """Route the tools of conversation `conversation_id` through `workspace` (before
     the conversation is built: its tools are made when the agent first starts)."""
     install()
@@ -227,12 +246,12 @@ def attach(conversation_id: Any, workspace: EditorWorkspace) -> None:
         _WORKSPACES[str(conversation_id)] = workspace
 
 
-def detach(conversation_id: Any) -> None:
+def detach(conversation_id: object) -> None:
     with _WORKSPACES_LOCK:
         _WORKSPACES.pop(str(conversation_id), None)
 
 
-def workspace_for(conversation_id: Any) -> EditorWorkspace | None:
+def workspace_for(conversation_id: object) -> EditorWorkspace | None:
     with _WORKSPACES_LOCK:
         return _WORKSPACES.get(str(conversation_id))
 

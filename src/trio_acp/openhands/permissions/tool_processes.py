@@ -64,21 +64,12 @@ def terminal_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     return {**params, "terminal_type": "subprocess", "env": env}
 
 
-def terminal_shell_pids(conversation: Any) -> list[int]:
+def terminal_shell_pids(conversation: object) -> list[int]:
     """PIDs of the shells behind the conversation's terminal tools (best effort)."""
-    pids: list[int] = []
-    try:
-        tools = conversation.agent.tools_map.values()
-    except Exception:
-        return pids
-    for tool in tools:
-        executor = getattr(tool, "executor", None)
-        session = getattr(executor, "_session", None)
-        process = getattr(getattr(session, "terminal", None), "process", None)
-        pid = getattr(process, "pid", None)
-        if isinstance(pid, int):
-            pids.append(pid)
-    return pids
+    from trio_acp.openhands.sdk import internals
+
+    found = (internals.terminal_shell_pid(e) for e in internals.tool_executors(conversation))
+    return [pid for pid in found if pid is not None]
 
 
 def kill_descendants(
@@ -159,16 +150,15 @@ def _shell_pids(shells: list[Any]) -> list[int]:
     return pids
 
 
-def stop_subagents(conversation: Any) -> None:
+def stop_subagents(conversation: object) -> None:
     """Stop the sub-agents the conversation's `task` tool runs, with their processes, and
     wait for them (bounded): they run on threads an interrupt does not end
     (`subagents.py`)."""
-    try:
-        tools = list(conversation.agent.tools_map.values())
-    except Exception:
-        return
-    for tool in tools:
-        stop = getattr(getattr(tool, "executor", None), "stop_subagents", None)
+    from trio_acp.openhands.sdk import internals
+
+    for executor in internals.tool_executors(conversation):
+        # Our task executor's (sdk/delegation.py), not the SDK's.
+        stop = getattr(executor, "stop_subagents", None)
         if callable(stop):
             try:
                 stop(stop_tool_processes)
@@ -176,25 +166,21 @@ def stop_subagents(conversation: Any) -> None:
                 log.warning("stopping the sub-agents failed", exc_info=True)
 
 
-def editor_history_dirs(conversation: Any) -> list[Path]:
+def editor_history_dirs(conversation: object) -> list[Path]:
     """The file editors' temporary undo-history directories (best effort: SDK internals)."""
+    from trio_acp.openhands.sdk import internals
+
     dirs: list[Path] = []
-    try:
-        tools = conversation.agent.tools_map.values()
-    except Exception:
-        return dirs
     temp = Path(tempfile.gettempdir()).resolve()
-    for tool in tools:
-        editor = getattr(getattr(tool, "executor", None), "editor", None)
-        cache = getattr(getattr(editor, "_history_manager", None), "cache", None)
-        directory = getattr(cache, "directory", None)
-        if isinstance(directory, Path) and directory.name.startswith("oh_editor_history_"):
+    for executor in internals.tool_executors(conversation):
+        directory = internals.editor_history_dir(executor)
+        if directory is not None and directory.name.startswith("oh_editor_history_"):
             # Only what the SDK made in the temporary directory: never a path of the user's.
             if directory.resolve().parent == temp:
                 dirs.append(directory)
     return dirs
 
 
-def remove_editor_history(conversation: Any) -> None:
+def remove_editor_history(conversation: object) -> None:
     for directory in editor_history_dirs(conversation):
         shutil.rmtree(directory, ignore_errors=True)

@@ -226,9 +226,12 @@ RELIANCE: tuple[Reliance, ...] = (
     fields("openhands.agent_server.config:Config", "session_api_keys"),
     calls("openhands.agent_server.config:get_default_config"),
     calls("openhands.agent_server.__main__:main"),
-    # What the rest reads of the SDK's objects, duck-typed (setup/subagents.py `hub_of`,
-    # permissions/tool_processes.py: the shells to stop, the editors' undo directories).
+    # What the rest reads of the SDK's objects beyond its public API: through internals.py
+    # (the shells to stop, the editors' undo directories, a conversation's visualizer,
+    # its agent's initializer and MCP tool provider), duck-typed.
     attribute("openhands.sdk.conversation.impl.local_conversation:LocalConversation._visualizer"),
+    attribute("openhands.sdk.conversation.impl.local_conversation:LocalConversation._mcp_tool_provider"),
+    calls("openhands.sdk.conversation.impl.local_conversation:LocalConversation._ensure_agent_ready"),
     name("openhands.sdk:Agent.tools_map"),
     fields("openhands.sdk.tool:ToolDefinition", "executor"),
     name("openhands.sdk.tool:ToolDefinition.name"),

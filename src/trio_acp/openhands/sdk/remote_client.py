@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from typing import Any
+from typing import Any, TypeGuard
 
 from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
 from openhands.sdk import RemoteConversation
@@ -106,16 +106,16 @@ def connect(
     return conversation, workspace
 
 
-def is_delta(event: object) -> bool:
+def is_delta(event: object) -> TypeGuard[StreamingDeltaEvent]:
     """A streamed piece of a model response (not an event of the conversation)."""
     return isinstance(event, StreamingDeltaEvent)
 
 
-def is_state_update(event: object) -> bool:
+def is_state_update(event: object) -> TypeGuard[ConversationStateUpdateEvent]:
     return isinstance(event, ConversationStateUpdateEvent)
 
 
-def stream_chunk(response_id: str, event: Any) -> ModelResponseStream:
+def stream_chunk(response_id: str, event: StreamingDeltaEvent) -> ModelResponseStream:
     """A streamed delta as the chunk litellm hands a local conversation's token callback."""
     return ModelResponseStream(
         id=response_id,

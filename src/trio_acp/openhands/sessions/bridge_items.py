@@ -9,16 +9,21 @@ stragglers post. `EndTurn` is the payload of the flush marker that closes a turn
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
+
+from trio_acp.schema import SessionUpdate
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import Event
 
 
 @attrs.frozen
 class SdkEvent:
     """An event of the conversation (`openhands.sdk` Event), to translate."""
 
-    event: Any
+    event: Event
     seq: int | None
 
 
@@ -28,7 +33,7 @@ class SdkEvent:
 class TokenChunk:
     """One streamed chunk of the model's reply (a LiteLLM delta), to translate."""
 
-    chunk: Any
+    chunk: object  # litellm's `ModelResponseStream`, read duck-typed (translate/fields.py)
     seq: int | None
 
 
@@ -36,7 +41,7 @@ class TokenChunk:
 class SessionNote:
     """An ACP update the session made itself; sent as it is."""
 
-    update: Any
+    update: SessionUpdate
     seq: int | None
 
 
@@ -44,7 +49,7 @@ class SessionNote:
 class ModelRetry:
     """A model call failed and is retried: close what it streamed, then send `note`."""
 
-    note: Any
+    note: SessionUpdate
     seq: int | None
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
@@ -47,8 +47,10 @@ from trio_acp.openhands.setup.user_setup import SessionSetup, cli_config_path, r
 from trio_acp.rpc import RequestError
 
 if TYPE_CHECKING:
-    from trio_acp.openhands.sdk.classes import LLM, Event
+    from trio_acp.connection import ClientProxy
+    from trio_acp.openhands.sdk.classes import LLM, Event, MCPToolProvider
     from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
+    from trio_acp.openhands.sdk.loaded import Sdk
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +73,9 @@ class SessionPlan:
     sid: uuid.UUID
     cwd: str
     roots: SessionRoots
-    mcp_servers: list[Any] | None
+    mcp_servers: list[schema.McpServer] | None
     settings: Settings
-    models: list[Any]
+    models: list[ModelChoice]
     store: SessionStore
     existing: bool  # its conversation is on disk (or on its server) already
     fresh: bool  # session/new (not a fork's new id)
@@ -83,7 +85,12 @@ class SessionPlan:
 
 
 async def build_session(
-    plan: SessionPlan, sdk: Any, *, env: Any, secrets: SecretValues, client: Any
+    plan: SessionPlan,
+    sdk: Sdk,
+    *,
+    env: Mapping[str, str] | None,
+    secrets: SecretValues,
+    client: ClientProxy,
 ) -> tuple[Session, SessionSetup]:
     """The session (not started) and the set-up it was built from. Bad settings or set-up
     files are the client's error, with the file named."""
@@ -244,7 +251,9 @@ async def build_conversation(
             max_iteration_per_run=settings.max_iterations,
             hook_config=hooks,
             # MCP servers start bounded, each on its own, failures named (mcp_startup.py).
-            mcp_tool_provider=McpStartup(mcp_timeout(env)),
+            # The SDK's MCPToolProvider Protocol says its create_tools returns an MCPClient;
+            # the SDK reads only `.tools` of it, as StartedTools gives (mcp_startup.py).
+            mcp_tool_provider=cast("MCPToolProvider", McpStartup(mcp_timeout(env))),
         )
         mask_in_conversation(conversation, secrets.forms)
         return conversation
@@ -274,12 +283,12 @@ class RetryRelay:
             self.session.note_retry(attempt, total, error)
 
 
-def mcp_config(servers: list[Any]) -> dict[str, Any]:
+def mcp_config(servers: list[schema.McpServer]) -> dict[str, dict[str, object]]:
     """ACP MCP servers → the SDK's `mcp_config` entries (server name → its settings).
 
     stdio servers become a command the SDK starts; http and sse servers a URL it connects
     to, with the client's headers (both advertised in `mcpCapabilities`)."""
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, object]] = {}
     for server in servers:
         if isinstance(server, schema.McpServerStdio):
             out[server.name] = {
@@ -297,10 +306,11 @@ def mcp_config(servers: list[Any]) -> dict[str, Any]:
 
 
 async def open_failure(
-    sdk: Any, store: SessionStore, sid: uuid.UUID, exc: Exception, *, existing: bool
+    sdk: Sdk | None, store: SessionStore, sid: uuid.UUID, exc: Exception, *, existing: bool
 ) -> RequestError:
-    """What to tell the user when a session's conversation could not be opened."""
-    if not existing:
+    """What to tell the user when a session's conversation could not be opened (`sdk` is
+    None for a new session built after the answer: nothing on disk to look at)."""
+    if not existing or sdk is None:
         return internal(f"could not start the session: {describe(exc)} ({SEE_LOG})")
     directory = store.dir_for(sid)
     try:

@@ -17,6 +17,7 @@ from typing import Any
 
 import trio
 
+from trio_acp import schema
 from trio_acp.credentials import SecretValues, secret_values
 from trio_acp.openhands.backends.agent_server_config import (
     AgentServerConfigError,
@@ -67,6 +68,7 @@ class SessionOpening:
     _sdk_loader: SdkLoader
     _env: Mapping[str, str] | None
     secrets: SecretValues
+    # The ClientProxy once connected (`on_connect`), None before: sessions take it as it is.
     _client: Any
     _sessions: dict[uuid.UUID, Session]
     _locks: dict[uuid.UUID, trio.Lock]
@@ -110,7 +112,7 @@ class SessionOpening:
         self,
         sid: uuid.UUID,
         cwd: str,
-        mcp_servers: list[Any] | None,
+        mcp_servers: list[schema.McpServer] | None,
         additional: list[str] | None = None,
         *,
         fresh: bool = False,
@@ -201,7 +203,7 @@ class SessionOpening:
         self,
         session_id: str,
         cwd: str,
-        mcp_servers: list[Any] | None,
+        mcp_servers: list[schema.McpServer] | None,
         additional: list[str] | None = None,
         system_prompt: unstable.SystemPrompt | None = None,
     ) -> Session:
@@ -213,7 +215,7 @@ class SessionOpening:
         self,
         sid: uuid.UUID,
         cwd: str,
-        mcp_servers: list[Any] | None,
+        mcp_servers: list[schema.McpServer] | None,
         additional: list[str] | None = None,
         system_prompt: unstable.SystemPrompt | None = None,
     ) -> Session:

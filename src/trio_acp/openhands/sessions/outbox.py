@@ -13,13 +13,14 @@ from __future__ import annotations
 import collections
 import functools
 import logging
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from trio_acp.credentials import UpdateMask
 from trio_acp.openhands.sessions.bridge import Flush, ThreadBridge
 from trio_acp.openhands.sessions.bridge_items import (
+    BridgeItem,
     EndTurn,
     ModelRetry,
     SdkEvent,
@@ -32,6 +33,13 @@ from trio_acp.openhands.setup.critic_review import replay_verdict
 from trio_acp.openhands.translate import Translator, coalesce
 from trio_acp.openhands.translate.fields import field
 from trio_acp.openhands.translate.replay import replay_windows
+from trio_acp.schema import SessionUpdate
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from trio_acp.openhands.sdk.classes import Event
+    from trio_acp.openhands.setup.user_setup import CriticSettings
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +48,7 @@ class SendUpdate(Protocol):
     """Sends one `session/update` to the client; `at_once`: the last the sender has for
     now (`trio_acp.rpc.Peer.notify`)."""
 
-    async def __call__(self, update: Any, *, at_once: bool = False) -> None: ...
+    async def __call__(self, update: SessionUpdate, *, at_once: bool = False) -> None: ...
 
 
 class Outbox:
@@ -66,18 +74,18 @@ class Outbox:
 
     # --- producers (any thread; never wait) -------------------------------------------
 
-    def post_event(self, event: Any) -> None:
+    def post_event(self, event: Event) -> None:
         self.bridge.post(SdkEvent(event, self.turn_seq))
 
-    def post_token(self, chunk: Any) -> None:
+    def post_token(self, chunk: object) -> None:
         # Merged into the text before it while the client does not read (token_backlog.py).
         self.bridge.post(TokenChunk(chunk, self.turn_seq), merge_text, merge_after=BACKLOG)
 
-    def post_note(self, update: Any, seq: int | None = None) -> None:
+    def post_note(self, update: SessionUpdate, seq: int | None = None) -> None:
         """An update of the session's own, sent in order with the turn `seq` (default: the current one)."""
         self.bridge.post(SessionNote(update, self.turn_seq if seq is None else seq))
 
-    def post_retry(self, note: Any) -> None:
+    def post_retry(self, note: SessionUpdate) -> None:
         """A model call failed and is retried (the SDK's thread, after the call's last
         token): what it streamed is closed as cut off, then `note` says why and when."""
         self.bridge.post(ModelRetry(note, self.turn_seq))
@@ -112,10 +120,10 @@ class Outbox:
         """The approval mode changed: new tool calls are shown running, or pending."""
         self._translator.action_status = "in_progress" if unasked else "pending"
 
-    def end_compaction(self, status: str, reason: str) -> list[Any]:
+    def end_compaction(self, status: str, reason: str) -> list[SessionUpdate]:
         return self._translator.end_compaction(status, reason)
 
-    async def replay(self, events: list[Any], critic: Any = None) -> None:
+    async def replay(self, events: list[Event], critic: CriticSettings | None = None) -> None:
         """session/load: the whole conversation as updates, sent as they become final
         (translate/replay.py: the updates and the order of translating it all first); with
         `critic` (its settings), the critic's verdicts after the answers they judged."""
@@ -145,12 +153,12 @@ class Outbox:
         (`close_turn`, when its flush timed out): updates of a closed turn are dropped
         right up to the moment they would be sent.
         """
-        items: collections.deque[Any] = collections.deque()
+        items: collections.deque[BridgeItem | Flush] = collections.deque()
         try:
             while True:
                 # A deque: a batch can hold thousands of chunks, and list.pop(0) is linear.
                 items = collections.deque(await self.bridge.receive_batch())
-                pending: list[Any] = []
+                pending: list[SessionUpdate] = []
                 pending_seq = 0
                 while items:
                     item = items.popleft()
@@ -196,11 +204,11 @@ class Outbox:
                 if isinstance(item, Flush):
                     item.done.set()
 
-    def _cut_attempt(self, _: Any) -> list[Any]:
+    def _cut_attempt(self, _: None) -> list[SessionUpdate]:
         self.finish_reason = None  # the failed attempt's, if it got that far
         return self._translator.attempt_failed()
 
-    def _note_finish_reason(self, chunk: Any) -> None:
+    def _note_finish_reason(self, chunk: object) -> None:
         # The SDK drops the model's finish_reason; the stream still carries it, and it is
         # how `max_tokens` and `refusal` stop reasons are told apart from `end_turn`.
         for choice in field(chunk, "choices") or ():
@@ -208,7 +216,7 @@ class Outbox:
             if reason:
                 self.finish_reason = reason
 
-    async def _send(self, updates: list[Any], seq: int, *, release: bool = False) -> None:
+    async def _send(self, updates: list[SessionUpdate], seq: int, *, release: bool = False) -> None:
         try:
             merged = coalesce(updates)
         except Exception:
@@ -234,7 +242,7 @@ class Outbox:
         self.bridge.close()
 
 
-def _guard(fn: Any, arg: Any) -> list[Any]:
+def _guard[T](fn: Callable[[T], list[SessionUpdate]], arg: T) -> list[SessionUpdate]:
     # A translation bug must cost one update, never the session (or the agent: an
     # exception here would leave the session's nursery and take the others down).
     try:

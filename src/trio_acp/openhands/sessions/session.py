@@ -16,7 +16,7 @@ import functools
 import logging
 import re
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -66,9 +66,12 @@ from trio_acp.openhands.translate.notices import (
     supports_compaction,
 )
 from trio_acp.rpc import PeerClosed, RequestError
+from trio_acp.schema import SessionUpdate
 
 if TYPE_CHECKING:
-    pass
+    from collections.abc import Hashable
+
+    from trio_acp.openhands.sdk.classes import Event
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +169,7 @@ class Session:
         self.warmed = trio.Event()
         self.warm_up_report: dict[str, str] = {}
         # What the client should read at the start of its next turn (`record_turn`).
-        self._turn_notes: list[Any] = []
+        self._turn_notes: list[SessionUpdate] = []
         # The session's own nursery, while it serves.
         self._nursery: trio.Nursery | None = None
         # What ended the session, if a failure did (`serve`, the session's error boundary).
@@ -317,19 +320,19 @@ class Session:
         if record:
             await journal.cleared()
 
-    def _on_sdk_event(self, event: Any) -> None:
+    def _on_sdk_event(self, event: Event) -> None:
         # The SDK's thread: the workspace learns which tool call an action is (before its
         # tool runs), then the event goes to the client like any other.
         turn_points.reached("event", event)
         self.workspace.note_event(event)
         self.outbox.post_event(event)
 
-    def _on_sdk_token(self, chunk: Any) -> None:
+    def _on_sdk_token(self, chunk: object) -> None:
         # The SDK's thread, once per streamed chunk.
         turn_points.reached("token", chunk)
         self.outbox.post_token(chunk)
 
-    def _post_editor(self, update: Any) -> None:
+    def _post_editor(self, update: SessionUpdate) -> None:
         # Any thread, never waits (editor_workspace.py): a client terminal embedded in its
         # tool call, or a command's live output, in order with the turn's other updates.
         self.outbox.post_note(update)
@@ -412,7 +415,7 @@ class Session:
         """
         self.outbox.post_retry(retry_note(self.client, attempt, total, error))
 
-    async def send_update(self, update: Any, *, at_once: bool = False) -> None:
+    async def send_update(self, update: SessionUpdate, *, at_once: bool = False) -> None:
         try:
             await self.client.session_update(
                 session_id=str(self.id), update=update, at_once=at_once
@@ -450,7 +453,7 @@ class Session:
         await self.outbox.replay(await self.conversation.history(), self.critic)
         self._titled = True  # a loaded session keeps the title it had
 
-    def record_turn(self, blocks: list[Any], seq: int) -> None:
+    def record_turn(self, blocks: list[schema.ContentBlock], seq: int) -> None:
         """Keep `session/list` current; the first prompt also names the session. (And
         the notes kept for the next turn go out first.)"""
         for note in self._turn_notes:
@@ -472,11 +475,11 @@ class Session:
             update = schema.SessionInfoUpdate(title=title, updated_at=now_iso())
             self.outbox.post_note(update, seq)
 
-    def prompt_received(self, key: Any) -> None:
+    def prompt_received(self, key: Hashable) -> None:
         """The connection's reader read a prompt for this session (wire order, synchronous)."""
         self._queue.received(key)
 
-    def forget_prompt(self, key: Any) -> None:
+    def forget_prompt(self, key: Hashable) -> None:
         """A prompt registered by `prompt_received` failed before reaching `prompt`."""
         self._queue.forget(key)
 
@@ -485,7 +488,9 @@ class Session:
         turn and the queued ones alike. Prompts received later run. A no-op while idle."""
         self._queue.cancel_all()
 
-    async def prompt(self, blocks: list[Any], *, key: Any = None) -> schema.PromptResponse:
+    async def prompt(
+        self, blocks: list[schema.ContentBlock], *, key: Hashable | None = None
+    ) -> schema.PromptResponse:
         """Queue the prompt behind the turns received before it, then run it.
 
         `key` is the request id the reader registered it under (`prompt_received`). The
@@ -503,7 +508,9 @@ class Session:
             # about to be queued, so none of its updates can precede it on the wire.
             self._queue.release(ticket)
 
-    async def _serve_prompt(self, ticket: Ticket, blocks: list[Any]) -> schema.PromptResponse:
+    async def _serve_prompt(
+        self, ticket: Ticket, blocks: list[schema.ContentBlock]
+    ) -> schema.PromptResponse:
         may_run = await self._queue.wait_turn(ticket)
         self.check_alive()
         if not may_run:
@@ -527,7 +534,10 @@ class Session:
         return turn_usage.with_usage(response, start, self.conversation)
 
     async def _play_with_editor(
-        self, blocks: list[Any], command: tuple[str, str] | None, cancel_event: trio.Event
+        self,
+        blocks: list[schema.ContentBlock],
+        command: tuple[str, str] | None,
+        cancel_event: trio.Event,
     ) -> schema.PromptResponse:
         """The turn, with the tool threads' waits on the client tied to its cancel.
 

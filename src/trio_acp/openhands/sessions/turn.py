@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import trio
 
@@ -38,7 +38,7 @@ from trio_acp.openhands.setup.subagents import serve_subagents, wait_for_subagen
 from trio_acp.openhands.setup.user_setup import CriticSettings
 from trio_acp.openhands.translate import one_line
 from trio_acp.openhands.translate.model_failures import describe_model_failure
-from trio_acp.openhands.translate.prompt import TextPart, prompt_to_parts
+from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart, prompt_to_parts
 from trio_acp.rpc import RequestError
 
 log = logging.getLogger(__name__)
@@ -69,20 +69,20 @@ class TurnHost(Protocol):
 
     async def execute_command(self, name: str, arg: str) -> str: ...
 
-    def record_turn(self, blocks: list[Any], seq: int) -> None: ...
+    def record_turn(self, blocks: list[schema.ContentBlock], seq: int) -> None: ...
 
     def post_usage(self, seq: int) -> None: ...
 
     async def confirm_pending(self, conv: Conversation, cancel_event: trio.Event) -> str: ...
 
-    async def send_update(self, update: Any) -> None: ...
+    async def send_update(self, update: schema.SessionUpdate) -> None: ...
 
     async def note_cut_short(self, since: int, *, cancelled: bool) -> None: ...
 
 
 async def play_prompt(
     host: TurnHost,
-    blocks: list[Any],
+    blocks: list[schema.ContentBlock],
     cancel_event: trio.Event,
     seq: int,
     *,
@@ -161,7 +161,7 @@ async def play_prompt(
 
 
 async def _send_unless_cancelled(
-    conv: Conversation, parts: list[Any], cancel_event: trio.Event
+    conv: Conversation, parts: list[TextPart | ImagePart | AudioPart], cancel_event: trio.Event
 ) -> None:
     """Send the prompt; a cancel, before or during the send, stops waiting for it where
     the conversation says its sending may be left to finish on its own
@@ -193,16 +193,17 @@ async def _review_and_refine(
     iteration = 0
     while stop_reason == "end_turn" and conv.status() == FINISHED:
         outcome = conv.critic_outcome(start)
-        if outcome is None:
+        critic = host.critic
+        if outcome is None or critic is None:  # (an outcome comes only with a critic)
             break
-        updates, following = review_updates(host.client, outcome, host.critic, iteration)
+        updates, following = review_updates(host.client, outcome, critic, iteration)
         for update in updates:
             host.outbox.post_note(update)
         if following is None or cancel_event.is_set():
             break
         iteration = following
-        text = refinement_message(outcome, iteration, host.critic)
-        host.outbox.post_note(refinement_update(text, iteration, host.critic, str(uuid.uuid4())))
+        text = refinement_message(outcome, iteration, critic)
+        host.outbox.post_note(refinement_update(text, iteration, critic, str(uuid.uuid4())))
         start = conv.event_count()
         await _send_unless_cancelled(conv, [TextPart(text)], cancel_event)
         if cancel_event.is_set():

@@ -13,7 +13,7 @@ from typing import Any
 from trio_acp import schema
 
 
-def client_takes_booleans(client: Any) -> bool:
+def client_takes_booleans(client: object) -> bool:
     caps = getattr(client, "capabilities", None)
     session = getattr(caps, "session", None)
     config = getattr(session, "config_options", None)

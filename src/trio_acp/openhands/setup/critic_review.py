@@ -31,14 +31,18 @@ Pure: no trio, no SDK import (events and critic results are duck-typed).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
 from trio_acp import schema
 from trio_acp.openhands.translate.content import class_names, text_item
 from trio_acp.openhands.translate.notices import supports_notices
+from trio_acp.openhands.translate.shapes import SdkObject
 from trio_acp.openhands.translate.text import one_line
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.setup.user_setup import CriticSettings
 
 
 @attrs.frozen
@@ -59,7 +63,7 @@ class CriticOutcome:
     error: str | None = None
 
 
-def is_answer(event: Any) -> bool:
+def is_answer(event: SdkObject) -> bool:
     """The agent's final answer of a run: a message of the agent, or its `finish` call."""
     names = class_names(event)
     if "MessageEvent" in names:
@@ -72,7 +76,7 @@ def is_answer(event: Any) -> bool:
     return False
 
 
-def outcome_of(events: Sequence[Any], error: str | None = None) -> CriticOutcome | None:
+def outcome_of(events: Sequence[SdkObject], error: str | None = None) -> CriticOutcome | None:
     """The verdict on the last answer among `events` (one run's), None if it gave none.
 
     The SDK evaluates the answer before emitting it and leaves `critic_result` None when the
@@ -89,7 +93,7 @@ def outcome_of(events: Sequence[Any], error: str | None = None) -> CriticOutcome
     return None
 
 
-def _issues(metadata: Any) -> tuple[Issue, ...]:
+def _issues(metadata: SdkObject) -> tuple[Issue, ...]:
     categorized = metadata.get("categorized_features") if isinstance(metadata, dict) else None
     found = categorized.get("agent_behavioral_issues") if isinstance(categorized, dict) else None
     out = []
@@ -111,7 +115,7 @@ def high_issues(outcome: CriticOutcome, issue_threshold: float) -> tuple[Issue, 
     return tuple(i for i in outcome.issues if i.probability >= issue_threshold)
 
 
-def wants_refinement(outcome: CriticOutcome, settings: Any) -> bool:
+def wants_refinement(outcome: CriticOutcome, settings: CriticSettings) -> bool:
     """The CLI's `should_trigger_refinement`, given the refinement switch is on."""
     if outcome.score is None or not settings.enable_iterative_refinement:
         return False
@@ -120,7 +124,7 @@ def wants_refinement(outcome: CriticOutcome, settings: Any) -> bool:
     )
 
 
-def refinement_message(outcome: CriticOutcome, iteration: int, settings: Any) -> str:
+def refinement_message(outcome: CriticOutcome, iteration: int, settings: CriticSettings) -> str:
     """The CLI's `build_refinement_message`, word for word."""
     assert outcome.score is not None
     lines = [
@@ -147,8 +151,8 @@ def stars(score: float) -> str:
 
 
 def verdict_update(
-    outcome: CriticOutcome, settings: Any, *, refining: int | None, exhausted: bool
-) -> Any:
+    outcome: CriticOutcome, settings: CriticSettings, *, refining: int | None, exhausted: bool
+) -> schema.ToolCallStart:
     """The verdict as a completed `think` tool call. `refining`: the iteration that follows
     (None: none); `exhausted`: refinement was called for but the iterations are used up."""
     assert outcome.score is not None
@@ -184,7 +188,9 @@ def verdict_update(
     )
 
 
-def refinement_update(text: str, iteration: int, settings: Any, message_id: str) -> Any:
+def refinement_update(
+    text: str, iteration: int, settings: CriticSettings, message_id: str
+) -> schema.UserMessageChunk:
     return schema.UserMessageChunk(
         content=schema.TextContent(text=text),
         message_id=message_id,
@@ -199,7 +205,9 @@ def refinement_update(text: str, iteration: int, settings: Any, message_id: str)
     )
 
 
-def failure_update(client: Any, outcome: CriticOutcome) -> Any:
+def failure_update(
+    client: object, outcome: CriticOutcome
+) -> schema.NoticeUpdate | schema.AgentThoughtChunk:
     reason = one_line(outcome.error, 1000) if outcome.error else "see the agent's log"
     title = "The critic could not evaluate the agent's answer"
     if supports_notices(client):
@@ -207,7 +215,7 @@ def failure_update(client: Any, outcome: CriticOutcome) -> Any:
     return schema.AgentThoughtChunk(content=schema.TextContent(text=f"\n\n({title}: {reason})\n"))
 
 
-def settings_notice(client: Any, warning: str | None) -> Any:
+def settings_notice(client: object, warning: str | None) -> schema.NoticeUpdate | None:
     """`cli_config.json` could not be used (the CLI then takes its defaults silently): a
     notice after session/new, for a client with notices (the reason is in the log anyway)."""
     if warning is None or not supports_notices(client):
@@ -220,11 +228,11 @@ def settings_notice(client: Any, warning: str | None) -> Any:
 
 
 def review_updates(
-    client: Any,
+    client: object,
     outcome: CriticOutcome,
-    settings: Any,
+    settings: CriticSettings,
     iteration: int,
-) -> tuple[list[Any], int | None]:
+) -> tuple[list[schema.SessionUpdate], int | None]:
     """What the user sees of `outcome` after `iteration` refinements this turn, and the
     iteration to run next (None: the turn is over)."""
     if outcome.score is None:
@@ -238,7 +246,9 @@ def review_updates(
     ], following
 
 
-def replay_verdict(event: Any, settings: Any) -> Any | None:
+def replay_verdict(
+    event: SdkObject, settings: CriticSettings | None
+) -> schema.ToolCallStart | None:
     """session/load: the verdict to show right after `event`, if it is an answer the critic
     judged (the refinement that followed, if any, shows as the user message it was)."""
     if settings is None or not is_answer(event):

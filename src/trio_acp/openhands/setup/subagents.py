@@ -53,13 +53,14 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from trio_acp.openhands.permissions import turn_points
 from trio_acp.openhands.permissions.confirm import CANCELLED
+from trio_acp.openhands.sdk import internals
 from trio_acp.openhands.translate.subagents import (
     META_KEY,
     SubagentBegan,
@@ -67,6 +68,15 @@ from trio_acp.openhands.translate.subagents import (
     SubagentEvent,
     nested_id,
 )
+
+if TYPE_CHECKING:
+    from trio_acp.credentials import SecretValues
+    from trio_acp.openhands.sdk.classes import Action, ActionEvent, Event, LocalConversation
+    from trio_acp.openhands.sdk.delegation import SubagentView
+
+#: What the hub posts: the session's event callback, which takes the sub-agents' items
+#: (translate/subagents.py) along with the SDK's events (typed for those: `Any` here).
+Post = Callable[[Any], None]
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +102,7 @@ class Delegation:
 
     parent_tool_call_id: str
     label: str
-    conversation: Any = None
+    conversation: LocalConversation | None = None
     stopped: threading.Event = attrs.Factory(threading.Event)
     finished: threading.Event = attrs.Factory(threading.Event)
     # Cuts the sub-agent's run short, model call included (`run_until_stopped`); any
@@ -130,7 +140,7 @@ class Ask:
     """A sub-agent's batch of actions waiting for the user's decision."""
 
     delegation: Delegation
-    actions: list[Any]
+    actions: list[ActionEvent]
     answer: str | None = None
     reason: str = ""
     done: threading.Event = attrs.Factory(threading.Event)
@@ -139,7 +149,7 @@ class Ask:
 class Hub:
     """The sub-agents of one session: what they post, ask, and how they are stopped."""
 
-    def __init__(self, post: Callable[[Any], None] | None = None, secrets: Any = None) -> None:
+    def __init__(self, post: Post | None = None, secrets: SecretValues | None = None) -> None:
         self._post = post
         # The agent's credentials (`credentials.SecretValues`): masked in the sub-agents'
         # conversations as in the session's.
@@ -185,11 +195,11 @@ class Hub:
             except trio.RunFinishedError:
                 pass
 
-    def post(self, d: Delegation, event: Any) -> None:
+    def post(self, d: Delegation, event: Event) -> None:
         turn_points.reached("subagent", event)
         self._send(SubagentEvent(d.parent_tool_call_id, d.label, event))
 
-    def _send(self, item: Any) -> None:
+    def _send(self, item: SubagentBegan | SubagentEnded | SubagentEvent) -> None:
         if self._post is None:
             return
         try:
@@ -197,7 +207,7 @@ class Hub:
         except Exception:  # a callback must never fail the sub-agent's step
             log.exception("posting a sub-agent's event failed")
 
-    def ask(self, d: Delegation, actions: list[Any]) -> tuple[str, str]:
+    def ask(self, d: Delegation, actions: list[ActionEvent]) -> tuple[str, str]:
         """Block until the user decided on `actions`: (RUN | REJECT | STOP, reason)."""
         ask = Ask(d, actions)
         with self._lock:
@@ -242,7 +252,9 @@ class Hub:
         for ask in asks:
             self._settle(ask, STOP, "The user cancelled.")
 
-    def stop_all(self, stop_processes: Callable[[Any], Any], wait: float = STOP_WAIT) -> None:
+    def stop_all(
+        self, stop_processes: Callable[[LocalConversation], object], wait: float = STOP_WAIT
+    ) -> None:
         """Stop every live sub-agent and wait (at most `wait` s) for its thread; blocking."""
         self.interrupt()
         with self._lock:
@@ -300,7 +312,7 @@ class Hub:
         self,
         decide: Callable[[Ask], Awaitable[tuple[str, str]]],
         *,
-        task_status: Any = trio.TASK_STATUS_IGNORED,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Answer the sub-agents' questions with `decide`, one at a time, until cancelled."""
         send, receive = trio.open_memory_channel[Ask](math.inf)
@@ -329,7 +341,7 @@ class Hub:
                 self._settle(ask, STOP, "The turn is over.")
 
 
-def _quietly(fn: Callable[[], Any]) -> Callable[[], None]:
+def _quietly(fn: Callable[[], object]) -> Callable[[], None]:
     def run() -> None:
         try:
             fn()
@@ -339,33 +351,32 @@ def _quietly(fn: Callable[[], Any]) -> Callable[[], None]:
     return run
 
 
-def _interrupt_tools(conv: Any) -> None:
-    try:
-        tools = list(conv.agent.tools_map.values())
-    except Exception:
-        return
-    for tool in tools:
-        executor = getattr(tool, "executor", None)
-        if executor is not None:
-            _quietly(executor.interrupt)()
+def _interrupt_tools(conv: object) -> None:
+    for executor in internals.tool_executors(conv):
+        interrupt = getattr(executor, "interrupt", None)
+        if interrupt is not None:
+            _quietly(interrupt)()
 
 
-def hub_of(conversation: Any) -> Hub | None:
+def hub_of(conversation: object) -> Hub | None:
     """The sub-agent hub of a session's conversation (`LocalConversation`), if it has one."""
     sdk_conv = getattr(conversation, "sdk_conversation", conversation)
-    view = getattr(sdk_conv, "_visualizer", None)
+    view = internals.visualizer(sdk_conv)
     hub = getattr(view, "hub", None)
     return hub if isinstance(hub, Hub) else None
 
 
-def delegating_call_id(conversation: Any, action: Any) -> str:
+def delegating_call_id(conversation: LocalConversation | None, action: Action) -> str:
     """The tool call id of the ActionEvent whose action the executor was handed."""
-    try:
-        events = conversation.state.events
-        n = len(events)
-        recent = [events[i] for i in range(n - 1, max(-1, n - 1 - _LOOK_BACK), -1)]
-    except Exception:
-        recent = []
+    # The SDK's events, newest first, read duck-typed: an ActionEvent's action and call id.
+    recent: list[Any] = []
+    if conversation is not None:
+        try:
+            events = conversation.state.events
+            n = len(events)
+            recent = [events[i] for i in range(n - 1, max(-1, n - 1 - _LOOK_BACK), -1)]
+        except Exception:
+            recent = []
     for match in (lambda e: e.action is action, lambda e: e.action == action):
         for event in recent:
             if getattr(event, "action", None) is not None and match(event):
@@ -373,7 +384,7 @@ def delegating_call_id(conversation: Any, action: Any) -> str:
     return f"task-{uuid.uuid4().hex[:12]}"
 
 
-def subagent_view(post: Callable[[Any], None], secrets: Any = None) -> Any:
+def subagent_view(post: Post, secrets: SecretValues | None = None) -> SubagentView:
     """The visualizer of a session's SDK conversation (call after the SDK import)."""
     from trio_acp.openhands.sdk.delegation import subagent_view as view
 
@@ -388,14 +399,14 @@ class Nesting:
     """Where a sub-agent's action shows: under the delegating call's label, with its `_meta`."""
 
     label: str
-    meta: dict[str, Any]
+    meta: dict[str, object]  # the tool call's `_meta`
 
 
 class _Nested:
     """A sub-agent's pending action under the tool call id the client knows it by, with
     the label and `_meta` its tool call has (`confirm.ask` reads `nesting`)."""
 
-    def __init__(self, action: Any, d: Delegation) -> None:
+    def __init__(self, action: ActionEvent, d: Delegation) -> None:
         self._action = action
         self.tool_call_id = nested_id(d.parent_tool_call_id, str(action.tool_call_id))
         self.nesting = Nesting(
@@ -403,7 +414,7 @@ class _Nested:
             meta={META_KEY: {"parentToolCallId": d.parent_tool_call_id, "subagent": d.label}},
         )
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # the ActionEvent's own, as it types them
         return getattr(self._action, name)
 
 
@@ -415,14 +426,14 @@ class _Batch:
         self._ask = ask
         self.rejected: str | None = None
 
-    async def pending_actions(self) -> list[Any]:
+    async def pending_actions(self) -> list[_Nested]:
         return [_Nested(a, self._ask.delegation) for a in self._ask.actions]
 
     async def reject_pending(self, reason: str) -> None:
         self.rejected = reason
 
 
-async def wait_for_subagents(conversation: Any) -> None:
+async def wait_for_subagents(conversation: object) -> None:
     """Before a turn answers: until its sub-agents are done, so their last events (the
     action a cancel cut short, the command it killed) are shown in the turn (bounded)."""
     hub = hub_of(conversation)
@@ -431,11 +442,13 @@ async def wait_for_subagents(conversation: Any) -> None:
 
 
 async def serve_subagents(
+    # A `TurnHost` (sessions/turn.py): its `confirm_pending` takes the batch below as the
+    # conversation whose pending actions it asks about (duck-typed).
     host: Any,
-    conversation: Any,
+    conversation: object,
     cancel_event: trio.Event,
     *,
-    task_status: Any = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """While a turn runs: put the sub-agents' waiting actions to the user, as the turn puts
     the conversation's (`host.confirm_pending`); returns at once without sub-agents."""

@@ -14,10 +14,12 @@ import json
 import re
 from typing import Any
 
+from trio_acp.openhands.translate.shapes import SdkObject, ToolArgs
+
 __all__ = ["ArgScanner", "tool_arguments"]
 
 
-def tool_arguments(source: Any) -> dict[str, Any]:
+def tool_arguments(source: SdkObject) -> ToolArgs:
     """The arguments of a tool call as a dict.
 
     `source` is an SDK `ActionEvent` (duck-typed: the normalized JSON of its `tool_call`,
@@ -71,7 +73,7 @@ class ArgScanner:
     """
 
     def __init__(self) -> None:
-        self.fields: dict[str, Any] = {}
+        self.fields: ToolArgs = {}
         self._state = _S_START
         self._key_raw: list[str] = []
         self._key: str = ""

@@ -12,7 +12,6 @@ Pure, like the rest of `translate/`: duck-typed chunks, no litellm import.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 
@@ -20,11 +19,11 @@ from trio_acp import schema
 from trio_acp.openhands.translate.args import ArgScanner
 from trio_acp.openhands.translate.content import location
 from trio_acp.openhands.translate.fields import field
+from trio_acp.openhands.translate.shapes import SdkObject, ToolArgs
 from trio_acp.openhands.translate.streams import Streams, message_id, text_chunk
 from trio_acp.openhands.translate.text import cap_json
 from trio_acp.openhands.translate.tools import Presentation, lookup, present
-
-SessionUpdate = Any
+from trio_acp.schema import SessionUpdate
 
 
 @attrs.define
@@ -55,7 +54,7 @@ def ready_to_announce(pending: PendingCall) -> bool:
     return so_far is not None and ("\n" in so_far or len(so_far) >= ANNOUNCE_PREFIX)
 
 
-def announced_fields(pending: PendingCall) -> dict[str, Any]:
+def announced_fields(pending: PendingCall) -> ToolArgs:
     """The arguments a streamed call is presented with when it is announced: the complete
     ones, plus the start of its `announce_with` argument if that is still arriving."""
     fields = pending.scanner.fields
@@ -80,7 +79,7 @@ class Call:
     special: str | None = None  # "finish" / "think": shown as text, not as a tool call
     special_text: list[str] = attrs.Factory(list)  # finish/think text already streamed
     presentation: tuple[str, str, tuple[tuple[str, int | None], ...]] | None = None
-    args: dict[str, Any] | None = None  # kept until the call finishes
+    args: ToolArgs | None = None  # kept until the call finishes
 
 
 class ChunkTranslator:
@@ -92,7 +91,7 @@ class ChunkTranslator:
     _pending: dict[tuple[str, int], PendingCall]
     _calls: dict[str, Call]
 
-    def token(self, chunk: Any) -> list[SessionUpdate]:
+    def token(self, chunk: SdkObject) -> list[SessionUpdate]:
         """Updates for one litellm `ModelResponseStream` chunk (or a bare text delta)."""
         if isinstance(chunk, str):
             return self._streams.delta("bare-text-stream", chunk, "message") if chunk else []
@@ -115,7 +114,7 @@ class ChunkTranslator:
                 out += self._tool_call_delta(rid, pos, tool_call)
         return out
 
-    def _tool_call_delta(self, rid: str, pos: int, tool_call: Any) -> list[SessionUpdate]:
+    def _tool_call_delta(self, rid: str, pos: int, tool_call: SdkObject) -> list[SessionUpdate]:
         index = getattr(tool_call, "index", None)
         if not isinstance(index, int):
             index = pos
@@ -201,5 +200,5 @@ class ChunkTranslator:
             else None,
         )
 
-    def _present(self, tool: str, args: dict[str, Any], summary: str | None) -> Presentation:
+    def _present(self, tool: str, args: ToolArgs, summary: str | None) -> Presentation:
         return present(tool, args, summary, cwd=self.cwd, is_dir=self._is_dir)

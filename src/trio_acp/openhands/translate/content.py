@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from trio_acp import schema
+from trio_acp.openhands.translate.shapes import SdkObject
 
 __all__ = [
     "class_names",
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 
-def class_names(obj: Any) -> tuple[str, ...]:
+def class_names(obj: SdkObject) -> tuple[str, ...]:
     """The class names along `obj`'s MRO (SDK objects are recognized by name)."""
     cls = type(obj)
     names = _MRO_NAMES.get(cls)
@@ -47,11 +47,11 @@ _MRO_NAMES: dict[type, tuple[str, ...]] = {}
 _MRO_NAMES_KEPT = 512
 
 
-def is_a(obj: Any, name: str) -> bool:
+def is_a(obj: SdkObject, name: str) -> bool:
     return name in class_names(obj)
 
 
-def text_of(obj: Any) -> str:
+def text_of(obj: SdkObject) -> str:
     """The text of an SDK Observation / Message-like content list."""
     text = getattr(obj, "text", None)
     if isinstance(text, str):
@@ -63,7 +63,7 @@ def text_of(obj: Any) -> str:
     )
 
 
-def reasoning_of(obj: Any) -> str:
+def reasoning_of(obj: SdkObject) -> str:
     """Reasoning text of an ActionEvent or an LLM Message (reasoning_content, thinking blocks,
     or a Responses reasoning summary)."""
     text = getattr(obj, "reasoning_content", None)
@@ -92,11 +92,11 @@ def data_url(url: str) -> tuple[str, str] | None:
 # content blocks, tool call content and locations
 
 
-def text_block(text: str) -> Any:
+def text_block(text: str) -> schema.TextContent:
     return schema.TextContent(text=text)
 
 
-def image_block(url: str) -> Any:
+def image_block(url: str) -> schema.ImageContent | schema.ResourceLink:
     parsed = data_url(url)
     if parsed is not None:
         mime, data = parsed
@@ -105,25 +105,27 @@ def image_block(url: str) -> Any:
     return schema.ResourceLink(uri=url, name=name)
 
 
-def content_item(block: Any) -> Any:
+def content_item(block: schema.ContentBlock) -> schema.Content:
     return schema.Content(content=block)
 
 
-def text_item(text: str) -> Any:
+def text_item(text: str) -> schema.Content:
     return content_item(text_block(text))
 
 
-def diff_item(path: str, old: str | None, new: str) -> Any:
+def diff_item(path: str, old: str | None, new: str) -> schema.Diff:
     return schema.Diff(path=path, old_text=old, new_text=new)
 
 
-def location(path: str, line: int | None = None) -> Any:
+def location(path: str, line: int | None = None) -> schema.ToolCallLocation:
     return schema.ToolCallLocation(path=path, line=line)
 
 
 # --------------------------------------------------------------------------------------
 
 
-def tool_locations(locations: Iterable[tuple[str, int | None]]) -> list[Any] | None:
+def tool_locations(
+    locations: Iterable[tuple[str, int | None]],
+) -> list[schema.ToolCallLocation] | None:
     """ACP `ToolCallLocation`s of (path, line) pairs (None when there are none)."""
     return [location(p, line) for p, line in locations] or None

@@ -6,14 +6,13 @@ Pure, duck-typed on SDK events like `translator.py` (which calls these).
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from trio_acp import schema
 from trio_acp.openhands.translate.content import image_block, text_block
 from trio_acp.openhands.translate.interruptions import REMOTE_NOTES, interrupted_meta
+from trio_acp.openhands.translate.shapes import SdkObject
 from trio_acp.openhands.translate.streams import message_id
-
-SessionUpdate = Any
+from trio_acp.schema import SessionUpdate
 
 
 def interruption(key: str, text: str, thought: str, how: str) -> list[SessionUpdate]:
@@ -39,7 +38,7 @@ def interruption(key: str, text: str, thought: str, how: str) -> list[SessionUpd
     return out
 
 
-def user_chunks(event: Any, contents: list[Any]) -> list[SessionUpdate]:
+def user_chunks(event: SdkObject, contents: list[SdkObject]) -> list[SessionUpdate]:
     event_id = str(getattr(event, "id", ""))
     try:
         mid = str(uuid.UUID(event_id))

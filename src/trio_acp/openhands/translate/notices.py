@@ -23,22 +23,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _session_capabilities(client: Any) -> Any:
+def _session_capabilities(client: object) -> object:
     capabilities = getattr(client, "capabilities", None)
     return getattr(capabilities, "session", None)
 
 
-def supports_notices(client: Any) -> bool:
+def supports_notices(client: object) -> bool:
     """The client advertised `session.notices` (`{}` or more; omitted or null is no)."""
     return getattr(_session_capabilities(client), "notices", None) is not None
 
 
-def supports_compaction(client: Any) -> bool:
+def supports_compaction(client: object) -> bool:
     """The client advertised `session.compaction`."""
     return getattr(_session_capabilities(client), "compaction", None) is not None
 
 
-def retry_note(client: Any, attempt: int, total: int, error: BaseException | None) -> Any:
+def retry_note(
+    client: object, attempt: int, total: int, error: BaseException | None
+) -> schema.NoticeUpdate | schema.AgentThoughtChunk:
     """A model call failed and will be retried: a warning notice, else a thought note.
 
     It also explains why a reply that was streaming may start over, and when the next
@@ -55,7 +57,9 @@ def retry_note(client: Any, attempt: int, total: int, error: BaseException | Non
     return schema.AgentThoughtChunk(content=schema.TextContent(text=text))
 
 
-def mcp_failure_notices(client: Any, failures: Sequence[McpStartFailure]) -> list[Any]:
+def mcp_failure_notices(
+    client: object, failures: Sequence[McpStartFailure]
+) -> list[schema.NoticeUpdate]:
     """One notice per MCP server that did not start, naming it and why (nothing for a
     client without notices: `mcp_failure_note` is its fallback)."""
     if not supports_notices(client):

@@ -25,8 +25,10 @@ from typing import Any
 import attrs
 
 from trio_acp import schema
+from trio_acp.openhands.translate.shapes import SdkObject
 from trio_acp.openhands.translate.translator import Translator
 from trio_acp.openhands.translate.updates import _TOOL_FIELDS, Coalescer
+from trio_acp.schema import SessionUpdate
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +42,10 @@ REPLAY_WINDOW = 200
 
 def replay_windows(
     translator: Translator,
-    events: Sequence[Any],
+    events: Sequence[SdkObject],
     window: int = REPLAY_WINDOW,
     after: Callable[[Any], Any | None] | None = None,
-) -> Iterator[list[Any]]:
+) -> Iterator[list[SessionUpdate]]:
     """The replay of `events` (as `Translator.replay` + `coalesce`) in non-empty parts.
 
     `after(event)`, if given, may return one more update to show right after the event's
@@ -74,7 +76,7 @@ def replay_windows(
         yield ready
 
 
-def _call_id(event: Any) -> str:
+def _call_id(event: SdkObject) -> str:
     # The very expression the translator's handlers key tool calls by.
     return str(getattr(event, "tool_call_id", "") or "")
 
@@ -83,11 +85,11 @@ class _Folder:
     """`fold_tool_calls` over updates that arrive in parts."""
 
     def __init__(self) -> None:
-        self._held: list[Any] = []  # folded, not yet released
+        self._held: list[SessionUpdate] = []  # folded, not yet released
         self._base = 0  # the position of _held[0] in the whole folded sequence
         self._where: dict[str, int] = {}  # call id -> position of the tool_call announcing it
 
-    def add(self, updates: list[Any]) -> None:
+    def add(self, updates: list[SessionUpdate]) -> None:
         for update in updates:
             if isinstance(update, schema.ToolCallStart):
                 self._where[update.tool_call_id] = self._base + len(self._held)
@@ -110,7 +112,7 @@ class _Folder:
             else:
                 self._held.append(update)
 
-    def release(self, last_seen: dict[str, int], done: int) -> list[Any]:
+    def release(self, last_seen: dict[str, int], done: int) -> list[SessionUpdate]:
         """The held updates before the first `tool_call` that a later event than `done`
         (the index of the last event translated) may still change."""
         cut = self._base + len(self._held)

@@ -8,8 +8,6 @@ says which one each tool uses. Pure: no trio, no `openhands.*`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from trio_acp import schema
 from trio_acp.openhands.translate.content import (
     content_item,
@@ -19,7 +17,9 @@ from trio_acp.openhands.translate.content import (
     text_of,
 )
 from trio_acp.openhands.translate.paths import abs_path
+from trio_acp.openhands.translate.shapes import Json, SdkObject, ToolArgs
 from trio_acp.openhands.translate.text import MAX_TEXT_BYTES, cap_text, fence, strip_ansi, utf8_len
+from trio_acp.schema import SessionUpdate, ToolCallContent
 
 __all__ = ["edit_line", "editor_payload", "generic_payload", "plan_updates", "terminal_payload"]
 
@@ -34,7 +34,7 @@ _PLAN_STATUS = {
 }
 
 
-def terminal_payload(observation: Any) -> tuple[list[Any] | None, Any]:
+def terminal_payload(observation: SdkObject) -> tuple[list[ToolCallContent] | None, Json]:
     text = strip_ansi(text_of(observation))
     metadata = getattr(observation, "metadata", None)
     failed = getattr(observation, "is_error", False) is True
@@ -55,7 +55,7 @@ def terminal_payload(observation: Any) -> tuple[list[Any] | None, Any]:
     else:
         note = ""
     save_dir = getattr(observation, "full_output_save_dir", None)
-    content = None
+    content: list[ToolCallContent] | None = None
     if text.strip():
         where = save_dir if isinstance(save_dir, str) else None
         text = cap_text(text, MAX_TEXT_BYTES - 64, where=where)
@@ -65,7 +65,7 @@ def terminal_payload(observation: Any) -> tuple[list[Any] | None, Any]:
         content = [text_item(said + (f"\n\n{note}" if note else ""))]
     elif note:
         content = [text_item(note)]
-    raw_output: dict[str, Any] = {"exit_code": exit_code}
+    raw_output: dict[str, Json] = {"exit_code": exit_code}
     if timed_out:
         raw_output["timed_out"] = True
     working_dir = getattr(metadata, "working_dir", None)
@@ -75,8 +75,8 @@ def terminal_payload(observation: Any) -> tuple[list[Any] | None, Any]:
 
 
 def editor_payload(
-    observation: Any, args: dict[str, Any], cwd: str
-) -> tuple[list[Any] | None, Any, Locations | None]:
+    observation: SdkObject, args: ToolArgs, cwd: str
+) -> tuple[list[ToolCallContent] | None, Json, Locations | None]:
     command = getattr(observation, "command", None) or args.get("command")
     raw_path = getattr(observation, "path", None) or args.get("path")
     path = abs_path(cwd, raw_path)
@@ -104,8 +104,8 @@ def editor_payload(
     return [text_item(cap_text(text))], None, None
 
 
-def generic_payload(observation: Any) -> tuple[list[Any] | None, Any]:
-    items: list[Any] = []
+def generic_payload(observation: SdkObject) -> tuple[list[ToolCallContent] | None, Json]:
+    items: list[ToolCallContent] = []
     texts: list[str] = []
     for c in getattr(observation, "content", None) or []:
         text = getattr(c, "text", None)
@@ -120,7 +120,7 @@ def generic_payload(observation: Any) -> tuple[list[Any] | None, Any]:
     return items or None, None
 
 
-def plan_updates(observation: Any) -> list[Any]:
+def plan_updates(observation: SdkObject) -> list[SessionUpdate]:
     tasks = getattr(observation, "task_list", None)
     command = getattr(observation, "command", None)
     if tasks is None or getattr(observation, "is_error", False):
@@ -138,7 +138,7 @@ def plan_updates(observation: Any) -> list[Any]:
     return [schema.AgentPlanUpdate(entries=entries)]
 
 
-def edit_line(command: Any, args: dict[str, Any], new: str) -> int | None:
+def edit_line(command: SdkObject, args: ToolArgs, new: str) -> int | None:
     """1-based line where an edit landed, when the arguments tell."""
     if command == "insert":
         insert_line = args.get("insert_line")

@@ -37,12 +37,12 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
-from typing import Any
 
 import attrs
 
 from trio_acp import schema
 from trio_acp.openhands.translate.content import text_block
+from trio_acp.schema import SessionUpdate
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,6 @@ __all__ = [
     "text_chunk",
 ]
 
-SessionUpdate = Any
 
 # Fixed namespace for every message id the translate layer derives (uuid5).
 _ID_NAMESPACE = uuid.UUID("5d0c8f64-8a1e-4c1b-9a57-3b0a2f6de1a4")

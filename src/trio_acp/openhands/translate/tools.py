@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import attrs
 
@@ -51,7 +50,9 @@ from trio_acp.openhands.translate.results import (
     plan_updates,
     terminal_payload,
 )
+from trio_acp.openhands.translate.shapes import Json, SdkObject, ToolArgs
 from trio_acp.openhands.translate.text import one_line
+from trio_acp.schema import SessionUpdate, ToolCallContent
 
 __all__ = [
     "GENERIC",
@@ -72,7 +73,7 @@ __all__ = [
 #: (title, kind, ((absolute path, 1-based line or None), ...)) of a tool call.
 Presentation = tuple[str, str, tuple[tuple[str, int | None], ...]]
 #: `present(tool, args, summary, cwd, is_dir)`; `args` may be partial (still streaming).
-Presenter = Callable[[str, dict[str, Any], "str | None", str, Callable[[str], bool]], Presentation]
+Presenter = Callable[[str, ToolArgs, "str | None", str, Callable[[str], bool]], Presentation]
 #: Reads a file for a preview: its text, or None (missing, too big, not text).
 Reader = Callable[[str], "str | None"]
 
@@ -81,10 +82,10 @@ Reader = Callable[[str], "str | None"]
 class Rendered:
     """A finished tool call as the client sees it."""
 
-    content: list[Any] | None
-    raw_output: Any = None
+    content: list[ToolCallContent] | None
+    raw_output: Json = None
     locations: list[tuple[str, int | None]] | None = None
-    extra: list[Any] = attrs.Factory(list)  # more updates after it (e.g. the plan)
+    extra: list[SessionUpdate] = attrs.Factory(list)  # more updates after it (e.g. the plan)
 
 
 def _summary_title(tool: str, summary: str | None) -> str:
@@ -94,23 +95,23 @@ def _summary_title(tool: str, summary: str | None) -> str:
 
 
 def _generic_present(
-    tool: str, args: dict[str, Any], summary: str | None, cwd: str, is_dir: Callable[[str], bool]
+    tool: str, args: ToolArgs, summary: str | None, cwd: str, is_dir: Callable[[str], bool]
 ) -> Presentation:
     kind = "fetch" if tool.startswith("browser") else "other"
     return _summary_title(tool, summary), kind, ()
 
 
 def _think_present(
-    tool: str, args: dict[str, Any], summary: str | None, cwd: str, is_dir: Callable[[str], bool]
+    tool: str, args: ToolArgs, summary: str | None, cwd: str, is_dir: Callable[[str], bool]
 ) -> Presentation:
     return _summary_title(tool, summary), "think", ()
 
 
-def _no_preview(args: dict[str, Any], cwd: str, read: Reader) -> list[Any]:
+def _no_preview(args: ToolArgs, cwd: str, read: Reader) -> list[ToolCallContent]:
     return []
 
 
-def path_scope(tool: str, args: dict[str, Any], cwd: str) -> tuple[str, str | None]:
+def path_scope(tool: str, args: ToolArgs, cwd: str) -> tuple[str, str | None]:
     """The tool on the path it touches (absolute), else the whole tool."""
     if isinstance(args.get("path"), str):
         path = abs_path(cwd, args["path"])
@@ -119,7 +120,7 @@ def path_scope(tool: str, args: dict[str, Any], cwd: str) -> tuple[str, str | No
     return tool, None
 
 
-def _generic_result(observation: Any, args: dict[str, Any], cwd: str) -> Rendered:
+def _generic_result(observation: SdkObject, args: ToolArgs, cwd: str) -> Rendered:
     content, raw_output = generic_payload(observation)
     return Rendered(content, raw_output)
 
@@ -133,11 +134,11 @@ class ToolSpec:
     aliases: tuple[str, ...] = ()
     title_args: frozenset[str] = frozenset()
     announce_with: str | None = None
-    preview: Callable[[dict[str, Any], str, Reader], list[Any]] = _no_preview
+    preview: Callable[[ToolArgs, str, Reader], list[ToolCallContent]] = _no_preview
     # (tool, target) of an "always" rule; `tool` is the canonical name, so a rule made
     # under an alias covers the tool under every name.
-    scope: Callable[[str, dict[str, Any], str], tuple[str, str | None]] = path_scope
-    result: Callable[[Any, dict[str, Any], str], Rendered] = _generic_result
+    scope: Callable[[str, ToolArgs, str], tuple[str, str | None]] = path_scope
+    result: Callable[[SdkObject, ToolArgs, str], Rendered] = _generic_result
     # SDK observation / action classes that identify this tool whatever its name.
     observation: str | None = None
     action: str | None = None
@@ -153,7 +154,7 @@ class ToolSpec:
 
 
 def _terminal_present(
-    tool: str, args: dict[str, Any], summary: str | None, cwd: str, is_dir: Callable[[str], bool]
+    tool: str, args: ToolArgs, summary: str | None, cwd: str, is_dir: Callable[[str], bool]
 ) -> Presentation:
     command = args.get("command")
     if args.get("reset") is True:
@@ -169,7 +170,7 @@ def _terminal_present(
     return title, "execute", ()
 
 
-def _terminal_preview(args: dict[str, Any], cwd: str, read: Reader) -> list[Any]:
+def _terminal_preview(args: ToolArgs, cwd: str, read: Reader) -> list[ToolCallContent]:
     command = args.get("command")
     if not isinstance(command, str):
         return []
@@ -177,14 +178,14 @@ def _terminal_preview(args: dict[str, Any], cwd: str, read: Reader) -> list[Any]
     return [schema.ContentToolCallContent(content=text)]
 
 
-def _terminal_scope(tool: str, args: dict[str, Any], cwd: str) -> tuple[str, str | None]:
+def _terminal_scope(tool: str, args: ToolArgs, cwd: str) -> tuple[str, str | None]:
     command = args.get("command")
     if isinstance(command, str):
         return "terminal", " ".join(command.split())
     return path_scope("terminal", args, cwd)
 
 
-def _terminal_result(observation: Any, args: dict[str, Any], cwd: str) -> Rendered:
+def _terminal_result(observation: SdkObject, args: ToolArgs, cwd: str) -> Rendered:
     content, raw_output = terminal_payload(observation)
     return Rendered(content, raw_output)
 
@@ -214,7 +215,7 @@ _EDITOR_VERBS = {
 
 
 def _editor_present(
-    tool: str, args: dict[str, Any], summary: str | None, cwd: str, is_dir: Callable[[str], bool]
+    tool: str, args: ToolArgs, summary: str | None, cwd: str, is_dir: Callable[[str], bool]
 ) -> Presentation:
     command = args.get("command")
     path = abs_path(cwd, args.get("path"))
@@ -247,7 +248,7 @@ def _editor_present(
     return title, kind, ((path, line),)
 
 
-def _editor_preview(args: dict[str, Any], cwd: str, read: Reader) -> list[Any]:
+def _editor_preview(args: ToolArgs, cwd: str, read: Reader) -> list[ToolCallContent]:
     if not isinstance(args.get("path"), str):
         return []
     path = abs_path(cwd, args["path"])
@@ -270,7 +271,7 @@ def _editor_preview(args: dict[str, Any], cwd: str, read: Reader) -> list[Any]:
     return [schema.ContentToolCallContent(content=text)]
 
 
-def _editor_result(observation: Any, args: dict[str, Any], cwd: str) -> Rendered:
+def _editor_result(observation: SdkObject, args: ToolArgs, cwd: str) -> Rendered:
     content, raw_output, locations = editor_payload(observation, args, cwd)
     return Rendered(content, raw_output, locations)
 
@@ -291,7 +292,7 @@ FILE_EDITOR = ToolSpec(
 
 
 def _task_present(
-    tool: str, args: dict[str, Any], summary: str | None, cwd: str, is_dir: Callable[[str], bool]
+    tool: str, args: ToolArgs, summary: str | None, cwd: str, is_dir: Callable[[str], bool]
 ) -> Presentation:
     command = args.get("command")
     if command == "plan":
@@ -302,7 +303,7 @@ def _task_present(
     return ("View the plan" if command == "view" else "Plan"), "think", ()
 
 
-def _task_result(observation: Any, args: dict[str, Any], cwd: str) -> Rendered:
+def _task_result(observation: SdkObject, args: ToolArgs, cwd: str) -> Rendered:
     content, raw_output = generic_payload(observation)
     return Rendered(content, raw_output, extra=plan_updates(observation))
 
@@ -320,7 +321,7 @@ TASK_TRACKER = ToolSpec(
 
 
 def _delegate_present(
-    tool: str, args: dict[str, Any], summary: str | None, cwd: str, is_dir: Callable[[str], bool]
+    tool: str, args: ToolArgs, summary: str | None, cwd: str, is_dir: Callable[[str], bool]
 ) -> Presentation:
     agent = args.get("subagent_type")
     agent = agent if isinstance(agent, str) and agent.strip() else "general-purpose"
@@ -333,7 +334,7 @@ def _delegate_present(
     return (f"Sub-agent {verb}: {one_line(what)}" if what else f"Sub-agent {verb}"), "think", ()
 
 
-def _delegate_preview(args: dict[str, Any], cwd: str, read: Reader) -> list[Any]:
+def _delegate_preview(args: ToolArgs, cwd: str, read: Reader) -> list[ToolCallContent]:
     prompt = args.get("prompt")
     if not isinstance(prompt, str):
         return []
@@ -342,13 +343,13 @@ def _delegate_preview(args: dict[str, Any], cwd: str, read: Reader) -> list[Any]
     return [schema.ContentToolCallContent(content=schema.TextContent(text=text + prompt))]
 
 
-def _delegate_scope(tool: str, args: dict[str, Any], cwd: str) -> tuple[str, str | None]:
+def _delegate_scope(tool: str, args: ToolArgs, cwd: str) -> tuple[str, str | None]:
     # "Always" covers starting that kind of sub-agent, never what it then does.
     agent = args.get("subagent_type")
     return "task", agent if isinstance(agent, str) and agent else "general-purpose"
 
 
-def _delegate_result(observation: Any, args: dict[str, Any], cwd: str) -> Rendered:
+def _delegate_result(observation: SdkObject, args: ToolArgs, cwd: str) -> Rendered:
     content, _ = generic_payload(observation)
     raw = {
         key: value
@@ -442,7 +443,7 @@ def text_tool(tool: str, action_classes: Iterable[str] = ()) -> ToolSpec | None:
 
 def present(
     tool: str,
-    args: dict[str, Any],
+    args: ToolArgs,
     summary: str | None = None,
     *,
     cwd: str,
@@ -458,12 +459,12 @@ def present(
     return spec.present(tool, args, summary, cwd, is_dir)
 
 
-def permission_preview(tool: str, args: dict[str, Any], cwd: str, read: Reader) -> list[Any]:
+def permission_preview(tool: str, args: ToolArgs, cwd: str, read: Reader) -> list[ToolCallContent]:
     """What the user sees before saying yes: the command, or the edit as a diff."""
     return lookup(tool).preview(args, cwd, read)
 
 
-def rule_scope(tool: str, args: dict[str, Any] | None, cwd: str) -> tuple[str, str | None]:
+def rule_scope(tool: str, args: ToolArgs | None, cwd: str) -> tuple[str, str | None]:
     """(tool, target) an "always" answer about this call covers; target None = any use."""
     return lookup(tool).scope(tool, args or {}, cwd)
 

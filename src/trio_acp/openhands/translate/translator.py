@@ -49,7 +49,6 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from trio_acp import schema
 from trio_acp.openhands.translate.args import tool_arguments
@@ -69,6 +68,7 @@ from trio_acp.openhands.translate.interruptions import (
     STOPPED_SENDER,
 )
 from trio_acp.openhands.translate.messages import interruption, user_chunks
+from trio_acp.openhands.translate.shapes import Json, SdkObject
 from trio_acp.openhands.translate.streams import (
     CUT_OFF,
     Streams,
@@ -86,19 +86,18 @@ from trio_acp.openhands.translate.tools import (
     tool_family,
 )
 from trio_acp.openhands.translate.updates import coalesce, fold_tool_calls
+from trio_acp.schema import SessionUpdate, ToolCallContent
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Translator", "coalesce", "conversation_error", "message_id"]
-
-SessionUpdate = Any
 
 
 #: A streamed tool call whose model call failed and is retried (`Translator.attempt_failed`).
 CALL_CUT_OFF = "The model call failed before this call was complete; it is retried."
 
 
-def conversation_error(event: Any) -> tuple[str, str] | None:
+def conversation_error(event: SdkObject) -> tuple[str, str] | None:
     """(code, detail) of a ConversationErrorEvent, None for any other event."""
     if not is_a(event, "ConversationErrorEvent"):
         return None
@@ -133,7 +132,7 @@ class Translator(ChunkTranslator):
         *,
         is_dir: Callable[[str], bool] | None = None,
         compaction: bool = False,
-        terminal_content: Callable[[str], list[Any] | None] | None = None,
+        terminal_content: Callable[[str], list[ToolCallContent] | None] | None = None,
     ) -> None:
         self.cwd = cwd
         # tool call id → the content a finished terminal call keeps when its command ran in
@@ -163,7 +162,7 @@ class Translator(ChunkTranslator):
 
     # ---------------------------------------------------------------- events
 
-    def event(self, event: Any) -> list[SessionUpdate]:
+    def event(self, event: SdkObject) -> list[SessionUpdate]:
         """Updates for one SDK event (live: text already streamed is not repeated)."""
         for name in class_names(event):
             handler = _HANDLERS.get(name)
@@ -176,7 +175,7 @@ class Translator(ChunkTranslator):
         log.debug("no ACP update for SDK event %s", type(event).__name__)
         return []
 
-    def replay(self, events: Iterable[Any]) -> list[SessionUpdate]:
+    def replay(self, events: Iterable[SdkObject]) -> list[SessionUpdate]:
         """The whole history for session/load: user messages as user_message_chunk, the rest
         as live but without streaming state; one `tool_call` per tool call carrying its final
         state (pending if it never ran). Afterwards this translator knows the replayed tool
@@ -195,7 +194,7 @@ class Translator(ChunkTranslator):
         fresh._replaying = True
         return fresh
 
-    def replay_event(self, event: Any) -> list[SessionUpdate]:
+    def replay_event(self, event: SdkObject) -> list[SessionUpdate]:
         """A replaying translator's updates for one event of the history (before folding)."""
         try:
             return self.event(event)
@@ -274,7 +273,7 @@ class Translator(ChunkTranslator):
     # -- text of events --------------------------------------------------------------
 
     def _response_text(
-        self, event: Any, text: str, thought: str, more: bool = False
+        self, event: SdkObject, text: str, thought: str, more: bool = False
     ) -> tuple[list[SessionUpdate], str]:
         """What a response's durable event adds to its text, and the key of its message ids
         (`more`: the event has more of the message than text, images)."""
@@ -291,7 +290,7 @@ class Translator(ChunkTranslator):
 
     # -- handlers ----------------------------------------------------------------------
 
-    def _on_message(self, event: Any) -> list[SessionUpdate]:
+    def _on_message(self, event: SdkObject) -> list[SessionUpdate]:
         message = getattr(event, "llm_message", None)
         role = getattr(message, "role", None)
         source = getattr(event, "source", None)
@@ -320,7 +319,7 @@ class Translator(ChunkTranslator):
                 )
         return out
 
-    def _on_action(self, event: Any) -> list[SessionUpdate]:
+    def _on_action(self, event: SdkObject) -> list[SessionUpdate]:
         rid = getattr(event, "llm_response_id", None)
         thought = "".join(
             t.text
@@ -390,7 +389,7 @@ class Translator(ChunkTranslator):
         call.args = args
         return out
 
-    def _on_observation(self, event: Any) -> list[SessionUpdate]:
+    def _on_observation(self, event: SdkObject) -> list[SessionUpdate]:
         call_id = str(getattr(event, "tool_call_id", "") or "")
         tool = str(getattr(event, "tool_name", "") or "")
         observation = getattr(event, "observation", None)
@@ -420,7 +419,7 @@ class Translator(ChunkTranslator):
         done = self._complete(call_id, tool, call, status, content, raw_output, locations)
         return self._subagents.close(call_id, "The sub-agent stopped.") + [done] + extra
 
-    def _on_agent_error(self, event: Any) -> list[SessionUpdate]:
+    def _on_agent_error(self, event: SdkObject) -> list[SessionUpdate]:
         error = str(getattr(event, "error", "") or "The tool call failed.")
         call_id = str(getattr(event, "tool_call_id", "") or "")
         tool = str(getattr(event, "tool_name", "") or "")
@@ -428,11 +427,11 @@ class Translator(ChunkTranslator):
         if call is not None and call.special is not None and not call.announced:
             # A finish/think call that failed (bad arguments): it is a tool call after all.
             call.special = None
-        content = [text_item(cap_text(error))]
+        content: list[ToolCallContent] = [text_item(cap_text(error))]
         done = self._complete(call_id, tool, call, "failed", content, None, None)
         return self._subagents.close(call_id, "The sub-agent stopped.") + [done]
 
-    def _on_reject(self, event: Any) -> list[SessionUpdate]:
+    def _on_reject(self, event: SdkObject) -> list[SessionUpdate]:
         reason = str(getattr(event, "rejection_reason", "") or "Rejected.")
         source = getattr(event, "rejection_source", "user")
         text = f"Blocked by a hook: {reason}" if source == "hook" else f"Rejected: {reason}"
@@ -443,7 +442,7 @@ class Translator(ChunkTranslator):
             call.special = None
         return [self._complete(call_id, tool, call, "failed", [text_item(text)], None, None)]
 
-    def _on_condensation_request(self, event: Any) -> list[SessionUpdate]:
+    def _on_condensation_request(self, event: SdkObject) -> list[SessionUpdate]:
         if not self.compaction:
             return []
         cid = self._open_compaction = str(getattr(event, "id", "") or uuid.uuid4())
@@ -451,25 +450,25 @@ class Translator(ChunkTranslator):
             return []  # only its outcome is history
         return [schema.CompactionUpdate(compaction_id=cid, status="in_progress")]
 
-    def _on_conversation_error(self, event: Any) -> list[SessionUpdate]:
+    def _on_conversation_error(self, event: SdkObject) -> list[SessionUpdate]:
         # The turn's error itself goes out as the prompt's JSON-RPC error (see session.py).
         detail = str(getattr(event, "detail", "") or getattr(event, "code", "") or "")
         return self.end_compaction("failed", cap_text(detail, MAX_RAW_STRING_BYTES) or None)
 
-    def _on_subagent_began(self, event: Any) -> list[SessionUpdate]:
+    def _on_subagent_began(self, event: SdkObject) -> list[SessionUpdate]:
         self._subagents.began(event.parent_tool_call_id)
         return []
 
-    def _on_subagent_ended(self, event: Any) -> list[SessionUpdate]:
+    def _on_subagent_ended(self, event: SdkObject) -> list[SessionUpdate]:
         out: list[SessionUpdate] = []
         for held in self._subagents.ended(event.parent_tool_call_id):
             out += self.event(held)
         return out
 
-    def _on_interrupt(self, event: Any) -> list[SessionUpdate]:
+    def _on_interrupt(self, event: SdkObject) -> list[SessionUpdate]:
         return self.end_compaction("cancelled")
 
-    def _on_condensation(self, event: Any) -> list[SessionUpdate]:
+    def _on_condensation(self, event: SdkObject) -> list[SessionUpdate]:
         if self.compaction:
             cid, self._open_compaction = self._open_compaction, None
             summary = getattr(event, "summary", None)
@@ -497,8 +496,8 @@ class Translator(ChunkTranslator):
         tool: str,
         call: Call | None,
         status: str,
-        content: list[Any] | None,
-        raw_output: Any,
+        content: list[ToolCallContent] | None,
+        raw_output: Json,
         locations: list[tuple[str, int | None]] | None,
     ) -> SessionUpdate:
         loc_objs = [location(p, line) for p, line in locations] if locations else None
@@ -534,7 +533,7 @@ class Translator(ChunkTranslator):
         )
 
 
-_HANDLERS: dict[str, Callable[[Translator, Any], list[SessionUpdate]]] = {
+_HANDLERS: dict[str, Callable[[Translator, SdkObject], list[SessionUpdate]]] = {
     "MessageEvent": Translator._on_message,
     "ActionEvent": Translator._on_action,
     "ObservationEvent": Translator._on_observation,

@@ -7,11 +7,12 @@ Pure: no trio, no `openhands.*`.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TypeGuard, cast
 
 import attrs
 
 from trio_acp import schema
+from trio_acp.schema import SessionUpdate
 
 log = logging.getLogger(__name__)
 
@@ -20,11 +21,11 @@ __all__ = ["Coalescer", "coalesce", "fold_tool_calls"]
 _TOOL_FIELDS = ("title", "kind", "status", "content", "locations", "raw_input", "raw_output")
 
 
-def fold_tool_calls(updates: list[Any]) -> list[Any]:
+def fold_tool_calls(updates: list[SessionUpdate]) -> list[SessionUpdate]:
     """Fold every tool_call_update into the tool_call announcing it (replay: one tool_call
     per call, with its final state, at the position it was announced). Updates for calls
     never announced are dropped."""
-    out: list[Any] = []
+    out: list[SessionUpdate] = []
     where: dict[str, int] = {}
     for update in updates:
         if isinstance(update, schema.ToolCallStart):
@@ -44,7 +45,11 @@ def fold_tool_calls(updates: list[Any]) -> list[Any]:
     return out
 
 
-def coalesce(updates: list[Any]) -> list[Any]:
+#: A message or thought chunk: what `coalesce` merges (its content plain text).
+_TextChunk = schema.AgentMessageChunk | schema.AgentThoughtChunk
+
+
+def coalesce(updates: list[SessionUpdate]) -> list[SessionUpdate]:
     """Merge runs of AgentMessageChunk (and of AgentThoughtChunk) with the same message_id
     and plain text content into one chunk each, preserving order; the rest is untouched."""
     merger = Coalescer()
@@ -56,10 +61,10 @@ class Coalescer:
     final so far (all but a run that the next part may continue), `finish` the rest."""
 
     def __init__(self) -> None:
-        self._run: list[Any] = []
+        self._run: list[_TextChunk] = []
 
-    def feed(self, updates: list[Any]) -> list[Any]:
-        out: list[Any] = []
+    def feed(self, updates: list[SessionUpdate]) -> list[SessionUpdate]:
+        out: list[SessionUpdate] = []
         run = self._run
         for update in updates:
             if _mergeable(update):
@@ -74,7 +79,7 @@ class Coalescer:
             out.append(update)
         return out
 
-    def finish(self) -> list[Any]:
+    def finish(self) -> list[SessionUpdate]:
         if not self._run:
             return []
         out = [_merged(self._run)]
@@ -82,23 +87,28 @@ class Coalescer:
         return out
 
 
-def _merged(run: list[Any]) -> Any:
+def _merged(run: list[_TextChunk]) -> SessionUpdate:
     if len(run) == 1:
         return run[0]
     first = run[0]
-    text = "".join(u.content.text for u in run)
-    return attrs.evolve(first, content=attrs.evolve(first.content, text=text))
-
-
-def _mergeable(update: Any) -> bool:
-    return (
-        type(update) in (schema.AgentMessageChunk, schema.AgentThoughtChunk)
-        and type(update.content) is schema.TextContent
-        and getattr(update, "meta", None) is None
-        and getattr(update.content, "annotations", None) is None
-        and getattr(update.content, "meta", None) is None
+    # `_mergeable` let in plain text content only.
+    text = "".join(cast(schema.TextContent, u.content).text for u in run)
+    return attrs.evolve(
+        first, content=attrs.evolve(cast(schema.TextContent, first.content), text=text)
     )
 
 
-def _same_message(a: Any, b: Any) -> bool:
+def _mergeable(update: SessionUpdate) -> TypeGuard[_TextChunk]:
+    if type(update) not in (schema.AgentMessageChunk, schema.AgentThoughtChunk):
+        return False
+    content = cast(_TextChunk, update).content
+    return (
+        type(content) is schema.TextContent
+        and getattr(update, "meta", None) is None
+        and getattr(content, "annotations", None) is None
+        and getattr(content, "meta", None) is None
+    )
+
+
+def _same_message(a: _TextChunk, b: _TextChunk) -> bool:
     return type(a) is type(b) and a.message_id == b.message_id
