@@ -112,6 +112,8 @@ def delegation_steps(end_status: str = "completed") -> list[schema.SessionNotifi
         schema.ToolCallStart(
             tool_call_id="p1/c1", title="Run tests: pytest", kind="execute", meta=META
         ),
+        # The permission flow's status update carries no `_meta` (confirm.py).
+        schema.ToolCallProgress(tool_call_id="p1/c1", status="in_progress"),
         schema.ToolCallProgress(tool_call_id="p1/c1", status="completed", meta=META),
         schema.ToolCallProgress(
             tool_call_id="p1",
@@ -154,6 +156,7 @@ def test_the_child_is_announced_when_it_runs_and_ended_by_its_call():
         (False, "subagent_update"),
         (True, "tool_call"),
         (True, "tool_call_update"),
+        (True, "tool_call_update"),
         (False, "tool_call_update"),
         (False, "subagent_update"),
         (False, "agent_message_chunk"),
@@ -193,5 +196,5 @@ def test_a_cancelled_or_failed_sub_agent_ends_so():
 def test_a_delegation_refused_before_it_ran_announces_nothing():
     caps = unstable.ClientCapabilities(subagents=unstable.SubagentCapabilities())
     steps = delegation_steps("failed")
-    steps = [steps[0], steps[4]]  # pending, then failed (permission refused)
+    steps = [steps[0], steps[5]]  # pending, then failed (permission refused)
     assert child_states(spelled(caps, steps)) == []
