@@ -157,3 +157,26 @@ def test_the_archive_mark_is_kept_by_the_list_cache_and_pages_follow_the_filter(
     fresh.write_archived(back, False)
     assert str(back) in walk(fresh, "exclude")
     assert str(back) not in walk(fresh, "only")
+
+
+def test_a_cache_file_that_says_archived_hides_no_session(tmp_path):
+    """The cache file only saves reading: an entry that archives a session its files do
+    not (a hand edit, another program) is caught, not believed, and the file set aside."""
+    import json
+
+    from test_store_list_cache import make
+
+    from trio_acp.openhands.sessions.store import LIST_CACHE_FILE, SessionStore
+
+    root = tmp_path / "conversations"
+    shown = make(root, str(tmp_path), title="shown", updated="2026-01-02T00:00:00Z")
+    hidden = make(root, str(tmp_path), title="hidden", updated="2026-01-01T00:00:00Z")
+    SessionStore(root).list(None, None)
+    cache = root / LIST_CACHE_FILE
+    data = json.loads(cache.read_text())
+    data["entries"][hidden.hex][1][5] = True  # the archive mark, by hand
+    cache.write_text(json.dumps(data))
+    list_cache.LISTINGS.clear()  # a new process
+    page, _ = SessionStore(root).list(None, None)
+    assert [s.session_id for s in page] == [str(shown), str(hidden)]
+    assert (root / list_cache.SET_ASIDE_CACHE_FILE).exists()
