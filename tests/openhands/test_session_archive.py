@@ -157,3 +157,61 @@ def test_the_archive_mark_is_kept_by_the_list_cache_and_pages_follow_the_filter(
     fresh.write_archived(back, False)
     assert str(back) in walk(fresh, "exclude")
     assert str(back) not in walk(fresh, "only")
+
+
+def test_a_cache_file_that_says_archived_hides_no_session(tmp_path):
+    """The cache file only saves reading: an entry that archives a session its files do
+    not (a hand edit, another program) is caught, not believed, and the file set aside."""
+    import json
+
+    from test_store_list_cache import make
+
+    from trio_acp.openhands.sessions.store import LIST_CACHE_FILE, SessionStore
+
+    root = tmp_path / "conversations"
+    shown = make(root, str(tmp_path), title="shown", updated="2026-01-02T00:00:00Z")
+    hidden = make(root, str(tmp_path), title="hidden", updated="2026-01-01T00:00:00Z")
+    SessionStore(root).list(None, None)
+    cache = root / LIST_CACHE_FILE
+    data = json.loads(cache.read_text())
+    data["entries"][hidden.hex][1][5] = True  # the archive mark, by hand
+    cache.write_text(json.dumps(data))
+    list_cache.LISTINGS.clear()  # a new process
+    page, _ = SessionStore(root).list(None, None)
+    assert [s.session_id for s in page] == [str(shown), str(hidden)]
+    assert (root / list_cache.SET_ASIDE_CACHE_FILE).exists()
+
+
+async def test_archiving_a_session_mid_turn_cancels_the_turn(env, tmp_path):
+    """As session/close: the running prompt answers `cancelled`, the session is saved and
+    archived. The archive is sent once the turn is known to be running (its first chunk)."""
+    from trio_acp.testing import scenario_prompt
+
+    async def body(raw, agent):
+        await raw.initialize(UNSTABLE_CLIENT)
+        sid = (await raw.new_session(tmp_path))["sessionId"]
+        slow = scenario_prompt("slow", "[chunks:4000] [delay_ms:50]")
+        await raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "p",
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": slow}]},
+            }
+        )
+        while not any(
+            f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            for f in raw.frames
+        ):
+            await raw.receive()
+        assert await raw.result("session/archive", {"sessionId": sid}) == {}
+        answer = next((f for f in raw.frames if f.get("id") == "p"), None)
+        while answer is None:
+            frame = await raw.receive()
+            answer = frame if frame.get("id") == "p" else None
+        assert answer["result"]["stopReason"] == "cancelled"
+        assert await raw.result("session/status", {"sessionId": sid}) == {"status": "saved"}
+        assert [s["sessionId"] for s in await listed(raw, archived="only")] == [sid]
+
+    await with_raw(env, body)

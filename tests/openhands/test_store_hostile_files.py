@@ -91,11 +91,25 @@ def _forge(root: Path, sid: uuid.UUID, **changes) -> None:
     """Rewrite the cache file's entry of `sid` (its stamps kept: it still looks current)."""
     cache = root / LIST_CACHE_FILE
     data = json.loads(cache.read_text())
-    stamps, (session_id, cwd, title, updated, dirs) = data["entries"][sid.hex]
-    entry = {"cwd": cwd, "title": title, "updated": updated, "dirs": dirs, **changes}
+    stamps, (session_id, cwd, title, updated, dirs, archived) = data["entries"][sid.hex]
+    entry = {
+        "cwd": cwd,
+        "title": title,
+        "updated": updated,
+        "dirs": dirs,
+        "archived": archived,
+        **changes,
+    }
     data["entries"][sid.hex] = [
         stamps,
-        [session_id, entry["cwd"], entry["title"], entry["updated"], entry["dirs"]],
+        [
+            session_id,
+            entry["cwd"],
+            entry["title"],
+            entry["updated"],
+            entry["dirs"],
+            entry["archived"],
+        ],
     ]
     cache.write_text(json.dumps(data))
 
@@ -107,8 +121,9 @@ def _forge(root: Path, sid: uuid.UUID, **changes) -> None:
         {"title": "something else"},
         {"title": "\x1b[31mred\x1b[0m" * 500_000},  # 5 MB of escape codes
         {"dirs": ["/etc"]},
+        {"archived": True},  # would hide it from the default list (sessions/archive.py)
     ],
-    ids=["cwd", "title", "escapes", "directories"],
+    ids=["cwd", "title", "escapes", "directories", "archived"],
 )
 def test_a_forged_cache_entry_never_outranks_the_sessions_files(root, tmp_path, forged):
     other = make(root, str(tmp_path), title="other", updated="2026-01-01T00:00:00Z")

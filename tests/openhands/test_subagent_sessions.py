@@ -112,6 +112,8 @@ def delegation_steps(end_status: str = "completed") -> list[schema.SessionNotifi
         schema.ToolCallStart(
             tool_call_id="p1/c1", title="Run tests: pytest", kind="execute", meta=META
         ),
+        # The permission flow's status update carries no `_meta` (confirm.py).
+        schema.ToolCallProgress(tool_call_id="p1/c1", status="in_progress"),
         schema.ToolCallProgress(tool_call_id="p1/c1", status="completed", meta=META),
         schema.ToolCallProgress(
             tool_call_id="p1",
@@ -154,6 +156,7 @@ def test_the_child_is_announced_when_it_runs_and_ended_by_its_call():
         (False, "subagent_update"),
         (True, "tool_call"),
         (True, "tool_call_update"),
+        (True, "tool_call_update"),
         (False, "tool_call_update"),
         (False, "subagent_update"),
         (False, "agent_message_chunk"),
@@ -193,5 +196,72 @@ def test_a_cancelled_or_failed_sub_agent_ends_so():
 def test_a_delegation_refused_before_it_ran_announces_nothing():
     caps = unstable.ClientCapabilities(subagents=unstable.SubagentCapabilities())
     steps = delegation_steps("failed")
-    steps = [steps[0], steps[4]]  # pending, then failed (permission refused)
+    steps = [steps[0], steps[5]]  # pending, then failed (permission refused)
     assert child_states(spelled(caps, steps)) == []
+
+
+# --- a cancel, through a real delegation ------------------------------------------------------
+
+
+async def test_a_cancelled_delegation_ends_its_child_cancelled(env, tmp_path):
+    """The cancel comes while the sub-agent's first action is on its way (held there, as
+    test_subagents_cancel.py holds it): the child is announced, its call shown on its
+    session, and its end says `cancelled`."""
+    import uuid
+
+    import trio
+    from test_subagents_cancel import WAIT, HeldDelivery
+
+    from _inprocess import RecordingClient, loader
+    from trio_acp.openhands.agent import open_openhands_agent
+    from trio_acp.schema import UnknownVariant
+    from trio_acp.testing.pair import open_in_memory_pair
+
+    class Client(RecordingClient):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sent: list[tuple[str, object]] = []
+
+        async def session_update(self, params):
+            self.sent.append((params.session_id, params.update))
+            await super().session_update(params)
+
+    client = Client()
+    caps = unstable.ClientCapabilities(subagents=unstable.SubagentCapabilities())
+    async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+        async with open_in_memory_pair(agent, client) as (_, conn):
+            await conn.agent.initialize(protocol_version=1, client_capabilities=caps)
+            sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+            session = agent._sessions[uuid.UUID(sid)]
+            hold = HeldDelivery(session.outbox.post_event)
+            session.outbox.post_event = hold  # type: ignore[method-assign]
+            prompt = scenario_prompt("delegate", command="echo held back")
+            result = {}
+
+            async def run_prompt() -> None:
+                result["r"] = await conn.agent.prompt(
+                    session_id=sid, prompt=[schema.TextContent(text=prompt)]
+                )
+
+            with trio.fail_after(WAIT):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(run_prompt)
+                    while not hold.held.is_set():
+                        await trio.sleep(0.01)
+                    await conn.agent.cancel(session_id=sid)
+    assert result["r"].stop_reason == "cancelled"
+    states = [
+        (s, u.data["sessionId"], u.data["state"])
+        for s, u in client.sent
+        if isinstance(u, UnknownVariant) and u.tag == "subagent_update"
+    ]
+    assert [state for _, _, state in states] == [
+        {"state": "running"},
+        {"state": "idle", "stopReason": "cancelled"},
+    ]
+    child = states[0][1]
+    assert {s for s, _, _ in states} == {sid}
+    on_child = [u for s, u in client.sent if s == child]
+    assert on_child and all(
+        isinstance(u, schema.ToolCallStart | schema.ToolCallProgress) for u in on_child
+    )

@@ -19,7 +19,7 @@ a "[damaged]" title (when our index knows its cwd) so the user can see it and de
 (list_cache.py), so a new process's first list does not read every session's files
 again; each entry is checked against its files' stamps before it is used (`SessionStore.list`),
 and never outranks them: what a page shows is read from them (`SessionStore._vouch`), and
-so is the cwd of a session a cwd filter leaves out (`SessionStore._vouch_cwds`). A
+so are the cwd and archive mark of a session a filter leaves out (`SessionStore._vouch_cwds`). A
 cache file that cannot be read, or that disagrees with a session's files, is set aside
 (`SET_ASIDE_CACHE_FILE`) and rebuilt. Any file here may hold anything (a crash, a hand
 edit, a hostile tool): JSON nested deeper than the parser goes is invalid JSON like any
@@ -364,13 +364,14 @@ class SessionStore:
         return True
 
     def _vouch_cwds(self, left_out: list[tuple[StoredSession, str]]) -> bool:
-        """Whether the sessions a cwd filter left out on the cache file's word are in
-        another cwd by their own files.
+        """Whether the sessions a cwd or archive filter left out on the cache file's word
+        are in another cwd, or archived otherwise, by their own files.
 
         `_vouch` reads what a page shows; a session the filter left out is shown by no
-        page, so a cache entry that moved it to another cwd would hide it from its own
-        cwd's list. Only its cwd is read (its index, or base_state.json when the index
-        names none), once per process; a mismatch is handled as `_vouch`'s is.
+        page, so a cache entry that moved it to another cwd (or archived it) would hide
+        it from its own cwd's list. Only its cwd and archive mark are read (its index, or
+        base_state.json when the index names no cwd), once per process; a mismatch is
+        handled as `_vouch`'s is.
         """
         listing = self._listing
         with listing.lock:
@@ -379,14 +380,14 @@ class SessionStore:
                     continue
                 directory = os.path.join(self.root, name)
                 try:
+                    index = _read_json(f"{directory}/{INDEX_FILE}") or {}
                     cwd = _session_cwd(
-                        _read_json(f"{directory}/{INDEX_FILE}") or {},
-                        functools.partial(_read_json, f"{directory}/{BASE_STATE}"),
+                        index, functools.partial(_read_json, f"{directory}/{BASE_STATE}")
                     )
                 except (OSError, ValueError):
-                    cwd = None
-                if cwd != stored.cwd:
-                    self._distrust(f"its entry for {name} names another cwd than its files")
+                    index, cwd = {}, None
+                if cwd != stored.cwd or (index.get(ARCHIVED) is True) != stored.archived:
+                    self._distrust(f"its entry for {name} names another cwd or mark than its files")
                     return False
                 listing.cwd_vouched.add(name)
         return True
@@ -440,7 +441,7 @@ class SessionStore:
                 return self._walk_page(walk, walk_id, offset, cwd)
         states = ARCHIVE_FILTERS[archived]
         found: list[tuple[StoredSession, str]] = []  # and its directory's name
-        # Left out by the cwd filter on the cache file's word alone (`_vouch_cwds`).
+        # Left out by the cwd or archive filter on the cache file's word alone (`_vouch_cwds`).
         left_out: list[tuple[StoredSession, str]] = []
         seen: set[str] = set()
         try:
@@ -462,7 +463,11 @@ class SessionStore:
             for entry in entries:
                 if entry.is_dir():
                     stored = self._read_cached(entry.path, entry.name, seen, now_ns)
-                    if stored is None or stored.archived not in states:
+                    if stored is None:
+                        continue
+                    if stored.archived not in states:
+                        if entry.name in listing.borrowed:
+                            left_out.append((stored, entry.name))
                         continue
                     if cwd is None or os.path.normpath(stored.cwd) == os.path.normpath(cwd):
                         found.append((stored, entry.name))

@@ -295,6 +295,12 @@ class SubagentSessions:
                 update = attrs.evolve(update, title=update.title[len(label) + 2 :])
             child = self._running.get((sid, parent), child_session_id(sid, parent))
             return [*out, attrs.evolve(notification, session_id=child, update=update)]
+        parent = update.tool_call_id.split("/", 1)[0]
+        if parent != update.tool_call_id and (sid, parent) in self._running:
+            # Its call's status from the permission flow (confirm.py), which carries no
+            # `_meta`: by its nested id (`nested_id`), on the child's session too.
+            child = self._running[(sid, parent)]
+            return [attrs.evolve(notification, session_id=child)]
         key = (sid, update.tool_call_id)
         if _is_delegating(update):
             # Its arguments stream in (a start without them, then an update with them);
