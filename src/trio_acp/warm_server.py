@@ -62,6 +62,10 @@ def _load() -> None:
 
     from . import cli, server, warm_child  # noqa: F401
 
+    # The server module imports the agent only once `initialize` is answered
+    # (openhands/front.py): a child must find it imported.
+    from .openhands import agent  # noqa: F401
+
     # What a process's first model call imports lazily (the session warm-up does it again
     # in each child, then at no cost): the OpenAI client's resources, litellm's pydantic
     # types. Best effort: the session's own warm-up covers whatever this misses.
