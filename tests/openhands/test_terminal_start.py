@@ -8,6 +8,7 @@ shells of a test are the children of this process with that working directory.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import uuid
@@ -136,6 +137,22 @@ def test_closing_while_the_shell_starts_leaves_no_shell(patched, tmp_path, monke
     starter.join(timeout=30)
     closer.join(timeout=30)
     assert not starter.is_alive() and not closer.is_alive()
+    assert shells_in(tmp_path) == []
+
+
+def test_closing_hangs_up_a_shell_that_does_not_take_the_exit_line(patched, tmp_path):
+    """The SDK's close types `exit`, and when the shell does not take it (here it is inside
+    an open quote; after a Ctrl-C the terminal may drop it) sends SIGTERM, which `bash -i`
+    ignores, then SIGKILL 3 s later. Closing hangs the shell up first: it ends at once."""
+    from trio_acp.openhands.sdk.terminal_start import started
+
+    executor = executor_in(tmp_path)
+    terminal = executor._session.terminal
+    assert started(terminal)
+    terminal.send_keys('echo "an open quote', enter=True)
+    shell = terminal.process
+    executor.close()
+    assert shell.returncode == -signal.SIGHUP
     assert shells_in(tmp_path) == []
 
 

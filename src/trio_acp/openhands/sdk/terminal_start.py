@@ -18,6 +18,7 @@ Here (patched once per process, `start_lazily`, called by `terminal_gate.gate_te
   by a command after the set-up line and then for the prompt: a few tens of ms.
 - Start and `close` take a per-terminal lock, so a terminal closed before its shell
   started never starts one, and one closed while it starts is closed once it has.
+- `close` hangs the shell up (`hang_up`) before the SDK's own close, which could wait 3 s.
 
 SDK internals (the terminal's attributes and helpers) are listed in reliance.py.
 Imports the SDK: imported inside a function after the load.
@@ -31,6 +32,7 @@ import logging
 import os
 import pty
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -51,6 +53,8 @@ log = logging.getLogger(__name__)
 READY_WAIT = 10.0
 # Between two looks at the screen while the shell starts.
 READY_POLL = 0.002
+# How long closing waits for the shell to end on its hang-up (`hang_up`).
+HANG_UP_WAIT = 1.0
 
 _LOCKS_LOCK = threading.Lock()
 _LOCK_ATTRIBUTE = "_trio_acp_start_lock"
@@ -69,6 +73,7 @@ def start_lazily() -> None:
 
     def locked_close(self: SubprocessTerminal) -> None:
         with _start_lock(self):
+            hang_up(self)
             close(self)
 
     SubprocessTerminal.initialize = deferred_initialize  # type: ignore[method-assign]
@@ -197,6 +202,30 @@ def _wait_ready(terminal: SubprocessTerminal, token: str) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(READY_POLL)
+
+
+def hang_up(terminal: SubprocessTerminal) -> None:
+    """End the shell as a closed terminal window does: SIGHUP to its process group (bash
+    hangs up its jobs in turn), waiting for it at most `HANG_UP_WAIT`, then for its reader
+    thread. The SDK's close instead types `exit` and waits up to 2 s, then sends SIGTERM,
+    which an interactive bash ignores, and waits 1 s more before SIGKILL: 3 s whenever the
+    shell does not take that line, as after the Ctrl-C a cancel or a close sends first (the
+    terminal drops input typed before it takes the Ctrl-C). Its history is not lost:
+    the shell keeps none (`HISTFILE` empty, permissions/tool_processes.py). Whatever this
+    does not end, the SDK's close then does."""
+    process = terminal.process
+    if process is None or terminal._closed:
+        return
+    if process.poll() is None:
+        try:
+            os.killpg(os.getpgid(process.pid), signal.SIGHUP)
+            process.wait(timeout=HANG_UP_WAIT)
+        except (OSError, subprocess.TimeoutExpired):
+            return
+    reader = terminal.reader_thread
+    if reader is not None and reader is not threading.current_thread():
+        # It ends on the pty's hang-up; before the SDK's close closes the pty under it.
+        reader.join(timeout=HANG_UP_WAIT)
 
 
 def _close_quietly(terminal: SubprocessTerminal) -> None:
