@@ -128,8 +128,8 @@ def _fmt(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds:.2f} s"
 
 
-async def drive(args: argparse.Namespace) -> list[dict[str, Any]]:
-    server = subprocess.Popen(
+def _start_server() -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -142,27 +142,19 @@ async def drive(args: argparse.Namespace) -> list[dict[str, Any]]:
         stdout=subprocess.PIPE,
         text=True,
     )
-    try:
-        assert server.stdout is not None
-        base_url = server.stdout.readline().strip()
-        results = []
-        for round_ in range(args.rounds):
-            for command in args.agents:
-                with open("/proc/loadavg") as f:
-                    load = f.read().split()[:3]
-                result = await run_agent(command, args.env, base_url, args)
-                result["round"] = round_
-                result["loadavg"] = " ".join(load)
-                print(json.dumps(result), flush=True)
-                results.append(result)
-        return results
-    finally:
-        if server.stdin is not None:
-            server.stdin.close()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+
+
+async def drive(args: argparse.Namespace, base_url: str) -> list[dict[str, Any]]:
+    results = []
+    for round_ in range(args.rounds):
+        for command in args.agents:
+            load = Path("/proc/loadavg").read_text().split()[:3]
+            result = await run_agent(command, args.env, base_url, args)
+            result["round"] = round_
+            result["loadavg"] = " ".join(load)
+            print(json.dumps(result), flush=True)
+            results.append(result)
+    return results
 
 
 def _table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
@@ -219,7 +211,18 @@ def main(argv: list[str] | None = None) -> None:
     args.agents = args.agents + args.agents_many
     if not args.agents:
         parser.error("give --agent-cmd CMD (or --agents CMD ...)")
-    results = trio.run(drive, args)
+    server = _start_server()
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        results = trio.run(drive, args, base_url)
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
     _table(results, args)
 
 

@@ -11,6 +11,8 @@ litellm  `litellm.acompletion(..., stream=True)`, iterated (what the SDK's `arun
          calls underneath);
 sdk      `openhands.sdk.LLM.acompletion(..., on_token=<no-op>)`: litellm plus the SDK's own
          per-chunk work (the on_token callback is where the agent posts to the bridge).
+fast     the same call on the agent's `SessionLLM`, whose streamed calls take the fast path
+         (trio_acp/openhands/sdk/fast_stream.py): the SDK without litellm's per-chunk work.
 
 Each: wall and CPU time per chunk, after one warm-up call (litellm's first call pays lazy
 imports), the time from the last text chunk to the call's end (litellm and the SDK rebuild
@@ -63,12 +65,17 @@ async def _litellm_once(base_url: str, tokens: int) -> dict[str, Any]:
     return result
 
 
-async def _sdk_once(base_url: str, tokens: int) -> dict[str, Any]:
+async def _sdk_once(base_url: str, tokens: int, fast: bool = False) -> dict[str, Any]:
     from openhands.sdk import LLM, Message, TextContent
 
     from trio_acp.testing import scenario_prompt
     from trio_acp.testing.scenarios import long_text
 
+    if fast:  # the agent's own LLM, whose streamed calls take the fast path
+        from trio_acp.openhands.sdk.fast_stream import FAST_STREAM_ENV
+        from trio_acp.openhands.sdk.llm import SessionLLM as LLM  # type: ignore[assignment]
+
+        os.environ[FAST_STREAM_ENV] = "1"
     llm = LLM(
         model="openai/scripted",
         base_url=base_url,
@@ -158,6 +165,8 @@ def main() -> None:
         result["import_sdk_s"] = time.perf_counter() - t0
         asyncio.run(_sdk_once(args.llm, args.warmup_tokens))
         result["sdk"] = asyncio.run(_sdk_once(args.llm, args.tokens))
+        asyncio.run(_sdk_once(args.llm, args.warmup_tokens, fast=True))
+        result["fast"] = asyncio.run(_sdk_once(args.llm, args.tokens, fast=True))
     emit(result)
 
 

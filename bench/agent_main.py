@@ -104,6 +104,7 @@ def print_litellm(r: dict[str, Any]) -> None:
     for key, label in (
         ("litellm", "litellm.acompletion(stream=True)"),
         ("sdk", "openhands LLM.acompletion(on_token=no-op)"),
+        ("fast", "the same, fast path (SessionLLM)"),
     ):
         if key not in r:
             continue
@@ -314,7 +315,11 @@ def print_stream(
         if lite and "error" not in lite and run.get("server_request_s") is not None:
             streaming = run["t_last_chunk"] - run["t_prompt"] - run["server_request_s"]
             rows = [("agent, end to end", streaming, run["t_response"] - run["t_last_chunk"], n)]
-            for key, label in (("sdk", "SDK LLM + litellm alone"), ("litellm", "litellm alone")):
+            for key, label in (
+                ("fast", "SDK LLM, fast path, alone"),
+                ("sdk", "SDK LLM + litellm alone"),
+                ("litellm", "litellm alone"),
+            ):
                 x = lite.get(key)
                 if x and x.get("streaming_s") is not None:
                     rows.append((label, x["streaming_s"], x["after_last_chunk_s"], x["tokens"]))
