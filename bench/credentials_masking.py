@@ -3,7 +3,8 @@
 Per streamed chunk (`UpdateMask.apply`, as the session's pump calls it once per batch;
 here one chunk per call, the worst case: it holds back a possible start of a secret) and per
 outgoing frame (`SecretValues.mask_bytes`, as the connection's writer calls it through the
-agent's `mask_frame`), with no secret configured, one API key, and three secrets.
+agent's `mask_frame`; a 64 KiB one with and without line ends), with no secret configured,
+one API key, and three secrets.
 The text is the `long` scenario's (4-character tokens), plus a hostile one where every
 chunk ends in the key's first characters, so the mask holds back text on every chunk.
 Prints figures; asserts nothing.
@@ -65,14 +66,20 @@ def main() -> None:
             },
         }
     ).encode()
-    big = json.dumps({"text": long_text(16_000)}).encode()  # a 64 KiB tool output
+    text = long_text(16_000)
+    big = json.dumps({"text": text}).encode()  # a 64 KiB tool output
+    # The same in lines of 70 characters: a backslash in the frame (`\\n`), so base64
+    # wrapped across lines is looked for too (credentials.py, `_Wrapped`).
+    lines = json.dumps({"text": "\n".join(text[i : i + 70] for i in range(0, len(text), 70))})
     print(
         "secrets      | µs/chunk ordinary | µs/chunk hostile | µs/frame 0.2 KiB | µs/frame 64 KiB"
+        " | µs/frame 64 KiB lines"
     )
     for label, values in [("none", []), ("API key", [KEY]), ("3 secrets", [KEY, *OTHERS])]:
         print(
             f"{label:<12} | {per_chunk(values, ordinary):17.2f} | {per_chunk(values, hostile):16.2f}"
             f" | {per_frame(values, small, 20_000):16.2f} | {per_frame(values, big, 500):15.1f}"
+            f" | {per_frame(values, lines.encode(), 500):21.1f}"
         )
 
 

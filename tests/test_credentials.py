@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import logging
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -270,6 +272,70 @@ def test_encoded_forms_of_a_key_are_masked_wherever_they_sit():
         assert MASK.encode() in secrets.mask_bytes(frame), name
     # Ordinary text is left alone.
     assert secrets.mask("results: 0 failed") == "results: 0 failed"
+
+
+def _wrapped(data: bytes, width: int, end: str) -> str:
+    encoded = base64.b64encode(data).decode()
+    return end.join(encoded[i : i + width] for i in range(0, len(encoded), width)) + end
+
+
+def _decodes_to(text: str, piece: bytes) -> bool:
+    """Whether `piece` decodes from a run of base64 in `text` (line ends taken out), at
+    any of its 4 alignments."""
+    for end in ("\\r", "\\n", "\r", "\n"):
+        text = text.replace(end, "")
+    for run in re.findall(r"[A-Za-z0-9+/]{8,}", text):
+        for start in range(4):
+            chars = run[start:]
+            if piece in base64.b64decode(chars[: len(chars) // 4 * 4]):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("key", [KEY, "sk-proj-" + "Ab1_xY9-" * 20])  # 28, 168 characters
+def test_a_key_in_base64_wrapped_across_lines_is_masked(key):
+    """As `base64` prints a file (76 characters a line) and `openssl base64` (64), with
+    Unix or Windows line ends, the key at every place in a line: in text (logs, stderr), in
+    JSON text as `mask` sees it (conversation files) and in a frame (`mask_bytes`)."""
+    secrets = SecretValues([key])
+    middle = key[len(key) // 3 : 2 * len(key) // 3].encode()
+    for width in (76, 64):
+        for end in ("\n", "\r\n"):
+            for before in range(width * 3 // 4 + 3):  # every place, at each byte offset
+                printed = _wrapped(
+                    b"x" * before + b'{"api_key": "' + key.encode() + b'"}', width, end
+                )
+                assert _decodes_to(printed, middle)
+                frame = json.dumps({"text": printed})
+                for masked in (
+                    secrets.mask(printed),
+                    secrets.mask(frame),
+                    secrets.mask_bytes(frame.encode()).decode(),
+                ):
+                    assert MASK in masked, (width, end, before)
+                    assert not _decodes_to(masked, middle), (width, end, before)
+
+
+def test_base64_wrapped_across_lines_without_the_key_is_left_alone():
+    secrets = SecretValues([KEY])
+    printed = _wrapped(bytes(range(256)) * 4 + KEY[:-1].encode(), 76, "\n")
+    frame = json.dumps({"text": printed}).encode()
+    assert secrets.mask(printed) == printed
+    assert secrets.mask_bytes(frame) == frame
+
+
+def test_a_key_in_rot13_is_masked():
+    """What `tr A-Za-z N-ZA-Mn-za-m` prints of it."""
+    secrets = SecretValues([KEY])
+    rot13 = KEY.translate(
+        str.maketrans(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+            "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
+        )
+    )
+    assert secrets.mask(f"out: {rot13}") == f"out: {MASK}"
+    frame = json.dumps({"text": f"{rot13}\n"}).encode()
+    assert secrets.mask_bytes(frame) == json.dumps({"text": f"{MASK}\n"}).encode()
 
 
 def test_an_encoded_key_split_across_chunks_is_masked():

@@ -25,6 +25,7 @@ This module imports neither trio nor the SDK.
 from __future__ import annotations
 
 import base64
+import codecs
 import ctypes
 import json
 import logging
@@ -196,28 +197,83 @@ class _Compiled:
     # is masked all the same.
     held: tuple[str, ...] = ()
     max_length: int = 0
+    # What `mask` and `mask_bytes` search for one by one: the forms but the base64 ones,
+    # which they search in the text without its line ends (`_Wrapped`).
+    searched: tuple[str, ...] = ()
+    byte_searched: tuple[bytes, ...] = ()
+    base64: tuple[_Wrapped, ...] = ()
 
 
-def encoded_forms(value: str) -> set[str]:
-    """The value as a command can print it without printing it: reversed (`rev`), base64
-    (`base64`, standard and URL-safe, at each of the three byte offsets it may start at in
-    what was encoded: a key inside a whole file's encoding), hex (`xxd -p`, `od`-less
-    `hexdump`), and one character at a time (spaced out, or one per line).
+class _Wrapped:
+    """A key's base64 characters (`_base64_runs`), whole or wrapped across lines.
 
-    Only what is fully determined by the value is kept of each encoding, so a form matches
-    whatever surrounds the value. Not covered: an encoding wrapped across lines (`base64`
-    wraps at 76 characters), and any other transformation (rot13, compression, a key
-    cut in pieces): those are the reason reading the files that hold a key is always
-    asked (`openhands/permissions/credential_files.py`).
+    `base64` wraps its output at 76 characters, `openssl base64` at 64, and a line end may
+    then cut the key's characters anywhere: a form for each place would be dozens to search
+    in every frame. Text with no line end in it (no backslash, for JSON text) is searched
+    for the whole run, as any other form. Otherwise for two pieces of it side by side
+    (`triggers`), the halves of its first 64 characters: lines are at least 64 long, so a
+    line end cuts at most one of them, and the other is whole in every form. Where one is
+    found, the run is masked by a pattern that allows a line end between any two characters
+    (compiled when first needed: it is rare). (Pieces as long as they can be: a search for
+    a short one costs more, up to 9x for 6 characters against 30.)
     """
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self.byte_run = run.encode()
+        self.triggers = _triggers(run)
+        self.byte_triggers = tuple(t.encode() for t in self.triggers)
+        self._pattern: re.Pattern[str] | None = None
+        self._byte_pattern: re.Pattern[bytes] | None = None
+
+    def pattern(self) -> re.Pattern[str]:
+        if self._pattern is None:
+            end = "(?:\r?\n|(?:\\\\r)?\\\\n)?"  # a line end, as text or in JSON text
+            self._pattern = re.compile(end.join(map(re.escape, self.run)))
+        return self._pattern
+
+    def byte_pattern(self) -> re.Pattern[bytes]:
+        if self._byte_pattern is None:
+            self._byte_pattern = re.compile(self.pattern().pattern.encode())
+        return self._byte_pattern
+
+
+def _triggers(run: str) -> tuple[str, str]:
+    """The two halves of the run's first 64 characters (of all of it, if shorter)."""
+    half = min(len(run), 64) // 2
+    return run[:half], run[half : 2 * half]
+
+
+def _base64_runs(value: str) -> set[str]:
+    """The key's base64 characters at each of the three byte offsets it may start at in
+    what was encoded (a key inside a whole file's encoding), standard and URL-safe. Only
+    the characters fully determined by the key are kept, so a run matches whatever
+    surrounds the key."""
     raw = value.encode()
-    forms = {value[::-1], raw.hex(), raw.hex().upper(), " ".join(value), "\n".join(value)}
+    runs: set[str] = set()
     for offset in range(3):
         padded = b"\0" * offset + raw + b"\0\0"
         # Base64 character i carries bits [6i, 6i + 6): keep those inside the value's bits.
         start, end = -(-8 * offset // 6), 8 * (offset + len(raw)) // 6
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
-            forms.add(encode(padded).decode("ascii")[start:end])
+            runs.add(encode(padded).decode("ascii")[start:end])
+    return runs
+
+
+def encoded_forms(value: str) -> set[str]:
+    """The value as a command can print it without printing it: reversed (`rev`), rot13
+    (`tr A-Za-z N-ZA-Mn-za-m`), base64 (`base64`, standard and URL-safe, at each of the three
+    byte offsets it may start at in what was encoded: `_base64_runs`), hex (`xxd -p`,
+    `od`-less `hexdump`), and one character at a time (spaced out, or one per line).
+
+    Base64 wrapped across lines (`base64` wraps at 76 characters) is masked too, by
+    `SecretValues` (`_Wrapped`). Not covered: any other transformation (compression,
+    encryption, a key cut in pieces by a script): those are the reason reading the files
+    that hold a key is always asked (`openhands/permissions/credential_files.py`).
+    """
+    raw = value.encode()
+    forms = {value[::-1], codecs.encode(value, "rot13"), raw.hex(), raw.hex().upper()}
+    forms |= {" ".join(value), "\n".join(value), *_base64_runs(value)}
     return {f for f in forms if len(f) >= MIN_SECRET_LENGTH}
 
 
@@ -248,17 +304,24 @@ class SecretValues:
             known = set(self._compiled.values)
             if new <= known:
                 return
-            forms = sorted({f for v in known | new for f in _forms(v)}, key=len, reverse=True)
+            every = known | new
+            forms = sorted({f for v in every for f in _forms(v)}, key=len, reverse=True)
+            # (Base64 needs no escaping inside JSON text: its forms are the runs alone.)
+            runs = {r for v in every for r in _base64_runs(v) if len(r) >= MIN_SECRET_LENGTH}
+            searched = tuple(f for f in forms if f not in runs)
             # Longest first: a value that contains a shorter one is masked whole.
             self._compiled = _Compiled(
                 forms=tuple(forms),
                 byte_forms=tuple(f.encode() for f in forms),
                 pattern=re.compile("|".join(map(re.escape, forms))),
-                values=tuple(sorted(known | new, key=len, reverse=True)),
-                held=tuple(
-                    sorted({f for v in known | new for f in (v, v[::-1])}, key=len, reverse=True)
-                ),
+                values=tuple(sorted(every, key=len, reverse=True)),
+                held=tuple(sorted({f for v in every for f in (v, v[::-1])}, key=len, reverse=True)),
                 max_length=max(len(f) for f in forms),
+                searched=searched,
+                # JSON text holds no raw line end but between values: not the one-per-line
+                # form (its JSON form is searched).
+                byte_searched=tuple(f.encode() for f in searched if "\n" not in f),
+                base64=tuple(_Wrapped(r) for r in sorted(runs, key=len, reverse=True)),
             )
 
     @property
@@ -267,19 +330,42 @@ class SecretValues:
 
     @property
     def forms(self) -> tuple[str, ...]:
-        """Every form masked: the values, encoded (`encoded_forms`), and inside JSON text."""
+        """Every form masked: the values, encoded (`encoded_forms`), and inside JSON text
+        (not base64 wrapped across lines, which only `mask` and `mask_bytes` find)."""
         return self._compiled.forms
 
     # One str.replace per form: a fast substring search each, where a regex alternation
     # tries every form at every position (bench/credentials_masking.py).
     def mask(self, text: str) -> str:
-        for form in self._compiled.forms:
+        compiled = self._compiled
+        for form in compiled.searched:
             text = text.replace(form, MASK)
+        if not compiled.base64:
+            return text
+        lines = text.find("\n") != -1 or text.find("\\") != -1
+        for wrapped in compiled.base64:
+            if not lines:
+                text = text.replace(wrapped.run, MASK)
+            elif any(text.find(t) != -1 for t in wrapped.triggers):
+                text = wrapped.pattern().sub(MASK, text)
         return text
 
     def mask_bytes(self, data: bytes) -> bytes:
-        for form in self._compiled.byte_forms:
+        """`mask` for JSON text (frames, journal lines): a line end inside a value is
+        escaped, so the forms with a raw one are not searched, and text without a
+        backslash holds no wrapped base64 (a raw line end only ends a frame)."""
+        compiled = self._compiled
+        for form in compiled.byte_searched:
             data = data.replace(form, _MASK_BYTES)
+        if not compiled.base64:
+            return data
+        # (`find`, not `in`: `in` on bytes first tries its operand as an integer: slower.)
+        lines = data.find(b"\\") != -1
+        for wrapped in compiled.base64:
+            if not lines:
+                data = data.replace(wrapped.byte_run, _MASK_BYTES)
+            elif any(data.find(t) != -1 for t in wrapped.byte_triggers):
+                data = wrapped.byte_pattern().sub(_MASK_BYTES, data)
         return data
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from _remote_e2e import send_prompt
+from _remote_e2e import answer_permission, send_prompt
 
 from trio_acp.openhands.backends.agent_server_command import (
     CONFIG_FILE,
@@ -256,9 +256,12 @@ def test_a_session_runs_through_the_command_and_its_shell_finds_no_key():
                 status = agent.prompt(sid, "/status", timeout=120)
                 assert status["result"]["stopReason"] == "end_turn"
                 rid = send_prompt(agent, sid, scenario_prompt("environ-probe"))
-                # It names trio-acp's agent_server.json; in always-approve an agent-server
-                # session runs it unasked (docs/agent-server.md "Permissions"), and the
-                # server's user is refused the file by its mode.
+                if other_user:
+                    # It names trio-acp's agent_server.json: asked, in every mode (and
+                    # through the server: confirm.py); allowed, the server's user is
+                    # refused it by the file's mode.
+                    request = answer_permission(agent, "allow_once")
+                    assert "agent_server.json" in request["params"]["toolCall"]["title"]
                 reply = agent.response(rid, timeout=300)
                 assert reply["result"]["stopReason"] == "end_turn", reply
                 frames = json.dumps(agent.frames)

@@ -3,8 +3,8 @@
 `agent_settings.json` holds the model's API key, `agent_server.json` may hold the
 agent-server's session key, and `cli_config.json` holds the critic's settings. A tool
 call that reads one hands its content to the model, and masking (credentials.py) only
-catches the forms of a key it knows how to recognise (`credentials.encoded_forms`): a
-`rot13`, a key cut in two, a wrapped base64 go through. So such a call is always put to
+catches the forms of a key it knows how to recognise (`credentials.encoded_forms`):
+a compressed or encrypted key, a key cut in two, go through. So such a call is always put to
 the user, whatever the approval mode and the "always" rules, with a question that says
 what the file holds (confirm.py); the modes that run actions unasked have the SDK stop for
 it (sdk.py, `confirmation_setup`).
@@ -18,7 +18,9 @@ What counts as reading one, a heuristic that errs on the side of asking:
   it (`~/.openhands/skills/...`): `cat ~/.openhands/*`, `grep -r key ~/.openhands`.
 
 A command that reaches a file without naming it (a script that builds the path) is not
-recognised: masking and the file's permissions remain.
+recognised, and no check could tell every such program: masking remains (README.md, "Your
+key stays with the agent"), and, as a boundary, tools run as a user that cannot read the
+file (docs/agent-server.md).
 """
 
 from __future__ import annotations
