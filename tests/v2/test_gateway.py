@@ -539,3 +539,28 @@ def test_options_and_mcp_servers_are_respelled_both_ways() -> None:
     (option,) = client[0]["result"]["configOptions"]
     assert option["configId"] == "mode" and "id" not in option
     assert option["options"][0]["groupId"] == "g"
+
+
+def test_closing_a_session_at_work_drops_its_queue_and_ends_the_turn_cancelled() -> None:
+    wire = Wire()
+    wire.open_session()
+    wire.prompt(1, "first")
+    _, (first,) = wire.take()
+    wire.prompt(2, "queued")
+    wire.take()
+    wire.from_client({"id": 3, "method": "session/close", "params": {"sessionId": SID}})
+    _, agent = wire.take()
+    assert [a["method"] for a in agent] == ["session/close"]
+    # The v1 agent cancels the turn it closes; its answer to the prompt comes first.
+    wire.from_agent({"id": first["id"], "result": {"stopReason": "cancelled"}})
+    wire.from_agent({"id": 3, "result": {}})
+    client, agent = wire.take()
+    assert agent == []  # the queued prompt never reaches the agent
+    assert [f["params"]["update"] for f in client[:1]] == [
+        {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+    ]
+    assert client[1] == {"jsonrpc": "2.0", "id": 3, "result": {}}
+    # Closed: a prompt to it is the agent's to refuse now.
+    wire.prompt(4, "after close")
+    client, agent = wire.take()
+    assert client == [] and agent[0]["id"] == 4

@@ -123,3 +123,26 @@ async def test_a_v2_connection_runs_through_the_gateway_masked_and_closes_in_ord
             assert [g["params"]["update"].get("state") for g in got[2:] if g] == ["running", "idle"]
             await client.send_eof()
             assert await frames.next() is None  # the agent ended: the client's stream closes
+
+
+async def test_blank_lines_before_a_v2_initialize_do_not_hide_it() -> None:
+    client, server = trio.testing.memory_stream_pair()
+    with trio.fail_after(10):
+        await client.send_all(b"\n  \n" + line(V2_INIT))
+        async with negotiated_stream(server) as agent_stream:
+            frame = await Lines(agent_stream).next()
+            assert frame is not None and frame["params"]["protocolVersion"] == 1  # v2 -> v1
+            await agent_stream.aclose()
+
+
+async def test_a_huge_first_line_without_a_newline_is_left_to_the_v1_path_whole() -> None:
+    client, server = trio.testing.memory_stream_pair()
+    huge = b"x" * (3 * 1024 * 1024)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client.send_all, huge)
+            async with negotiated_stream(server) as agent_stream:
+                got = b""
+                while len(got) < len(huge):
+                    got += await agent_stream.receive_some(1 << 20)
+                assert got == huge

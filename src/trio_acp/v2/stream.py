@@ -29,6 +29,8 @@ __all__ = ["negotiated_stream"]
 logger = logging.getLogger("trio_acp.v2")
 
 _READ_SIZE = 64 * 1024
+#: The most read while looking for the client's first frame (see `_read_first_frame`).
+_FIRST_FRAME_LIMIT = 1024 * 1024
 #: How long the end of a v2 connection waits for the client to take the last frames.
 _FLUSH_SECONDS = 5.0
 
@@ -111,15 +113,25 @@ def _parse(line: bytes) -> Json | None:
         return None
 
 
-async def _first_line(stream: trio.abc.Stream) -> bytes:
-    """Everything read until the first newline (or EOF): the client's first frame."""
+def _first_frame(data: bytes) -> bytes | None:
+    """The first line of `data` that is not blank, or None while there is none."""
+    for line in data.split(b"\n")[:-1]:
+        if line.strip():
+            return line
+    return None
+
+
+async def _read_first_frame(stream: trio.abc.Stream) -> tuple[bytes, bytes]:
+    """(the client's first frame, everything read): read until a line that is not blank
+    has arrived, EOF, or `_FIRST_FRAME_LIMIT` bytes without one (no `initialize` is that
+    big: the connection is then left to the v1 path and its own frame limits)."""
     data = bytearray()
-    while b"\n" not in data:
+    while (first := _first_frame(bytes(data))) is None and len(data) < _FIRST_FRAME_LIMIT:
         chunk = await stream.receive_some(_READ_SIZE)
         if not chunk:
             break
         data += chunk
-    return bytes(data)
+    return first or b"", bytes(data)
 
 
 @asynccontextmanager
@@ -136,8 +148,8 @@ async def negotiated_stream(
     the gateway writes to a v2 client; the gateway writes some of its own (the user
     message it echoes), which the agent's connection never sees.  ``available_commands``:
     the agent's slash commands as v1 spells them, the same for every session (`Gateway`)."""
-    head = await _first_line(stream)
-    if not wants_v2(head.split(b"\n", 1)[0]):
+    first, head = await _read_first_frame(stream)
+    if not wants_v2(first):
         yield _Prefixed(stream, head)
         return
     logger.info("the client asked for ACP v2: speaking v2 through the gateway")
