@@ -104,6 +104,7 @@ FAST_LAYER = (
     "tests/openhands/test_paths.py",
     "tests/openhands/test_prompt.py",
     "tests/openhands/test_recovery.py",
+    "tests/openhands/test_sdk_internals.py",
     "tests/openhands/test_store_hostile_files.py",
     "tests/openhands/test_store_list_cache.py",
     "tests/openhands/test_store_list_saved.py",

@@ -21,7 +21,7 @@ reconnect-and-replay). This module adds what a Trio session needs on top:
   stops what the run's terminal started: the server's interrupt only sends SIGINT to the
   terminal's process group, and an interactive shell runs each command in a group of its
   own, so `sleep 30` would survive it (as locally, see tool_processes.py). Our terminal
-  carries a marker variable (`tag_terminal`); a command run through the server's bash API
+  carries a marker variable (`remote_terminal.py`); a command run through the server's bash API
   stops the processes that carry it, leaving the shell itself alive.
 
 The session API key is given to the SDK and nowhere else: not logged, not in `repr`, not in
@@ -52,7 +52,13 @@ from trio_acp.openhands.backends.agent_server_api import (
     list_conversations,
 )
 from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
-from trio_acp.openhands.backends.remote_inbox import TERMINAL_TOOL, Inbox
+from trio_acp.openhands.backends.remote_inbox import Inbox
+from trio_acp.openhands.backends.remote_terminal import (
+    MARKER_VAR,
+    stop_marked_command,
+    tag_terminal,
+    terminal_marker,
+)
 from trio_acp.openhands.translate.interruptions import CANCEL_NOTE, LOST_NOTE
 
 if TYPE_CHECKING:
@@ -93,8 +99,6 @@ class _Observed(Protocol):
     def run(self, *, blocking: bool) -> None: ...
 
 
-# The environment variable that marks the processes of one conversation's terminal.
-MARKER_VAR = "TRIO_ACP_TERMINAL"
 # How often the run's REST health check polls the server while a run is under way.
 POLL_INTERVAL = 1.0
 # A REST status that says the run is over is believed after this many polls in a row
@@ -121,59 +125,6 @@ CUT_BY_RESTART = (
     "The agent-server stopped while this approved action ran and was restarted: the action "
     "was cut short, and may have run in part or not at all."
 )
-
-
-def tag_terminal(agent: AgentBase, marker: str) -> AgentBase:
-    """`agent` with its terminal tool's processes carrying `MARKER_VAR=marker`.
-
-    The terminal tool takes extra environment variables as a parameter (`env`), which
-    travels with the agent spec to the server.
-    """
-    tools = []
-    for tool in agent.tools:
-        if tool.name == TERMINAL_TOOL:
-            params = dict(tool.params or {})
-            params["env"] = {**dict(params.get("env") or {}), MARKER_VAR: marker}
-            tool = tool.model_copy(update={"params": params})
-        tools.append(tool)
-    return agent.model_copy(update={"tools": tools})
-
-
-def terminal_marker(agent: AgentBase) -> str | None:
-    for tool in getattr(agent, "tools", None) or ():
-        env = (tool.params or {}).get("env") or {}
-        if MARKER_VAR in env:
-            return str(env[MARKER_VAR])
-    return None
-
-
-def _stop_marked_command(marker: str) -> str:
-    """A POSIX sh script that stops the marked processes whose parent is marked too.
-
-    The terminal's shell is the one marked process with an unmarked parent (the server):
-    it stays, so the conversation's terminal keeps working. TERM first, then KILL what has
-    not exited 0.5 s later (checked every 50 ms: a `sleep` is gone at once).
-
-    It runs during a cancel, on a server that may host hundreds of processes: one `grep`
-    reads every environment, and the rest is shell builtins (a few processes per process
-    scanned took 2 s on a loaded machine).
-    """
-    return (
-        f"m='{MARKER_VAR}={marker}'; "
-        'marked=" $(echo $(grep -lzxF "$m" /proc/[0-9]*/environ 2>/dev/null)) "; '
-        "victims=''; "
-        "for f in $marked; do p=${f#/proc/}; p=${p%/environ}; "
-        "read -r line < /proc/$p/stat 2>/dev/null || continue; "
-        "rest=${line##*) }; set -- $rest; "
-        'case "$marked" in *" /proc/$2/environ "*) victims="$victims $p";; esac; done; '
-        '[ -z "$victims" ] && exit 0; '
-        "kill -TERM $victims 2>/dev/null; "
-        "for i in 1 2 3 4 5 6 7 8 9 10; do alive=''; "
-        'for p in $victims; do [ -d /proc/$p ] && alive="$alive $p"; done; '
-        '[ -z "$alive" ] && break; sleep 0.05; done; '
-        '[ -n "$alive" ] && kill -KILL $alive 2>/dev/null; '
-        "echo stopped:$victims"
-    )
 
 
 class RemoteConversationDriver:
@@ -642,7 +593,7 @@ class RemoteConversationDriver:
         """Stop what the conversation's terminal runs, on the server (via its bash API)."""
         assert self.marker is not None
         workspace = self.workspace
-        command = _stop_marked_command(self.marker)
+        command = stop_marked_command(self.marker)
         try:
             result = await self._call(
                 lambda: workspace.execute_command(command, timeout=10.0),

@@ -33,9 +33,13 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trio_acp.openhands.editor.client_calls import ClientCalls
+
+if TYPE_CHECKING:
+    from trio_acp.connection import ClientProxy
+    from trio_acp.openhands.sdk.file_editor import ClientFileEditor, ClientFileEditorExecutor
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ class EditorFiles:
     def __init__(
         self,
         calls: ClientCalls,
-        client: Any,
+        client: ClientProxy,
         session_id: str,
         *,
         read: bool,
@@ -73,7 +77,9 @@ class EditorFiles:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_client(cls, calls: ClientCalls, client: Any, session_id: str) -> EditorFiles | None:
+    def for_client(
+        cls, calls: ClientCalls, client: ClientProxy, session_id: str
+    ) -> EditorFiles | None:
         """The backend the client's capabilities allow, or None (the disk, as before)."""
         fs = getattr(getattr(client, "capabilities", None), "fs", None)
         read = getattr(fs, "read_text_file", None) is True
@@ -114,7 +120,7 @@ class EditorFiles:
             return path in self._written
 
 
-def make_editor(workspace_root: str | None, files: EditorFiles) -> Any:
+def make_editor(workspace_root: str | None, files: EditorFiles) -> ClientFileEditor:
     """A `FileEditor` (the SDK's) whose text I/O goes through `files` (call after the
     SDK's load: `sdk/file_editor.py`)."""
     from trio_acp.openhands.sdk.file_editor import ClientFileEditor
@@ -133,7 +139,7 @@ def lines_of(text: str) -> list[str]:
     return lines
 
 
-def make_executor(workspace_root: str | None, files: EditorFiles) -> Any:
+def make_executor(workspace_root: str | None, files: EditorFiles) -> ClientFileEditorExecutor:
     """A `FileEditorExecutor` (the SDK's, with its restrictions) over the editor's files."""
     from trio_acp.openhands.sdk.file_editor import ClientFileEditorExecutor
 

@@ -25,7 +25,7 @@ import types
 import typing
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from openhands.sdk.conversation.base import BaseConversation
     from openhands.sdk.event import AgentErrorEvent, MessageEvent, UserRejectObservation
+    from pydantic.fields import FieldInfo
 
     from trio_acp.openhands.sdk.classes import (
         LLM,
@@ -186,7 +187,7 @@ class SdkLoader:
 
 
 def _user_chosen(
-    data: dict[str, Any], known: dict[str, Any], sources: dict[str, str] | None
+    data: dict[str, object], known: dict[str, FieldInfo], sources: dict[str, str] | None
 ) -> set[str]:
     """The LLM fields the user set on purpose.
 
@@ -211,7 +212,7 @@ def _user_chosen(
 
 def build_llm(
     sdk: Sdk,
-    fields: dict[str, Any],
+    fields: Mapping[str, object],  # the user's settings (JSON values)
     *,
     retry_listener: RetryListener | None = None,
     sources: dict[str, str] | None = None,
@@ -242,7 +243,7 @@ def build_choice_llm(
     sdk: Sdk,
     choice: ModelChoice,
     *,
-    env: Any = None,
+    env: Mapping[str, str] | None = None,
     retry_listener: RetryListener | None = None,
 ) -> SessionLLM:
     """The LLM of one configured model (`models.ModelChoice`); blocking (reads a profile).
@@ -255,7 +256,7 @@ def build_choice_llm(
         from trio_acp.openhands.sdk.llm import load_profile
 
         llm = load_profile(choice.profile_dir, choice.profile)
-        update: dict[str, Any] = {"usage_id": "agent"}
+        update: dict[str, object] = {"usage_id": "agent"}
         if retry_listener is not None:
             update["retry_listener"] = retry_listener
         return llm.model_copy(update=update)
@@ -280,7 +281,7 @@ def fork_conversation(sdk: Sdk, conv: LocalConversation, fork_id: uuid.UUID) -> 
         copy.close()
 
 
-def _from_env_text(value: Any, annotation: Any) -> Any:
+def _from_env_text(value: object, annotation: object) -> object:
     """`LLM_*` variables are text; JSON-shaped fields (dicts, lists) are parsed from it.
 
     Scalars stay text: pydantic's lax mode turns "3" into 3 for an int field.
@@ -295,7 +296,7 @@ def _from_env_text(value: Any, annotation: Any) -> Any:
     return value
 
 
-def _shapes(annotation: Any) -> set[Any]:
+def _shapes(annotation: object) -> set[object]:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         return {shape for arg in typing.get_args(annotation) for shape in _shapes(arg)}

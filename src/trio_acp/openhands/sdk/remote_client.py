@@ -15,14 +15,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
 from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
-from openhands.sdk import RemoteConversation
+from openhands.sdk import AgentBase, RemoteConversation
 from openhands.sdk.conversation.conversation_stats import ConversationStats
 from openhands.sdk.conversation.impl import remote_conversation as remote_module
 from openhands.sdk.conversation.impl.remote_conversation import WebSocketCallbackClient
-from openhands.sdk.event import ConversationStateUpdateEvent, StreamingDeltaEvent
+from openhands.sdk.event import ConversationStateUpdateEvent, Event, StreamingDeltaEvent
 from openhands.sdk.hooks import HookConfig
 from openhands.sdk.workspace import RemoteWorkspace
 
@@ -76,9 +77,9 @@ def connect(
     url: str,
     api_key: str | None,
     working_dir: str,
-    agent: Any,
+    agent: AgentBase,
     conversation_id: uuid.UUID | None,
-    callback: Any,
+    callback: Callable[[Event], None],
     max_iterations: int,
     hook_config: HookConfig | None,
 ) -> tuple[RemoteConversation, RemoteWorkspace]:

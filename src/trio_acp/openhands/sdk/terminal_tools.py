@@ -26,6 +26,7 @@ from openhands.tools.file_editor import FileEditorTool
 from openhands.tools.file_editor.impl import FileEditorExecutor
 from openhands.tools.terminal import TerminalAction, TerminalTool
 from openhands.tools.terminal.definition import TerminalObservation
+from openhands.tools.terminal.impl import TerminalExecutor
 from openhands.tools.terminal.metadata import CmdOutputMetadata
 
 if TYPE_CHECKING:
@@ -70,11 +71,11 @@ def observation(outcome: Outcome) -> TerminalObservation:
 class LiveTerminalExecutor(ToolExecutor[TerminalAction, TerminalObservation]):
     """The SDK's `TerminalExecutor` (`inner`), each command's output streamed live."""
 
-    def __init__(self, inner: Any, live: LiveOutput) -> None:  # the SDK's TerminalExecutor
+    def __init__(self, inner: TerminalExecutor, live: LiveOutput) -> None:
         self.inner = inner
         self.live = live
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # the SDK executor's own, as it types them
         # Whoever inspects the SDK's executor (its shell's process: tool_processes.py)
         # finds it through the wrapper.
         if name in ("inner", "live"):
@@ -98,7 +99,7 @@ class LiveTerminalExecutor(ToolExecutor[TerminalAction, TerminalObservation]):
         )
 
 
-def screen_reader(executor: Any) -> Callable[[], str] | None:
+def screen_reader(executor: object) -> Callable[[], str] | None:
     """The screen of the executor's single shell session, or None (pooled tmux panes:
     which pane a command gets is only known inside the SDK)."""
     session = getattr(executor, "_session", None)
@@ -134,7 +135,7 @@ def terminal_tools(
     return [tool.set_executor(wrap(tool.executor)) for tool in tools]
 
 
-def route_tools(workspace_for: Callable[[Any], EditorWorkspace | None]) -> None:
+def route_tools(workspace_for: Callable[[object], EditorWorkspace | None]) -> None:
     """Register our factories for `file_editor` and `terminal`: a conversation with a
     workspace (`workspace_for(its id)`) gets the workspace's tools, any other the SDK's."""
 
@@ -142,7 +143,7 @@ def route_tools(workspace_for: Callable[[Any], EditorWorkspace | None]) -> None:
         """Only a factory: `create` returns the SDK's FileEditorTool instances."""
 
         @classmethod
-        def create(cls, conv_state: Any, **params: Any) -> list[Any]:
+        def create(cls, conv_state: Any, **params: Any) -> list[Any]:  # as the SDK types it
             workspace = workspace_for(conv_state.id)
             if workspace is None:
                 return list(FileEditorTool.create(conv_state, **params))
@@ -152,7 +153,9 @@ def route_tools(workspace_for: Callable[[Any], EditorWorkspace | None]) -> None:
         """Only a factory: `create` returns the SDK's TerminalTool instances."""
 
         @classmethod
-        def create(cls, conv_state: Any, **params: Any) -> list[Any]:  # type: ignore[override]
+        def create(  # type: ignore[override]
+            cls, conv_state: ConversationState, **params: Any
+        ) -> list[TerminalTool]:
             workspace = workspace_for(conv_state.id)
             if workspace is None:
                 return list(TerminalTool.create(conv_state, **params))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import trio
 
@@ -41,7 +40,7 @@ class SessionOptions:
         models: list[ModelChoice],
         offers_booleans: bool,
         store: SessionStore | None,
-        send_update: Callable[[Any], Awaitable[None]],
+        send_update: Callable[[schema.SessionUpdate], Awaitable[None]],
         on_mode: Callable[[str], None],
     ) -> None:
         self._id = session_id
@@ -66,8 +65,11 @@ class SessionOptions:
     def mode_state(self) -> schema.SessionModeState:
         return mode_state(self.mode)
 
-    def config_options(self) -> list[Any]:
-        options = [mode_option(self.mode), model_option(self.model, self.models)]
+    def config_options(self) -> list[schema.SessionConfigOption]:
+        options: list[schema.SessionConfigOption] = [
+            mode_option(self.mode),
+            model_option(self.model, self.models),
+        ]
         if self.reasoning_effort is not None:
             options.append(
                 schema.SessionConfigOptionSelect(
@@ -85,16 +87,16 @@ class SessionOptions:
             options.append(stream_option(self.stream))
         return options
 
-    def config_values(self) -> dict[str, Any]:
+    def config_values(self) -> dict[str, str | bool]:
         """{config id: value} of every option, offered to this client or not: what a
         fork carries over, and what `set_config_option` re-applies."""
-        values: dict[str, Any] = {"mode": self.mode, "model": self.model}
+        values: dict[str, str | bool] = {"mode": self.mode, "model": self.model}
         if self.reasoning_effort is not None:
             values["thought_level"] = self.reasoning_effort
         values["stream"] = self.stream
         return values
 
-    async def _set_model(self, value: Any) -> None:
+    async def _set_model(self, value: object) -> None:
         """Switch the session's LLM to another configured model; the next request uses it.
 
         The reasoning effort follows the new model: kept where it has one (the new
@@ -126,17 +128,17 @@ class SessionOptions:
         self.model = choice.id
         self.reasoning_effort = new_effort
 
-    async def _set_stream(self, value: Any) -> None:
+    async def _set_stream(self, value: object) -> None:
         if not isinstance(value, bool):
             raise RequestError.invalid_params("the stream option takes a boolean value")
         assert self.conversation is not None
         await self.conversation.update_llm(stream=value)
         self.stream = value
 
-    async def _set_reasoning_effort(self, value: Any) -> None:
+    async def _set_reasoning_effort(self, value: object) -> None:
         if self.reasoning_effort is None:
             raise RequestError.invalid_params("this model has no reasoning effort to choose")
-        if value not in REASONING_EFFORTS:
+        if not isinstance(value, str) or value not in REASONING_EFFORTS:
             raise RequestError.invalid_params(
                 f"reasoning effort must be one of {', '.join(REASONING_EFFORTS)}"
             )
@@ -165,7 +167,9 @@ class SessionOptions:
         await self._send_update(schema.CurrentModeUpdate(current_mode_id=self.mode))
         await self._send_update(schema.ConfigOptionUpdate(config_options=self.config_options()))
 
-    async def set_config_option(self, config_id: str, value: Any) -> list[Any]:
+    async def set_config_option(
+        self, config_id: str, value: object
+    ) -> list[schema.SessionConfigOption]:
         if config_id == "mode":
             if not isinstance(value, str):
                 raise RequestError.invalid_params("the mode option takes a string value")
@@ -190,7 +194,7 @@ class SessionOptions:
     # comes before the reasoning effort, which depends on what the model supports.
     _RESTORE_ORDER = ("mode", "model", "thought_level", "stream")
 
-    def _current_options(self) -> dict[str, Any]:
+    def _current_options(self) -> dict[str, str | bool]:
         # Every option, offered to this client or not (a boolean one is kept for a client
         # that takes them).
         return self.config_values()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import platform
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from trio_acp.openhands.permissions.tool_processes import terminal_params
@@ -38,10 +39,20 @@ from trio_acp.openhands.setup.public_skills import public_skills
 from trio_acp.openhands.setup.user_setup import SessionSetup
 
 if TYPE_CHECKING:
-    from trio_acp.openhands.sdk.classes import AgentContext, Tool
+    from trio_acp.openhands.sdk.classes import (
+        LLM,
+        Agent,
+        AgentContext,
+        CondenserBase,
+        HookConfig,
+        Tool,
+    )
     from trio_acp.openhands.sdk.loaded import Sdk
 
 log = logging.getLogger(__name__)
+
+#: Builds an LLM from the user's fields the way the session's own is built (`sdk.build_llm`).
+type BuildLlm = Callable[[Mapping[str, object]], LLM]
 
 # The overrides the CLI applies to the condenser's own LLM (`LLMEnvOverrides`).
 _CONDENSER_OVERRIDES = ("model", "api_key", "base_url")
@@ -51,7 +62,7 @@ _CONDENSER_OVERRIDES = ("model", "api_key", "base_url")
 DELEGATION = "task_tool_set"
 
 
-def default_tools(sdk: Sdk) -> list[Any]:
+def default_tools(sdk: Sdk) -> list[Tool]:
     return [
         sdk.Tool(name=sdk.TerminalTool.name, params=terminal_params(None)),
         sdk.Tool(name=sdk.FileEditorTool.name),
@@ -76,7 +87,7 @@ def session_tools(sdk: Sdk, stored: list[dict[str, Any]] | None) -> list[Tool]:
     return tools
 
 
-def condenser(sdk: Sdk, llm: Any, setup: SessionSetup, build_llm: Any) -> Any:
+def condenser(sdk: Sdk, llm: LLM, setup: SessionSetup, build_llm: BuildLlm) -> CondenserBase | None:
     """The condenser: the file's, or ours on the session's model; None if the file says none."""
     spec = (setup.settings.agent_file or {}).get("condenser", _DEFAULT)
     if spec is _DEFAULT:
@@ -107,7 +118,7 @@ def condenser(sdk: Sdk, llm: Any, setup: SessionSetup, build_llm: Any) -> Any:
     return sdk.LLMSummarizingCondenser.model_validate({**rest, "llm": cond_llm})
 
 
-_DEFAULT: Any = object()
+_DEFAULT = object()  # no `condenser` key in the agent file
 
 
 def agent_context(setup: SessionSetup) -> AgentContext:
@@ -144,7 +155,7 @@ def os_description() -> str:
     return f"{system} {platform.release()}".strip()
 
 
-def build_session_agent(sdk: Sdk, llm: Any, setup: SessionSetup, build_llm: Any) -> Any:
+def build_session_agent(sdk: Sdk, llm: LLM, setup: SessionSetup, build_llm: BuildLlm) -> Agent:
     """The SDK Agent for one session; blocking (reads skill files). `build_llm(fields)`
     builds an LLM the way the session's own is built (retry policy, overflow guard)."""
     # The SDK validates each server's dict into its `MCPServer`.
@@ -159,7 +170,7 @@ def build_session_agent(sdk: Sdk, llm: Any, setup: SessionSetup, build_llm: Any)
     )
 
 
-def for_agent_server(agent: Any) -> Any:
+def for_agent_server(agent: Agent) -> Agent:
     """The agent as an agent-server runs it (docs/agent-server.md): without delegation and
     without the critic. The server would resolve `task_tool_set` to the SDK's own, which
     approves a sub-agent's actions unasked (ours asks, `subagents.py`), and the critic's
@@ -168,7 +179,7 @@ def for_agent_server(agent: Any) -> Any:
     return agent.model_copy(update={"tools": tools, "critic": None})
 
 
-def hook_config(setup: SessionSetup) -> Any:
+def hook_config(setup: SessionSetup) -> HookConfig | None:
     """The SDK's `HookConfig` for the session, or None without a hooks file."""
     if setup.hooks_path is None:
         return None

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from trio_acp.openhands.sessions.small_files import loads_json
 from trio_acp.openhands.setup.settings import (
@@ -30,6 +30,10 @@ from trio_acp.openhands.setup.settings import (
     load_settings,
     persistence_dir,
 )
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk import SdkLoader
+    from trio_acp.openhands.sdk.loaded import Sdk
 
 SETUP_ARG = "--setup"
 
@@ -116,7 +120,7 @@ def _say(out: TextIO, text: str) -> None:
     out.flush()
 
 
-def _ask(out: TextIO, label: str, current: Any, *, required: bool = True) -> str:
+def _ask(out: TextIO, label: str, current: object, *, required: bool = True) -> str:
     shown = f" [{current}]" if current else ""
     while True:
         out.write(f"{label}{shown}: ")
@@ -151,7 +155,7 @@ def _read_existing(path: Path, out: TextIO) -> dict[str, Any]:
     return data
 
 
-def _wait_for_sdk(loader: Any, out: TextIO) -> Any:
+def _wait_for_sdk(loader: SdkLoader, out: TextIO) -> Sdk:
     import trio
 
     if not loader.ready:
@@ -175,7 +179,7 @@ def _with(llm: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _new_agent(sdk: Any, fields: dict[str, Any]) -> dict[str, Any]:
+def _new_agent(sdk: Sdk, fields: dict[str, Any]) -> dict[str, Any]:
     from trio_acp.openhands.sdk import build_agent, build_llm
 
     agent = build_agent(sdk, build_llm(sdk, {k: v for k, v in fields.items() if v is not None}))

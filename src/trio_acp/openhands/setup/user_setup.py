@@ -38,7 +38,7 @@ import attrs
 
 from trio_acp.credentials import secret_values
 from trio_acp.openhands.sessions.small_files import loads_json
-from trio_acp.openhands.setup.settings import SettingsError
+from trio_acp.openhands.setup.settings import Settings, SettingsError
 
 CLI_CONFIG_FILE = "cli_config.json"
 MCP_CONFIG_FILE = "mcp.json"
@@ -141,7 +141,7 @@ def _critic_settings(data: dict[str, Any]) -> CriticSettings:
     return CriticSettings(**kwargs)
 
 
-def _bool(name: str, value: Any) -> bool:
+def _bool(name: str, value: object) -> bool:
     # pydantic's lax bool: true/false, 0/1 and their common spellings.
     if isinstance(value, bool):
         return value
@@ -161,7 +161,7 @@ def _bool(name: str, value: Any) -> bool:
     raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
-def _number(name: str, value: Any) -> float:
+def _number(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"{name} must be a number, got {value!r}")
     try:
@@ -256,7 +256,7 @@ def stored_tools(conversation_dir: Path) -> list[dict[str, Any]] | None:
 class SessionSetup:
     """Everything one session's agent is built from, read from files and variables."""
 
-    settings: Any  # settings.Settings
+    settings: Settings
     cwd: str
     # The client's `mcpServers` (session/new, load, resume), as `mcpServers` entries.
     client_mcp: dict[str, dict[str, Any]]
@@ -305,7 +305,7 @@ def _critic_timeout(value: str | None) -> float:
 
 
 def read_session_setup(
-    settings: Any,
+    settings: Settings,
     cwd: str,
     conversation_dir: Path,
     client_mcp: dict[str, dict[str, Any]],

@@ -34,7 +34,6 @@ import binascii
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any
 
 import attrs
 
@@ -95,12 +94,12 @@ _TYPE_BY_CLASS = {
 }
 
 
-def has_audio(blocks: Iterable[Any]) -> bool:
+def has_audio(blocks: Iterable[object]) -> bool:
     """Whether the prompt carries an audio block."""
     return any(_kind(block) == "audio" for block in blocks or [])
 
 
-def prompt_to_parts(blocks: Iterable[Any]) -> list[TextPart | ImagePart | AudioPart]:
+def prompt_to_parts(blocks: Iterable[object]) -> list[TextPart | ImagePart | AudioPart]:
     """Convert ACP prompt content blocks into SDK-ready parts, in order."""
     parts: list[TextPart | ImagePart | AudioPart] = []
     for block in blocks or []:
@@ -132,7 +131,7 @@ def merge_text(
     return merged
 
 
-def _get(obj: Any, *names: str) -> Any:
+def _get(obj: object, *names: str) -> object:
     for name in names:
         if isinstance(obj, dict):
             if name in obj:
@@ -144,7 +143,7 @@ def _get(obj: Any, *names: str) -> Any:
     return None
 
 
-def _kind(block: Any) -> str:
+def _kind(block: object) -> str:
     if isinstance(block, dict):
         return str(block.get("type", "unknown"))
     name = type(block).__name__
@@ -154,7 +153,7 @@ def _kind(block: Any) -> str:
     return str(tag) if isinstance(tag, str) else name
 
 
-def _convert(block: Any) -> list[TextPart | ImagePart | AudioPart]:
+def _convert(block: object) -> list[TextPart | ImagePart | AudioPart]:
     kind = _kind(block)
     if kind == "text":
         text = _get(block, "text")
@@ -170,7 +169,7 @@ def _convert(block: Any) -> list[TextPart | ImagePart | AudioPart]:
     return [TextPart(f"[an unsupported prompt attachment of type {kind!r} was omitted]")]
 
 
-def _image(block: Any) -> list[TextPart | ImagePart | AudioPart]:
+def _image(block: object) -> list[TextPart | ImagePart | AudioPart]:
     data = _get(block, "data")
     mime = _get(block, "mime_type", "mimeType") or "image/png"
     uri = _get(block, "uri")
@@ -183,7 +182,7 @@ def _image(block: Any) -> list[TextPart | ImagePart | AudioPart]:
     return [TextPart("[an empty image attachment was omitted]")]
 
 
-def _resource_link_line(block: Any) -> str:
+def _resource_link_line(block: object) -> str:
     uri = str(_get(block, "uri") or "")
     name = _get(block, "name") or _get(block, "title") or uri
     details = []
@@ -210,7 +209,7 @@ def _resource_link_line(block: Any) -> str:
     return f"[Referenced resource: {name} ({'; '.join(details)}) - {hint}]"
 
 
-def _embedded(resource: Any) -> list[TextPart | ImagePart | AudioPart]:
+def _embedded(resource: object) -> list[TextPart | ImagePart | AudioPart]:
     if resource is None:
         return [TextPart("[an empty embedded resource was omitted]")]
     uri = str(_get(resource, "uri") or "")
@@ -241,7 +240,7 @@ def _embedded(resource: Any) -> list[TextPart | ImagePart | AudioPart]:
     return [TextPart(f"[an embedded resource without content was omitted: {uri}]")]
 
 
-def _audio(block: Any) -> list[TextPart | ImagePart | AudioPart]:
+def _audio(block: object) -> list[TextPart | ImagePart | AudioPart]:
     mime = _get(block, "mime_type", "mimeType") or "audio"
     data = _get(block, "data")
     size = _b64_size(data)
@@ -256,7 +255,7 @@ def _audio(block: Any) -> list[TextPart | ImagePart | AudioPart]:
     return [AudioPart(data.strip(), audio_format, f"[audio clip ({mime}{_size_note(size)})]")]
 
 
-def _b64_size(data: Any) -> int | None:
+def _b64_size(data: object) -> int | None:
     if not isinstance(data, str):
         return None
     stripped = data.strip()
