@@ -51,6 +51,9 @@ async def _serve_front(
     secrets: SecretValues,
     agent_server_url: str | None,
 ) -> None:
+    # Set when the client hung up: the agent then closes its sessions as it always did
+    # (their turns cancelled and answered, their files saved), never cut by a cancel.
+    closed = trio.Event()
     async with open_agent_connection(stream, front) as conn, trio.open_nursery() as nursery:
 
         async def agent_when_needed() -> None:
@@ -71,11 +74,13 @@ async def _serve_front(
                 sign_in=front.sign_in,
             ) as agent:
                 front.attach(agent)
-                await trio.sleep_forever()
+                await closed.wait()
 
         nursery.start_soon(agent_when_needed)
         await conn.wait_closed()
-        nursery.cancel_scope.cancel()
+        closed.set()
+        if not front.needed.is_set():  # never asked for: nothing to close
+            nursery.cancel_scope.cancel()
 
 
 async def serve_main(
