@@ -382,7 +382,10 @@ async def test_a_launch_the_server_cannot_take_starts_the_ordinary_way(server, l
             launch = await Launch.spawn(env, cwd=str(tmp_path))
             assert "result" in await launch.initialize()
             assert _children(server_pid) == []
-            assert psutil.Process(launch.process.pid).num_threads() > 1  # the SDK, in-process
+            # The SDK's import, in-process: its thread starts once `initialize` is answered
+            # (openhands/front.py).
+            while psutil.Process(launch.process.pid).num_threads() == 1:
+                await trio.sleep(0.02)
             code, rest = await launch.close()
     finally:
         _kill_started_server(launch.stderr)
