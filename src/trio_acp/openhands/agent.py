@@ -45,7 +45,7 @@ from trio_acp.openhands.errors import (
     unknown_session,
 )
 from trio_acp.openhands.sdk import SdkLoader, build_agent, build_llm
-from trio_acp.openhands.sessions import commands, session_meta, turn_usage
+from trio_acp.openhands.sessions import commands, deferred_build, session_meta, turn_usage
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.build import (
     SessionPlan,
@@ -255,7 +255,7 @@ class OpenHandsAgent(AgentHooks):
             system_prompt=system_prompt,
         )
         sdk = None
-        if fresh and server is None and not self._sdk_loader.ready:
+        if fresh and server is None and (deferred_build.always() or not self._sdk_loader.ready):
             # Answered before the SDK's import is over; built once it is
             # (sessions/deferred_build.py).
             session, setup = build_session_later(
