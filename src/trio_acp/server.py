@@ -57,6 +57,9 @@ async def _serve_front(
     # A client that asks for ACP v2 in its `initialize` gets the v2 gateway in front of the
     # agent (trio_acp/v2, docs/v2.md); any other gets the stream as it is.
     commands = schema.to_wire(available_commands()).get("availableCommands")
+    # Set when the client hung up: the agent then closes its sessions as it always did
+    # (their turns cancelled and answered, their files saved), never cut by a cancel.
+    closed = trio.Event()
     async with (
         negotiated_stream(stream, mask=front.frame_mask(), available_commands=commands) as s,
         open_agent_connection(s, front) as conn,
@@ -81,11 +84,13 @@ async def _serve_front(
                 sign_in=front.sign_in,
             ) as agent:
                 front.attach(agent)
-                await trio.sleep_forever()
+                await closed.wait()
 
         nursery.start_soon(agent_when_needed)
         await conn.wait_closed()
-        nursery.cancel_scope.cancel()
+        closed.set()
+        if not front.needed.is_set():  # never asked for: nothing to close
+            nursery.cancel_scope.cancel()
 
 
 async def serve_main(

@@ -406,7 +406,11 @@ def _child_main(server: _Server, channel: socket.socket, message: dict[str, Any]
     sys.argv = ["trio-acp", *argv]
     logging.getLogger().handlers.clear()
     from . import cli
+    from .openhands.sessions import deferred_build
 
+    # Its SDK is imported: it answers session/new before building the session, as a cold
+    # launch does (sessions/deferred_build.py).
+    deferred_build.answer_before_build()
     # The serving path leaves through cli._exit_now, never returning here.
     cli.before_exit = lambda code: _send(channel, {"exit": code})
     return cli.main(argv, warm=False)

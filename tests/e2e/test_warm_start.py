@@ -306,6 +306,40 @@ async def _whole_session(launch: Launch, cwd: Path, prompts: int) -> None:
         assert reply.get("result", {}).get("stopReason") == "end_turn", reply
 
 
+async def test_a_warm_child_answers_session_new_before_building_the_session(server, llm, tmp_path):
+    """As a cold launch does while the SDK imports (sessions/deferred_build.py): the answer
+    first, then what only the built model tells (the scripted model has a reasoning
+    effort) as a config_option_update; the prompt waits for the build."""
+    directory, server_pid = server
+    env = _agent_env(llm, directory, tmp_path / "home")
+    launch = await Launch.spawn(env, cwd=str(tmp_path))
+    with trio.fail_after(120):
+        assert "result" in await launch.initialize()
+        (_child,) = _children(server_pid)
+        new = await launch.request(2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        answered = {o["id"] for o in new["result"]["configOptions"]}
+        assert "thought_level" not in answered
+        update = await launch.until(
+            lambda f: (
+                f.get("method") == "session/update"
+                and f["params"]["update"]["sessionUpdate"] == "config_option_update"
+            )
+        )
+        later = {o["id"] for o in update["params"]["update"]["configOptions"]}
+        assert later == answered | {"thought_level"}
+        reply = await launch.request(
+            3,
+            "session/prompt",
+            {
+                "sessionId": new["result"]["sessionId"],
+                "prompt": [{"type": "text", "text": scenario_prompt("echo", "warm")}],
+            },
+        )
+        assert reply.get("result", {}).get("stopReason") == "end_turn", reply
+        code, rest = await launch.close()
+    assert code == 0 and rest == b""
+
+
 async def test_a_stopped_server_never_puts_a_second_agent_on_the_pipe(server, llm, tmp_path):
     """SIGSTOP the server, launch (it goes cold after its wait), SIGCONT: the server reads
     the launch and forks a child for it, which finds its launcher gone and exits without
@@ -382,7 +416,10 @@ async def test_a_launch_the_server_cannot_take_starts_the_ordinary_way(server, l
             launch = await Launch.spawn(env, cwd=str(tmp_path))
             assert "result" in await launch.initialize()
             assert _children(server_pid) == []
-            assert psutil.Process(launch.process.pid).num_threads() > 1  # the SDK, in-process
+            # The SDK's import, in-process: its thread starts once `initialize` is answered
+            # (openhands/front.py).
+            while psutil.Process(launch.process.pid).num_threads() == 1:
+                await trio.sleep(0.02)
             code, rest = await launch.close()
     finally:
         _kill_started_server(launch.stderr)

@@ -5,6 +5,7 @@ raw JSON-RPC frames; every frame the agent sends is checked against the official
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 import trio
@@ -636,11 +637,14 @@ async def test_concurrent_model_and_stream_switches_both_apply(env, llm, tmp_pat
 
 
 async def test_a_session_starting_when_logout_comes_is_not_kept(env, tmp_path):
-    # session/new waits for the SDK import; a logout arrives meanwhile: the session that
-    # was being started must not outlive the logout with the key in its LLM.
+    # session/new is answered before the SDK's import is over, its conversation built once
+    # it is (sessions/deferred_build.py); a logout arrives meanwhile: the session being
+    # built must not outlive the logout with the key in its LLM.
     release = trio.Event()
 
     class SlowLoader:
+        ready = False
+
         async def get(self):
             await release.wait()
             return await loader().get()
@@ -659,12 +663,28 @@ async def test_a_session_starting_when_logout_comes_is_not_kept(env, tmp_path):
                         "params": {"cwd": str(tmp_path), "mcpServers": []},
                     }
                 )
+                frame = await raw.receive()
+                assert frame["id"] == "new" and "result" in frame
+                sid = frame["result"]["sessionId"]
+                session = agent._sessions[uuid.UUID(sid)]
                 await trio.testing.wait_all_tasks_blocked()
                 await raw.send({"jsonrpc": "2.0", "id": "out", "method": "logout", "params": {}})
-                assert (await raw.receive())["id"] == "out"
-                release.set()
-                frame = await raw.receive()
-                assert frame["id"] == "new" and frame["error"]["code"] == -32000
+                while (frame := await raw.receive()).get("id") != "out":
+                    pass  # the session's own updates
                 assert agent._sessions == {}
+                release.set()
+                await trio.testing.wait_all_tasks_blocked()
+                assert session.conversation is None  # never built: no LLM holds the key
+                await raw.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": "p",
+                        "method": "session/prompt",
+                        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
+                    }
+                )
+                while (frame := await raw.receive()).get("id") != "p":
+                    pass
+                assert frame["error"]["code"] == -32002
                 await client_stream.aclose()
     assert raw.checker.errors == []

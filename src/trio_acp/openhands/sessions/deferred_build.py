@@ -19,7 +19,11 @@ built in the session's nursery once the SDK is in (`Session._open_in_background`
 - what only the built model tells (whether it has a reasoning effort to choose) reaches
   the client as a `config_option_update` after the answer.
 
-Once the SDK is imported, a session is built before it is answered, as always.
+Once the SDK is imported, a session is built before it is answered, as always; except in
+a warm server's child (warm_server.py), whose SDK is imported before it starts: it answers
+as a cold launch does (`answer_before_build`), so the build (the SDK agent, its tools, the
+conversation: 100-400 ms of a warm launch) is not in its `session/new` either, and a
+launch behaves the same whether it was served warm or cold.
 """
 
 from __future__ import annotations
@@ -27,6 +31,19 @@ from __future__ import annotations
 import trio
 
 from trio_acp.rpc import RequestError
+
+_always = False
+
+
+def answer_before_build() -> None:
+    """New sessions of this process are answered before they are built, even with the SDK
+    imported (a warm child: warm_server.py)."""
+    global _always
+    _always = True
+
+
+def always() -> bool:
+    return _always
 
 
 class BuildGate:

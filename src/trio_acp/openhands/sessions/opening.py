@@ -28,7 +28,7 @@ from trio_acp.openhands.backends.remote_conversation import session_server
 from trio_acp.openhands.editor.session_roots import RootsError, SessionRoots, parse_roots
 from trio_acp.openhands.errors import busy, not_configured, unknown_session
 from trio_acp.openhands.sdk import SdkLoader
-from trio_acp.openhands.sessions import commands
+from trio_acp.openhands.sessions import commands, deferred_build
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.build import (
     SessionPlan,
@@ -153,7 +153,7 @@ class SessionOpening:
             system_prompt=system_prompt,
         )
         sdk = None
-        if fresh and server is None and not self._sdk_loader.ready:
+        if fresh and server is None and (deferred_build.always() or not self._sdk_loader.ready):
             # Answered before the SDK's import is over; built once it is
             # (sessions/deferred_build.py).
             session, setup = build_session_later(
