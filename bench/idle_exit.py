@@ -144,7 +144,9 @@ def memory(llm: ScriptedLLM, idle: int) -> dict[str, Any]:
         sids += [agent.new_session(ws, timeout=600) for _ in range(idle)]
         time.sleep(SETTLE)
         many = tree_memory(agent.pid)
-        _end_turn(agent.prompt(sids[0], scenario_prompt("terminal", command="echo hi"), timeout=120))
+        _end_turn(
+            agent.prompt(sids[0], scenario_prompt("terminal", command="echo hi"), timeout=120)
+        )
         with_shell = tree_memory(agent.pid)
         tree = descendants(agent.pid)
         ended = time_eof(agent, tree)
@@ -246,9 +248,7 @@ def main(argv: list[str] | None = None) -> None:
             out["memory"] = memory(llm, args.idle)
         if "exit" in only:
             for case in ("no session", "idle session", "turn running"):
-                out[f"exit: {case}"] = _summary(
-                    [one_exit(llm, case) for _ in range(args.exits)]
-                )
+                out[f"exit: {case}"] = _summary([one_exit(llm, case) for _ in range(args.exits)])
         if "warm" in only:
             got = warm(llm, args.launches)
             out["exit: warm child, cold launch"] = _summary([got["cold launch"]])
