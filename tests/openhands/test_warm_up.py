@@ -97,3 +97,33 @@ async def test_a_failed_warm_up_step_costs_the_session_nothing(env, tmp_path, mo
     assert "hello from terminal" in client.tool_outputs(), [
         (u.status, u.content) for u in client.updates if "ToolCallProgress" in type(u).__name__
     ]
+
+
+async def test_closing_does_not_wait_for_the_tool_schemas(env, tmp_path, monkeypatch):
+    """The schemas only warm caches: a close (stdin EOF right after session/new) abandons
+    their build instead of waiting for it (it waited ~1 s on a loaded machine)."""
+    import threading
+
+    from trio_acp.openhands.backends import local_conversation
+
+    building, release = threading.Event(), threading.Event()
+
+    def held(agent):
+        building.set()
+        release.wait(60)
+
+    monkeypatch.setattr(local_conversation, "warm_tool_schemas", held)
+    try:
+        with trio.fail_after(60):
+            async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+                async with open_in_memory_pair(agent, Client()) as (_, conn):
+                    await conn.agent.initialize(protocol_version=1)
+                    sid = (
+                        await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])
+                    ).session_id
+                    assert await trio.to_thread.run_sync(building.wait, 30)
+                    with trio.fail_after(20):  # bounded: held, the build would never end
+                        await conn.agent.close_session(session_id=sid)
+                    assert not release.is_set()
+    finally:
+        release.set()
