@@ -11,7 +11,9 @@ What an editor sees, over stdio (`trio_acp.testing.raw_agent`), on the scripted 
   process with idle sessions and a shell (`exit: idle sessions` below).
 - **exit**: fresh processes (`--exits` each), stdin closed (the editor went away) →
   the process has exited, polled every 5 ms: *no session* (right after `initialize`: the
-  SDK import still runs), *idle session* (after `session/new` and an answered prompt),
+  SDK import still runs), *right after session/new* (its warm-up still runs: what an
+  editor that opens a session and quits does), *idle session* (after `session/new` and
+  an answered prompt),
   *turn running* (while the terminal runs `sleep 30`).
 - **warm**: warm start (on for users by default) in a warm directory of its own: one cold
   launch starts the server, then `--launches` launches (`initialize`, `session/new`, an
@@ -144,7 +146,9 @@ def memory(llm: ScriptedLLM, idle: int) -> dict[str, Any]:
         sids += [agent.new_session(ws, timeout=600) for _ in range(idle)]
         time.sleep(SETTLE)
         many = tree_memory(agent.pid)
-        _end_turn(agent.prompt(sids[0], scenario_prompt("terminal", command="echo hi"), timeout=120))
+        _end_turn(
+            agent.prompt(sids[0], scenario_prompt("terminal", command="echo hi"), timeout=120)
+        )
         with_shell = tree_memory(agent.pid)
         tree = descendants(agent.pid)
         ended = time_eof(agent, tree)
@@ -193,7 +197,7 @@ def one_exit(llm: ScriptedLLM, case: str, argv: list[str] | None = None, **env: 
             sid = agent.new_session(ws, timeout=600)
             if case == "turn running":
                 _running_sleep(agent, sid)
-            else:
+            elif case == "idle session":
                 _end_turn(agent.prompt(sid, scenario_prompt("echo", "hello"), timeout=120))
         tree = descendants(agent.pid)
         return time_eof(agent, tree)
@@ -245,10 +249,8 @@ def main(argv: list[str] | None = None) -> None:
         if "memory" in only:
             out["memory"] = memory(llm, args.idle)
         if "exit" in only:
-            for case in ("no session", "idle session", "turn running"):
-                out[f"exit: {case}"] = _summary(
-                    [one_exit(llm, case) for _ in range(args.exits)]
-                )
+            for case in ("no session", "right after session/new", "idle session", "turn running"):
+                out[f"exit: {case}"] = _summary([one_exit(llm, case) for _ in range(args.exits)])
         if "warm" in only:
             got = warm(llm, args.launches)
             out["exit: warm child, cold launch"] = _summary([got["cold launch"]])

@@ -18,7 +18,7 @@ import psutil
 import pytest
 import trio
 
-from _inprocess import agent_env, loader
+from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
 from trio_acp.openhands.agent import open_openhands_agent
 from trio_acp.openhands.sdk import import_sdk
@@ -140,6 +140,41 @@ def test_closing_while_the_shell_starts_leaves_no_shell(patched, tmp_path, monke
     assert shells_in(tmp_path) == []
 
 
+def test_a_command_that_comes_while_the_shell_starts_waits_for_it(patched, tmp_path, monkeypatch):
+    """The turn's thread is starting the shell when the tool's first command comes: the
+    command waits until the shell is ready, and gets its own output (sent into the shell
+    mid-start, it was lost to the start's screen clearing)."""
+    from openhands.tools.terminal import TerminalAction
+
+    from trio_acp.openhands.sdk import terminal_start
+
+    executor = executor_in(tmp_path)
+    terminal = executor._session.terminal
+    results = []
+    command = threading.Thread(
+        target=lambda: results.append(executor(TerminalAction(command="echo while-starting")))
+    )
+    write = terminal._write_pty
+
+    def command_now(data):
+        # The shell is spawned, its set-up line not typed yet: the command comes now.
+        if not command.is_alive() and not results:
+            command.start()
+            command.join(timeout=0.5)  # bounded: it waits for this start
+        write(data)
+
+    terminal._write_pty = command_now
+    starter = threading.Thread(target=terminal_start.started, args=(terminal,))
+    try:
+        starter.start()
+        starter.join(timeout=30)
+        command.join(timeout=60)
+        assert results and "while-starting" in results[0].text, results
+        assert results[0].metadata.exit_code == 0
+    finally:
+        executor.close()
+
+
 def test_closing_hangs_up_a_shell_that_does_not_take_the_exit_line(patched, tmp_path):
     """The SDK's close types `exit`, and when the shell does not take it (here it is inside
     an open quote; after a Ctrl-C the terminal may drop it) sends SIGTERM, which `bash -i`
@@ -159,12 +194,16 @@ def test_closing_hangs_up_a_shell_that_does_not_take_the_exit_line(patched, tmp_
 # --- sessions ------------------------------------------------------------------------------
 
 
-class Client:
-    async def session_update(self, params):
-        pass
-
-    async def request_permission(self, params):
-        raise AssertionError("no permission requests here (always-approve)")
+class Client(RecordingClient):
+    def tool_outputs(self) -> str:
+        """The text of the completed tool calls."""
+        return "".join(
+            c.content.text
+            for u in self.updates
+            if isinstance(u, schema.ToolCallProgress) and u.status == "completed"
+            for c in (u.content or [])
+            if isinstance(c, schema.ContentToolCallContent)
+        )
 
 
 @pytest.fixture
@@ -181,8 +220,9 @@ async def _prompt(conn, sid: str, text: str) -> str:
 async def test_idle_sessions_keep_no_shell_and_a_terminal_command_starts_one(env, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
+    client = Client()
     async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-        async with open_in_memory_pair(agent, Client()) as (_, conn):
+        async with open_in_memory_pair(agent, client) as (_, conn):
             await conn.agent.initialize(protocol_version=1)
             sids = [
                 (await conn.agent.new_session(cwd=str(ws), mcp_servers=[])).session_id
@@ -195,6 +235,7 @@ async def test_idle_sessions_keep_no_shell_and_a_terminal_command_starts_one(env
             assert shells_in(ws) == []
             prompt = scenario_prompt("terminal", command="echo from-the-terminal")
             assert await _prompt(conn, sids[0], prompt) == "end_turn"
+            assert "from-the-terminal" in client.tool_outputs()
             assert len(shells_in(ws)) == 1
             for sid in sids:
                 await conn.agent.close_session(session_id=sid)

@@ -190,15 +190,28 @@ class LocalConversation:
             ),
         }
         ensure_ready = internals.agent_initializer(conv)
+        tools_built = trio.Event()
         if ensure_ready is not None:
+            # Not abandoned on cancel: a close must wait for it, or what it is building (MCP
+            # servers, the file editor's directory) would outlive the session (conv.close()
+            # would find no tools to close yet).
+            steps["tools"] = (ensure_ready, self.limiter, False)
+        over = False
 
-            def tools() -> None:
-                ensure_ready()
-                warm_tool_schemas(conv.agent)
+        async def tool_schemas() -> None:
+            # After the tools; only caches (read-only): off the limiter, and abandoned by a
+            # close, which would otherwise wait for ~0.1-1 s of CPU (stdin EOF right after
+            # session/new: bench/README.md, "Idle sessions and exit").
+            await tools_built.wait()
+            if report.get("tools") == "done":
+                await self._warm_step(
+                    report,
+                    "tool schemas",
+                    functools.partial(warm_tool_schemas, conv.agent),
+                    None,
+                    True,
+                )
 
-            # Not abandoned on cancel: a close must wait for it, or the shell it is starting
-            # would outlive the session (conv.close() would find no tools to close yet).
-            steps["tools"] = (tools, self.limiter, False)
         critic = getattr(conv.agent, "critic", None)
         if critic is not None and internals.has_chat_template(critic):
             # Its chat template, fetched from the network on first use: now, rather than
@@ -208,7 +221,6 @@ class LocalConversation:
                 None,
                 True,
             )
-        over = False
 
         async def stop_starting_on_cancel() -> None:
             # The tools step is not abandoned (above), so a cancel (the session closing)
@@ -223,7 +235,10 @@ class LocalConversation:
             watch.start_soon(stop_starting_on_cancel)
             async with trio.open_nursery() as nursery:
                 for name, step in steps.items():
-                    nursery.start_soon(self._warm_step, report, name, *step)
+                    done = tools_built if name == "tools" else None
+                    nursery.start_soon(self._warm_step, report, name, *step, done)
+                if ensure_ready is not None:
+                    nursery.start_soon(tool_schemas)
             over = True
             watch.cancel_scope.cancel()
         # The servers start once, in the warm-up or in the first prompt, whichever takes
@@ -250,6 +265,7 @@ class LocalConversation:
         step: Callable[[], object],
         limiter: trio.CapacityLimiter | None,
         abandon: bool,
+        over: trio.Event | None = None,
     ) -> None:
         try:
             await trio.to_thread.run_sync(step, limiter=limiter, abandon_on_cancel=abandon)
@@ -258,6 +274,9 @@ class LocalConversation:
             log.warning("warming up (%s) failed; the first prompt will retry", name, exc_info=True)
         else:
             report[name] = "done"
+        finally:
+            if over is not None:
+                over.set()
 
     def llm_options(self) -> LlmOptions:
         llm = self._conv.agent.llm

@@ -58,6 +58,7 @@ HANG_UP_WAIT = 1.0
 
 _LOCKS_LOCK = threading.Lock()
 _LOCK_ATTRIBUTE = "_trio_acp_start_lock"
+_READY_ATTRIBUTE = "_trio_acp_ready"
 
 
 @functools.cache
@@ -104,20 +105,24 @@ def _start_lock(terminal: SubprocessTerminal) -> threading.RLock:
 
 def started(terminal: SubprocessTerminal) -> bool:
     """Start the terminal's shell unless it runs already or the terminal is closed (then
-    False); blocking, thread-safe. Raises the start's failure."""
-    if terminal._initialized:
+    False); blocking, thread-safe: a caller that comes while another thread starts the
+    shell waits until it is ready. Raises the start's failure."""
+    if is_ready(terminal):
         return True
     with _start_lock(terminal):
         if terminal._closed:
             return False
-        if not terminal._initialized:
+        if not terminal._initialized:  # else the SDK's own start ran (before our patch)
             start(terminal)
+        setattr(terminal, _READY_ATTRIBUTE, True)
         return True
 
 
-def is_started(terminal: Any) -> bool:
-    """Whether `terminal` (any object) is a subprocess terminal whose shell was started."""
-    return isinstance(terminal, SubprocessTerminal) and bool(terminal._initialized)
+def is_ready(terminal: Any) -> bool:
+    """Whether `terminal` is a subprocess terminal whose shell has started and shown its
+    prompt. (Not the SDK's `_initialized`: `start` sets that before the shell is ready, as
+    the SDK's own methods need it to drive the start.)"""
+    return isinstance(terminal, SubprocessTerminal) and getattr(terminal, _READY_ATTRIBUTE, False)
 
 
 def start(terminal: SubprocessTerminal) -> None:
@@ -245,7 +250,7 @@ def prestart(agent: Any) -> None:
         return
     for tool in tools:
         terminal = _terminal_of(getattr(tool, "executor", None))
-        if terminal is None or terminal._initialized:
+        if terminal is None or is_ready(terminal):
             continue
         try:
             started(terminal)
