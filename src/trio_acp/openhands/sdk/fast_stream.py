@@ -26,6 +26,7 @@ SDK's way. ``TRIO_ACP_FAST_STREAM=0`` turns the fast path off. Imports the SDK: 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, cast
 
@@ -107,6 +108,11 @@ async def atransport_call(
         async for batch in timed:
             for chunk in batch:
                 await _invoke_token_callback(on_token, cast(ModelResponseStream, chunk))
+            # Let the thread the callback woke (the agent's Trio thread, which sends the
+            # updates) take the GIL now: a fast server keeps this loop busy from one read
+            # to the next, and the waiting thread would get the GIL only at the
+            # interpreter's switch interval, which a loaded machine stretches to seconds.
+            time.sleep(0)
     finally:
         # Closed here, not by a garbage collector's hook some time later (a cancel, a
         # callback's error): the connection goes back or away now.
