@@ -32,7 +32,7 @@ def agent_env(base_url: str, persistence_dir: str) -> dict[str, str]:
     env.update(
         OPENHANDS_PERSISTENCE_DIR=persistence_dir,
         LLM_NUM_RETRIES="1",
-        LLM_TIMEOUT="60",
+        LLM_TIMEOUT="600",  # litellm's path takes over a minute for 20,000 chunks under load
         LLM_MAX_INPUT_TOKENS="128000",
         TRIO_ACP_WARM="0",  # the ordinary start (bench/__main__.py)
     )

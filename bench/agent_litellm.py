@@ -83,7 +83,7 @@ async def _sdk_once(base_url: str, tokens: int, fast: bool = False) -> dict[str,
         stream=True,
         usage_id="agent",
         num_retries=1,
-        timeout=60,
+        timeout=600,  # the SDK alone takes over a minute for 20,000 chunks on a loaded machine
     )
     parts: list[str] = []
     chunks = 0

@@ -16,7 +16,9 @@ import re
 from typing import Any
 
 import pytest
+from test_models_auth_fork import with_raw
 
+from _inprocess import agent_env
 from trio_acp.openhands.sdk import build_llm, import_sdk
 from trio_acp.openhands.sdk.chat_stream import Chunk
 from trio_acp.openhands.sdk.fast_stream import FAST_STREAM_ENV
@@ -233,9 +235,6 @@ def _merged(frames: list[dict[str, Any]], cwd: str) -> list[str]:
 
 
 async def _agent_turns(tmp_path: Any, prompts: list[str], fast: bool) -> list[Any]:
-    from _inprocess import agent_env
-    from test_models_auth_fork import with_raw
-
     os.environ[FAST_STREAM_ENV] = "1" if fast else "0"
     cwd = tmp_path / ("fast" if fast else "slow")
     cwd.mkdir()
