@@ -44,6 +44,7 @@ from trio_acp.openhands.backends.conversation import (
     ERROR,
     FINISHED,
     STUCK,
+    WAITING_FOR_CONFIRMATION,
     Condensed,
     LlmOptions,
     Run,
@@ -96,8 +97,13 @@ class _ServerRun:
             return error
         finally:
             self._done.set()
-            if not (isinstance(error, RemoteError) and error.unreachable):
-                # (A server that stopped answering would only make the error wait.)
+            # Not when the run stopped for approval: the turn goes on, and the run that
+            # ends it takes the figures (a round trip saved per action in the modes where
+            # the server stops before every one: `set_mode`). Nor from a server that
+            # stopped answering: it would only make the error wait.
+            if self._conv.run_status != WAITING_FOR_CONFIRMATION and not (
+                isinstance(error, RemoteError) and error.unreachable
+            ):
                 with trio.CancelScope(shield=True):
                     await self._conv.refresh_usage()
 
@@ -337,6 +343,9 @@ class ServerConversation:
 
     async def reject_pending(self, reason: str) -> None:
         await self.driver.reject_pending_actions(reason)
+        # The run that stopped for approval left the figures to the next one (`_ServerRun`),
+        # and after a rejection there may be none this turn.
+        await self.refresh_usage()
 
     async def note_interruption(self) -> None:
         # A message sent, then cancelled before or during its run: the next one says so.
