@@ -74,6 +74,8 @@ SLOWEST_FIRST = (
     "tests/e2e/test_prompt_blocks_and_home.py",
     "tests/e2e/test_model_failures_official_python.py",
     "tests/e2e/test_subagents_official_python.py",
+    "tests/e2e/test_v2_official_ts.py",
+    "tests/e2e/test_v2_wire.py",
 )
 
 

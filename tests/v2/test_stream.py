@@ -146,3 +146,29 @@ async def test_a_huge_first_line_without_a_newline_is_left_to_the_v1_path_whole(
                 while len(got) < len(huge):
                     got += await agent_stream.receive_some(1 << 20)
                 assert got == huge
+
+
+async def test_a_frame_the_gateway_fails_on_goes_on_as_it_came(monkeypatch) -> None:
+    from trio_acp.v2.gateway import Gateway
+
+    real = Gateway.from_client
+
+    def from_client(self: Gateway, frame: dict[str, Any]) -> Any:
+        if frame.get("method") == "_boom":
+            raise RuntimeError("a gateway bug")
+        return real(self, frame)
+
+    monkeypatch.setattr(Gateway, "from_client", from_client)
+    client, server = trio.testing.memory_stream_pair()
+    boom = {"jsonrpc": "2.0", "id": 5, "method": "_boom", "params": {}}
+    with trio.fail_after(10):
+        await client.send_all(line(V2_INIT) + line(boom))
+        async with negotiated_stream(server) as agent_stream:
+            lines = Lines(agent_stream)
+            init = await lines.next()
+            assert init is not None and init["method"] == "initialize"
+            assert await lines.next() == boom  # passed on; the connection lives on
+            await client.send_all(line({"jsonrpc": "2.0", "id": 6, "method": "session/list"}))
+            listed = await lines.next()
+            assert listed is not None and listed["id"] == 6
+            await agent_stream.aclose()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import trio
@@ -179,6 +179,15 @@ async def _open_gateway(
             except trio.ClosedResourceError:
                 pass  # the client has hung up: the agent is winding down
 
+    def translated(step: Callable[[Json], Out], frame: Json, *, to_agent: bool) -> Out:
+        # One frame's error boundary: a frame the gateway fails on goes on as it came
+        # (logged), rather than ending the connection.
+        try:
+            return step(frame)
+        except Exception:
+            logger.exception("the v2 gateway failed on a frame; passed on as it is")
+            return Out(to_agent=[frame]) if to_agent else Out(to_client=[frame])
+
     def from_client(line: bytes | FrameTooLarge) -> None:
         if isinstance(line, FrameTooLarge):
             return
@@ -187,7 +196,7 @@ async def _open_gateway(
             # Not a JSON object (garbage, a batch): the agent answers it as it would.
             to_agent_send.send_nowait(line + b"\n")
         else:
-            deliver(gateway.from_client(frame))
+            deliver(translated(gateway.from_client, frame, to_agent=True))
 
     async def client_reader() -> None:
         buffer = LineBuffer()
@@ -217,7 +226,7 @@ async def _open_gateway(
                         continue
                     frame = _parse(line)
                     if frame is not None:
-                        deliver(gateway.from_agent(frame))
+                        deliver(translated(gateway.from_agent, frame, to_agent=False))
         finally:
             to_client_send.close()
 
