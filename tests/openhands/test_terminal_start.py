@@ -175,6 +175,42 @@ def test_a_command_that_comes_while_the_shell_starts_waits_for_it(patched, tmp_p
         executor.close()
 
 
+def test_closing_stops_a_start_that_waits_for_a_slow_bashrc(patched, tmp_path, monkeypatch):
+    """A close while the shell is still reading its ~/.bashrc: the start gives up and the
+    shell is hung up, rather than the close waiting for the shell's prompt."""
+    from trio_acp.openhands.sdk import terminal_start
+
+    monkeypatch.setattr(terminal_start, "READY_WAIT", 600.0)  # only the close can end it
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("sleep 600\n")
+    executor = executor_in(tmp_path, HOME=str(home))
+    terminal = executor._session.terminal
+    failures = []
+
+    def start() -> None:
+        try:
+            terminal_start.started(terminal)
+        except Exception as exc:
+            failures.append(exc)
+
+    starter = threading.Thread(target=start)
+    starter.start()
+    deadline = time.monotonic() + 30
+    while terminal.process is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    shell = terminal.process
+    assert shell is not None
+    closer = threading.Thread(target=executor.close)
+    closer.start()
+    closer.join(timeout=30)
+    starter.join(timeout=30)
+    assert not closer.is_alive() and not starter.is_alive()
+    assert [type(f) for f in failures] == [terminal_start.ClosedWhileStarting]
+    assert shell.poll() is not None
+    assert shells_in(tmp_path) == []
+
+
 def test_closing_hangs_up_a_shell_that_does_not_take_the_exit_line(patched, tmp_path):
     """The SDK's close types `exit`, and when the shell does not take it (here it is inside
     an open quote; after a Ctrl-C the terminal may drop it) sends SIGTERM, which `bash -i`

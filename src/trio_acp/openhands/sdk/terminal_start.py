@@ -17,7 +17,8 @@ Here (patched once per process, `start_lazily`, called by `terminal_gate.gate_te
   line, reader thread), but instead of the fixed second it waits for a sentinel printed
   by a command after the set-up line and then for the prompt: a few tens of ms.
 - Start and `close` take a per-terminal lock, so a terminal closed before its shell
-  started never starts one, and one closed while it starts is closed once it has.
+  started never starts one; one closed while its shell starts makes the start give up
+  (`ClosedWhileStarting`) and hangs the shell up.
 - `close` hangs the shell up (`hang_up`) before the SDK's own close, which could wait 3 s.
 
 SDK internals (the terminal's attributes and helpers) are listed in reliance.py.
@@ -59,6 +60,11 @@ HANG_UP_WAIT = 1.0
 _LOCKS_LOCK = threading.Lock()
 _LOCK_ATTRIBUTE = "_trio_acp_start_lock"
 _READY_ATTRIBUTE = "_trio_acp_ready"
+_CLOSING_ATTRIBUTE = "_trio_acp_closing"
+
+
+class ClosedWhileStarting(RuntimeError):
+    """The terminal was closed while its shell started: the start gave up."""
 
 
 @functools.cache
@@ -73,6 +79,8 @@ def start_lazily() -> None:
         return None
 
     def locked_close(self: SubprocessTerminal) -> None:
+        # A start under way (another thread, waiting for the prompt) gives up at once.
+        setattr(self, _CLOSING_ATTRIBUTE, True)
         with _start_lock(self):
             hang_up(self)
             close(self)
@@ -189,7 +197,8 @@ def start(terminal: SubprocessTerminal) -> None:
 
 def _wait_ready(terminal: SubprocessTerminal, token: str) -> bool:
     """Until the screen shows `token` and then the prompt (True), or `READY_WAIT` passed
-    (False). Raises if the shell exited."""
+    (False). Raises if the shell exited or the terminal is being closed (a slow
+    ~/.bashrc need not hold up a session's close)."""
     prompt_end = CMD_OUTPUT_PS1_END.rstrip()
     deadline = time.monotonic() + READY_WAIT
     while True:
@@ -198,6 +207,8 @@ def _wait_ready(terminal: SubprocessTerminal, token: str) -> bool:
         at = screen.find(token)
         if at >= 0 and screen.find(prompt_end, at + len(token)) >= 0:
             return True
+        if getattr(terminal, _CLOSING_ATTRIBUTE, False):
+            raise ClosedWhileStarting("the terminal was closed while its shell started")
         process = terminal.process
         if process is None or process.poll() is not None:
             code = None if process is None else process.returncode
