@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 
-from trio_acp.openhands.backends.local_conversation import _FutureRun
+from trio_acp.openhands.backends.local_handles import FutureRun
 from trio_acp.openhands.backends.loop_thread import LoopThread, wait_done
 from trio_acp.openhands.sessions import turn
 from trio_acp.openhands.sessions.turn import interrupt_until_done
@@ -47,7 +47,7 @@ async def test_interrupting_a_run_that_ended_cancelled_is_not_an_error():
         fut = loop.submit(forever)
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(interrupt_until_done, conv, _FutureRun(fut))
+                nursery.start_soon(interrupt_until_done, conv, FutureRun(fut))
                 await trio.sleep(0.05)
                 fut.cancel()  # the run ends cancelled while we interrupt it
         assert conv.interrupts >= 1

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import logging
 import threading
@@ -32,7 +31,8 @@ from trio_acp.openhands.backends.conversation import (
     usage_of,
     user_message,
 )
-from trio_acp.openhands.backends.loop_thread import LoopThread, wait_done, wait_future
+from trio_acp.openhands.backends.local_handles import FutureRun, Landing
+from trio_acp.openhands.backends.loop_thread import LoopThread
 from trio_acp.openhands.errors import describe
 from trio_acp.openhands.permissions.credential_files import CredentialFiles
 from trio_acp.openhands.permissions.run_gate import RunGate, run_under
@@ -65,47 +65,13 @@ from trio_acp.openhands.translate.interruptions import FAILED_TEXT
 from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart
 
 if TYPE_CHECKING:
-    from trio_acp.openhands.sdk.classes import LLM, ActionEvent, Agent, Event, Metrics, Skill
+    from trio_acp.openhands.sdk.classes import LLM, ActionEvent, Event, Metrics, Skill
     from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
     from trio_acp.openhands.sdk.loaded import Sdk
     from trio_acp.openhands.sessions.session_parts import LocalFactory, MakeLlm
     from trio_acp.openhands.setup.models import ModelChoice
 
 log = logging.getLogger(__name__)
-
-
-class _FutureRun:
-    def __init__(self, fut: concurrent.futures.Future[None]) -> None:
-        self._fut = fut
-
-    def done(self) -> bool:
-        return bool(self._fut.done())
-
-    async def outcome(self) -> BaseException | None:
-        try:
-            await wait_future(self._fut)
-        except Exception as exc:
-            return exc
-        return None
-
-    async def wait_done(self) -> None:
-        # Only that the run is over: a run cancelled outright (interrupted before it
-        # started) ends with a cancelled future, which is not an error here.
-        await wait_done(self._fut)
-
-
-class _Landing:
-    """A message on its way into the conversation on a thread of its own (`send_message`)."""
-
-    __slots__ = ("cut_short", "done", "error", "landed", "previous", "wake")
-
-    def __init__(self, previous: _Landing | None) -> None:
-        self.previous = previous  # the send it goes after
-        self.landed = threading.Event()  # for the next send's thread
-        self.wake = trio.Event()  # for the task waiting here
-        self.done = False  # under `_send_lock`
-        self.cut_short = False  # under `_send_lock`: its turn was cancelled (note follows)
-        self.error: BaseException | None = None
 
 
 class LocalConversation:
@@ -126,7 +92,7 @@ class LocalConversation:
         # The last abandonable send (`send_message`): until it has landed, the next send
         # goes after it and the turn's interruption note follows it (`note_interruption`).
         self._send_lock = threading.Lock()
-        self._landing: _Landing | None = None
+        self._landing: Landing | None = None
         # The gate of the current (or last) run: what its tools may still start (run_gate.py).
         self._gate: RunGate | None = None
         from trio_acp.openhands.sdk.terminal_gate import gate_terminals
@@ -373,7 +339,7 @@ class LocalConversation:
         # The thread starts before this task's first checkpoint, so a cancel, even one
         # set before the turn got here, only stops the waiting: the message lands, after
         # the one still landing, and a turn cut short has its note right after it.
-        landing = _Landing(previous=self._landing)
+        landing = Landing(previous=self._landing)
         self._landing = landing
         conv, sdk, token = self._conv, self._sdk, trio.lowlevel.current_trio_token()
         send_message = _untyped(conv).send_message
@@ -410,7 +376,7 @@ class LocalConversation:
     def start_run(self) -> Run:
         assert self._loop is not None
         gate = self._gate = RunGate()
-        run = _FutureRun(
+        run = FutureRun(
             self._loop.submit(functools.partial(run_under, gate, _untyped(self._conv).arun))
         )
         self._prestart_terminals()
@@ -599,30 +565,6 @@ def _untyped(conv: SdkConversation) -> Any:
 def _since(events: Sequence[Event], start: int) -> list[Event]:
     """The events from index `start` on (the SDK's event list reads each from disk)."""
     return [events[i] for i in range(max(0, start), len(events))]
-
-
-def fork_stored(
-    sdk: Sdk,
-    agent: Agent,
-    *,
-    workspace: str,
-    persistence_dir: str,
-    conversation_id: uuid.UUID,
-    fork_id: uuid.UUID,
-) -> None:
-    """Copy a stored conversation that is not open here to `fork_id` on disk; blocking (run
-    it in a worker thread). The conversation is opened just for the copy, then closed."""
-    conv = sdk.Conversation(
-        agent=agent,
-        workspace=workspace,
-        persistence_dir=persistence_dir,
-        conversation_id=conversation_id,
-        visualizer=None,
-    )
-    try:
-        fork_conversation(sdk, conv, fork_id)
-    finally:
-        conv.close()
 
 
 def _close_all(conv: SdkConversation, gate: RunGate | None) -> None:

@@ -36,7 +36,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import trio
 
@@ -53,13 +53,14 @@ from trio_acp.openhands.backends.agent_server_api import (
 )
 from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
 from trio_acp.openhands.backends.remote_inbox import Inbox
+from trio_acp.openhands.backends.remote_lost_run import settle_lost_run
 from trio_acp.openhands.backends.remote_terminal import (
     MARKER_VAR,
     stop_marked_command,
     tag_terminal,
     terminal_marker,
 )
-from trio_acp.openhands.translate.interruptions import CANCEL_NOTE, LOST_NOTE
+from trio_acp.openhands.translate.interruptions import CANCEL_NOTE
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk.classes import (
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
         Event,
         HookConfig,
         Message,
+        ObservedConversation,
         RemoteConversation,
         RemoteWorkspace,
         SecurityAnalyzerBase,
@@ -88,15 +90,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-class _Observed(Protocol):
-    """The SDK conversation's methods that its `@observe` decorator (lmnr) leaves typed as
-    taking `Never` on a fresh mypy run."""
-
-    def send_message(self, message: Message, /) -> None: ...
-
-    def run(self, *, blocking: bool) -> None: ...
 
 
 # How often the run's REST health check polls the server while a run is under way.
@@ -119,12 +112,6 @@ INTERRUPT_TIMEOUT = 10.0
 # note opens the next one instead.
 # (session/load shows it as what it is, never as the user's words: translate/interruptions.py)
 INTERRUPTION_NOTE = CANCEL_NOTE
-# The tool result of an approved action the agent-server was running when trio-acp lost it,
-# and which the restarted server still holds as waiting for approval (`_settle_lost_run`).
-CUT_BY_RESTART = (
-    "The agent-server stopped while this approved action ran and was restarted: the action "
-    "was cut short, and may have run in part or not at all."
-)
 
 
 class RemoteConversationDriver:
@@ -311,60 +298,17 @@ class RemoteConversationDriver:
             message = message.model_copy(
                 update={"content": [self.sdk.TextContent(text=self._note), *message.content]}
             )
-        observed = cast("_Observed", conv)
+        observed = cast("ObservedConversation", conv)
         await self._call(lambda: observed.send_message(message))
         self._note = None
 
     async def _settle_lost_run(self, conv: Any) -> None:
-        """Before the first message after a run lost with the server: make what the server
-        kept of that run true, and tell the model it was cut short.
-
-        A server restarted mid-run records the cut action itself (its reload turns a
-        saved "running" into an error with a result for the action), but not an action
-        it was running as approved: the SDK saves the status only when a step lets go of
-        the state's lock, so the saved one is still "waiting_for_confirmation", and the
-        next run would take the action as approved again, run it a second time, and the
-        model would read the cut request and the next one as one message. Such actions
-        get a result that says what happened (`CUT_BY_RESTART`). Only when the server
-        did restart: a server that was merely unreachable may still be running them
-        (its saved status is as stale), and a second result would contradict the first.
-        """
+        """Before the first message after a run lost with the server (remote_lost_run.py)."""
         approving, began = self._lost_run or (False, 0.0)
-        assert self.id is not None
-        info = await self.get_info(self.id)
-        status = str((info or {}).get("execution_status") or "")
-        if approving and status == "waiting_for_confirmation":
-            if await self._restarted_since(began):
-                await self._call(lambda: conv.reject_pending_actions(CUT_BY_RESTART))
-        elif status != "running" and await self._call(lambda: self._unanswered(conv)):
-            # The cut request has nothing after it (lost while the model was called): the
-            # SDK would merge it with the next message, as after a cancel
-            # (INTERRUPTION_NOTE). A server still running it answers it yet.
-            self._note = self._note or LOST_NOTE
+        note = await settle_lost_run(self, conv, approving=approving, began=began)
+        if note is not None:
+            self._note = self._note or note
         self._lost_run = None
-
-    def _unanswered(self, conv: Any) -> bool:
-        """Whether the last event the model reads is the user's message."""
-        events = conv.state.events
-        for i in range(len(events) - 1, -1, -1):
-            event = events[i]
-            if hasattr(event, "to_llm_message"):  # what the model reads
-                return isinstance(event, self.sdk.MessageEvent) and event.source == "user"
-        return False
-
-    async def _restarted_since(self, began: float) -> bool:
-        """Whether the server's process started after `began` (`time.monotonic()`)."""
-        workspace = self.workspace
-        try:
-            response = await self._call(
-                lambda: workspace.client.get("/server_info", timeout=REQUEST_TIMEOUT)
-            )
-            uptime = float(response.json()["uptime"])
-        except (RemoteError, KeyError, TypeError, ValueError) as exc:
-            log.warning("could not tell whether the agent-server restarted: %s", exc)
-            return False
-        # `uptime` is whole seconds, rounded down: a second of margin.
-        return uptime + 1.0 <= time.monotonic() - began
 
     async def set_confirmation(
         self, policy: ConfirmationPolicyBase, analyzer: SecurityAnalyzerBase | None = None
@@ -418,7 +362,7 @@ class RemoteConversationDriver:
         self._tools_stopped = False
         try:
             try:
-                await self._call(lambda: cast("_Observed", conv).run(blocking=False))
+                await self._call(lambda: cast("ObservedConversation", conv).run(blocking=False))
             except RemoteError as exc:
                 if not exc.unreachable:
                     raise

@@ -5,6 +5,8 @@ would shadow the standard `types` module `__init__.py` uses."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from openhands.sdk import LLM as LLM
 from openhands.sdk import Agent as Agent
 from openhands.sdk import AgentBase as AgentBase
@@ -38,3 +40,12 @@ from openhands.tools.file_editor import FileEditorTool as FileEditorTool
 from openhands.tools.terminal import TerminalAction as TerminalAction
 from openhands.tools.terminal import TerminalTool as TerminalTool
 from openhands.tools.terminal.definition import TerminalObservation as TerminalObservation
+
+
+class ObservedConversation(Protocol):
+    """The SDK conversation's methods that its `@observe` decorator (lmnr) leaves typed as
+    taking `Never` on a fresh mypy run (backends/remote.py casts to this)."""
+
+    def send_message(self, message: Message, /) -> None: ...
+
+    def run(self, *, blocking: bool) -> None: ...

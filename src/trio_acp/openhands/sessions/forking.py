@@ -12,15 +12,14 @@ import functools
 import logging
 import shutil
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from trio_acp.openhands.backends.agent_server_api import RemoteError
-from trio_acp.openhands.backends.local_conversation import fork_stored
 from trio_acp.openhands.backends.remote_conversation import fork_on_server, session_server
 from trio_acp.openhands.errors import busy, internal, not_configured, unknown_session
-from trio_acp.openhands.sdk import build_agent, build_llm
+from trio_acp.openhands.sdk import build_agent, build_llm, fork_conversation
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.build import short
 from trio_acp.openhands.sessions.opening import SessionOpening, validate_session_id
@@ -30,6 +29,10 @@ from trio_acp.openhands.setup.settings import Settings
 from trio_acp.openhands.setup.user_setup import stored_tools
 from trio_acp.rpc import RequestError
 from trio_acp.schema import unstable
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import Agent
+    from trio_acp.openhands.sdk.loaded import Sdk
 
 log = logging.getLogger(__name__)
 
@@ -158,3 +161,27 @@ class SessionForking(SessionOpening):
             log.exception("forking the stored session %s failed", sid)
             await trio.to_thread.run_sync(store.delete, fork_id)
             raise internal(f"could not fork session {sid}: {short(exc)}") from None
+
+
+def fork_stored(
+    sdk: Sdk,
+    agent: Agent,
+    *,
+    workspace: str,
+    persistence_dir: str,
+    conversation_id: uuid.UUID,
+    fork_id: uuid.UUID,
+) -> None:
+    """Copy a stored conversation that is not open here to `fork_id` on disk; blocking (run
+    it in a worker thread). The conversation is opened just for the copy, then closed."""
+    conv = sdk.Conversation(
+        agent=agent,
+        workspace=workspace,
+        persistence_dir=persistence_dir,
+        conversation_id=conversation_id,
+        visualizer=None,
+    )
+    try:
+        fork_conversation(sdk, conv, fork_id)
+    finally:
+        conv.close()

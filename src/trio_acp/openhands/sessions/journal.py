@@ -36,13 +36,18 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from trio_acp import schema
 from trio_acp.credentials import SecretValues
+
+if TYPE_CHECKING:
+    import uuid
+
+    from trio_acp.openhands.backends.local_conversation import LocalConversation
 
 log = logging.getLogger(__name__)
 
@@ -262,3 +267,26 @@ def _writer() -> _Writer:
             if _WRITER is None:
                 _WRITER = _Writer()
     return _WRITER
+
+
+async def recover_cut_turn(
+    journal: TurnJournal, conv: LocalConversation, cwd: str, sid: uuid.UUID
+) -> None:
+    """Close what a process that stopped mid-turn left of a conversation, keeping what it
+    had shown (recovery.py); before anything replays or runs it."""
+    record = await trio.to_thread.run_sync(journal.read)
+    try:
+        plan = await conv.recover(record, cwd)
+    except Exception:
+        log.exception("session %s: closing its interrupted turn failed", sid)
+        return
+    if plan:
+        log.warning(
+            "session %s: its last turn was cut short when its process stopped; "
+            "%d tool call(s) closed, shown text %s",
+            sid,
+            len(plan.endings),
+            "kept" if plan.text is not None else "all saved",
+        )
+    if record:
+        await journal.cleared()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import uuid
 from typing import TYPE_CHECKING
 
@@ -44,14 +43,14 @@ from trio_acp.openhands.permissions.policy import (
 )
 from trio_acp.openhands.sessions import commands, turn, turn_usage
 from trio_acp.openhands.sessions.deferred_build import BuildGate
-from trio_acp.openhands.sessions.journal import JOURNAL_FILE, TurnJournal
+from trio_acp.openhands.sessions.journal import JOURNAL_FILE, TurnJournal, recover_cut_turn
 from trio_acp.openhands.sessions.options import SessionOptions
 from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.sessions.session_parts import (
-    OpenConversation,
     PrepareBuild,
     SessionBuild,
     SessionChoices,
+    conversation_opener,
 )
 from trio_acp.openhands.sessions.store import RULES_FILE, SessionStore, now_iso
 from trio_acp.openhands.sessions.turn_queue import Ticket, TurnQueue
@@ -65,6 +64,7 @@ from trio_acp.openhands.translate.notices import (
     retry_note,
     supports_compaction,
 )
+from trio_acp.openhands.translate.text import title_from_prompt
 from trio_acp.rpc import PeerClosed, RequestError
 from trio_acp.schema import SessionUpdate
 
@@ -236,7 +236,7 @@ class Session:
             # which then finds this session's workspace (editor_workspace.py).
             editor_workspace.attach(self.id, self.workspace)
         turn_points.reached("build", "open")
-        self.conversation = await self._opener()(
+        self.conversation = await conversation_opener(self._build, self.cwd)(
             on_event=self._on_sdk_event,
             on_token=self._on_sdk_token,
             name=f"trio-acp-session-{self.id.hex[:8]}",
@@ -281,44 +281,11 @@ class Session:
             raise closed_session(self.id)
         return True
 
-    def _opener(self) -> OpenConversation:
-        """How this session's conversation is opened: on its agent-server, or here."""
-        build = self._build
-        if build.open_remote is not None:
-            return build.open_remote
-        if build.open_local is None or build.sdk is None:
-            raise TypeError("a SessionBuild needs the SDK and open_local or open_remote")
-        return functools.partial(
-            LocalConversation.open,
-            build.sdk,
-            build.open_local,
-            make_llm=build.make_llm,
-            credential_files=build.credential_files,
-            cwd=self.cwd,
-        )
-
     async def _recover(self) -> None:
-        """Close what a process that stopped mid-turn left of this conversation, keeping
-        what it had shown (recovery.py); before anything replays or runs it."""
-        journal, conv = self._journal, self.conversation
-        if journal is None or not isinstance(conv, LocalConversation):
-            return
-        record = await trio.to_thread.run_sync(journal.read)
-        try:
-            plan = await conv.recover(record, self.cwd)
-        except Exception:
-            log.exception("session %s: closing its interrupted turn failed", self.id)
-            return
-        if plan:
-            log.warning(
-                "session %s: its last turn was cut short when its process stopped; "
-                "%d tool call(s) closed, shown text %s",
-                self.id,
-                len(plan.endings),
-                "kept" if plan.text is not None else "all saved",
-            )
-        if record:
-            await journal.cleared()
+        """Close what a process that stopped mid-turn left of this conversation (journal.py)."""
+        conv = self.conversation
+        if self._journal is not None and isinstance(conv, LocalConversation):
+            await recover_cut_turn(self._journal, conv, self.cwd, self.id)
 
     def _on_sdk_event(self, event: Event) -> None:
         # The SDK's thread: the workspace learns which tool call an action is (before its
@@ -464,7 +431,7 @@ class Session:
         title = None
         if not self._titled:
             text = next((b.text for b in blocks if isinstance(b, schema.TextContent)), "")
-            title = _title_from(text)
+            title = title_from_prompt(text)
             self._titled = True
         try:
             self._store.write_index(self.id, cwd=self.cwd, title=title, roots=self.roots)
@@ -618,11 +585,3 @@ class Session:
             cost=schema.Cost(amount=cost, currency="USD") if cost else None,
         )
         self.outbox.post_note(update, seq)
-
-
-def _title_from(text: str) -> str | None:
-    # Scenario tags and the like are noise in a title; the first real words are not.
-    words = " ".join(re.sub(r"\[[^\]\n]*\]", " ", text).split())
-    if not words:
-        return None
-    return words if len(words) <= 80 else words[:79].rstrip() + "…"

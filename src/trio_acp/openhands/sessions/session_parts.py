@@ -12,6 +12,7 @@ its rules file all live in the session's directory there.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -95,3 +96,21 @@ class SessionChoices:
     model: str = ""
     mode: str = ALWAYS_ASK
     models: Sequence[ModelChoice] = ()
+
+
+def conversation_opener(build: SessionBuild, cwd: str) -> OpenConversation:
+    """How a session's conversation is opened: on its agent-server, or here."""
+    if build.open_remote is not None:
+        return build.open_remote
+    if build.open_local is None or build.sdk is None:
+        raise TypeError("a SessionBuild needs the SDK and open_local or open_remote")
+    from trio_acp.openhands.backends.local_conversation import LocalConversation
+
+    return functools.partial(
+        LocalConversation.open,
+        build.sdk,
+        build.open_local,
+        make_llm=build.make_llm,
+        credential_files=build.credential_files,
+        cwd=cwd,
+    )

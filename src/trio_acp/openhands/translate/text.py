@@ -133,3 +133,12 @@ def one_line(text: Any, limit: int | None = None) -> str:
     `limit` characters long (no limit when None)."""
     folded = " ".join(str(text).split())
     return folded if limit is None else folded[:limit]
+
+
+def title_from_prompt(text: str) -> str | None:
+    """A session's title from its first prompt's text (None: nothing to name it by)."""
+    # Scenario tags and the like are noise in a title; the first real words are not.
+    words = " ".join(re.sub(r"\[[^\]\n]*\]", " ", text).split())
+    if not words:
+        return None
+    return words if len(words) <= 80 else words[:79].rstrip() + "…"
