@@ -165,9 +165,11 @@ async def test_killed_while_asking_permission_the_action_never_runs_unasked(llm,
 
 
 def _runs_sleep(tree: psutil.Process) -> bool:
+    # The scenario's `sleep 60`, not any sleep: a shell's start-up can run short ones (pyenv's
+    # rehash waits on its lock with `sleep 0.1`), and a signal then would come before the tool.
     for child in tree.children(recursive=True):
         try:
-            if child.name() == "sleep":
+            if child.name() == "sleep" and child.cmdline()[1:] == ["60"]:
                 return True
         except psutil.Error:  # gone meanwhile (the tool's start-up runs short commands)
             continue

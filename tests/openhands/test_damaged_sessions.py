@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import trio
@@ -436,7 +437,8 @@ async def test_a_session_that_cannot_start_raises_the_failure_itself_not_a_group
         session_id=uuid.UUID(int=0),
         roots=SessionRoots("/"),
         client=None,
-        build=SessionBuild(sdk=None, open_local=factory),
+        # Any SDK stand-in: the factory fails before the SDK is used.
+        build=SessionBuild(sdk=cast(Any, object()), open_local=factory),
     )
     async with trio.open_nursery() as nursery:
         with pytest.raises(OSError) as info:
