@@ -307,3 +307,53 @@ async def test_a_turn_without_commands_never_waits_for_the_shell(env, tmp_path, 
                 assert shells_in(ws) == []
     finally:
         release.set()
+
+
+def test_a_session_closed_while_its_shell_starts_lets_the_start_up_end_on_its_own_terms(
+    patched, tmp_path, monkeypatch
+):
+    """A session closed while its shell still runs ~/.bashrc: the close's stop of the tools'
+    processes (SIGINT, then SIGKILL) must not take the start-up's children for commands.
+    pyenv's `rehash` holds a lock file that its EXIT trap removes; killed, it left the lock
+    behind and every later shell of the user (ours and theirs) waited 60 s on it. The
+    terminal's hang-up (SIGHUP) lets such traps run."""
+    from types import SimpleNamespace as NS
+
+    from trio_acp.openhands.permissions.tool_processes import stop_tool_processes
+    from trio_acp.openhands.sdk import terminal_start
+
+    monkeypatch.setattr(terminal_start, "READY_WAIT", 600.0)  # only the close can end it
+    home = tmp_path / "home"
+    home.mkdir()
+    lock = home / "lock"
+    # A foreground child holding a lock until its EXIT trap runs, as pyenv's rehash does.
+    (home / ".bashrc").write_text(
+        f"bash -c 'touch {lock}; trap \"rm -f {lock}\" EXIT; while true; do sleep 0.1; done'\n"
+    )
+    executor = executor_in(tmp_path, HOME=str(home))
+    terminal = executor._session.terminal
+    starter = threading.Thread(target=lambda: _quietly(terminal_start.started, terminal))
+    starter.start()
+    deadline = time.monotonic() + 30
+    while not lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert lock.exists()
+    conversation = NS(agent=NS(tools_map={"terminal": NS(executor=executor)}))
+    stop_tool_processes(conversation)  # what closing a session does first (_close_all)
+    closer = threading.Thread(target=executor.close)
+    closer.start()
+    closer.join(timeout=30)
+    starter.join(timeout=30)
+    assert not closer.is_alive() and not starter.is_alive()
+    deadline = time.monotonic() + 10
+    while lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not lock.exists(), "the start-up's child was killed before its EXIT trap ran"
+    assert shells_in(tmp_path) == []
+
+
+def _quietly(fn, *args):
+    try:
+        fn(*args)
+    except Exception:
+        pass

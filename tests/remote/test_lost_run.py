@@ -15,11 +15,11 @@ import pytest
 
 from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
 from trio_acp.openhands.backends.remote import (
-    CUT_BY_RESTART,
     INTERRUPTION_NOTE,
     RemoteConversationDriver,
     RemoteError,
 )
+from trio_acp.openhands.backends.remote_lost_run import CUT_BY_RESTART
 from trio_acp.openhands.translate.interruptions import LOST_NOTE
 
 # The first test pays the SDK's import (the driver's event inbox): a minute on a loaded machine.

@@ -22,7 +22,6 @@ import trio
 
 from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
 from trio_acp.openhands.backends.remote import (
-    CUT_BY_RESTART,
     INTERRUPTION_NOTE,
     MARKER_VAR,
     RemoteConversationDriver,
@@ -31,6 +30,7 @@ from trio_acp.openhands.backends.remote import (
     get_conversation,
     list_conversations,
 )
+from trio_acp.openhands.backends.remote_lost_run import CUT_BY_RESTART
 from trio_acp.testing import ScriptedLLM, fast_llm_kwargs, scenario_prompt
 
 pytestmark = pytest.mark.timeout(180)

@@ -28,11 +28,21 @@ def tool_executors(conversation: object) -> list[object]:
     return [executor for executor in found if executor is not None]
 
 
+# Set on a subprocess terminal while its shell runs its start-up (terminal_start.py).
+SHELL_STARTING_ATTRIBUTE = "_trio_acp_starting"
+
+
 def terminal_shell_pid(executor: object) -> int | None:
     """The PID of the shell behind a terminal tool's executor (`TerminalExecutor._session`,
-    its subprocess terminal's `process`); None for any other executor."""
+    its subprocess terminal's `process`); None for any other executor, and for a shell still
+    running its start-up: its children then are the user's ~/.bashrc (pyenv's rehash holds a
+    lock file its EXIT trap removes), not a tool's command, and are ended by the terminal's
+    hang-up on close, never SIGINT/SIGKILLed as commands are (permissions/tool_processes.py)."""
     session = getattr(executor, "_session", None)
-    process = getattr(getattr(session, "terminal", None), "process", None)
+    terminal = getattr(session, "terminal", None)
+    if getattr(terminal, SHELL_STARTING_ATTRIBUTE, False):
+        return None
+    process = getattr(terminal, "process", None)
     pid = getattr(process, "pid", None)
     return pid if isinstance(pid, int) else None
 

@@ -46,6 +46,8 @@ from openhands.tools.terminal.env import build_terminal_env
 from openhands.tools.terminal.terminal.process_priority import process_priority_prefix
 from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
 
+from trio_acp.openhands.sdk.internals import SHELL_STARTING_ATTRIBUTE
+
 log = logging.getLogger(__name__)
 
 # How long the shell may take to show its prompt after the set-up line (a slow ~/.bashrc,
@@ -152,6 +154,15 @@ def start(terminal: SubprocessTerminal) -> None:
     env["PS1"] = terminal.PS1
     env["PS2"] = ""
     env["TERM"] = "xterm-256color"
+    # Until it is ready, its children are its start-up's, not commands (internals.py).
+    setattr(terminal, SHELL_STARTING_ATTRIBUTE, True)
+    try:
+        _start(terminal, shell, env)
+    finally:
+        setattr(terminal, SHELL_STARTING_ATTRIBUTE, False)
+
+
+def _start(terminal: SubprocessTerminal, shell: str, env: dict[str, str]) -> None:
     master, slave = pty.openpty()
     try:
         terminal.process = subprocess.Popen(
