@@ -50,6 +50,10 @@ def shells_in(cwd: Path) -> list[psutil.Process]:
 def executor_in(cwd: Path, **env: str):
     from openhands.tools.terminal.impl import TerminalExecutor
 
+    # A HOME of the test's own unless one is given: these tests end shells while they start,
+    # and the developer's ~/.bashrc may run tools that hold a lock meanwhile (pyenv's rehash
+    # left one behind in CI, and every later shell on the machine then waited 60 s on it).
+    env.setdefault("HOME", str(cwd))
     return TerminalExecutor(
         working_dir=str(cwd), terminal_type="subprocess", env={"HISTFILE": "", **env}
     )
