@@ -124,3 +124,12 @@ def test_a_persistence_dir_under_an_unknown_user_is_a_config_error_not_a_crash()
         AgentServerConfigError, match="OPENHANDS_PERSISTENCE_DIR=~no-such-user-here"
     ):
         load_agent_server(env)
+
+
+def test_the_agent_server_command_says_what_is_wrong_with_the_persistence_dir(monkeypatch, capsys):
+    # Before: `trio-acp agent-server` died with a RuntimeError traceback for this setting.
+    from trio_acp.openhands.backends.agent_server_command import serve
+
+    monkeypatch.setenv("OPENHANDS_PERSISTENCE_DIR", "~no-such-user-here/x")
+    assert serve(host="127.0.0.1", port=0) == 2
+    assert "OPENHANDS_PERSISTENCE_DIR=~no-such-user-here/x" in capsys.readouterr().err

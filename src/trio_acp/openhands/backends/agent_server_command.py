@@ -40,6 +40,7 @@ from pathlib import Path
 import attrs
 
 from trio_acp.openhands.backends.agent_server_config import SETTINGS_FILE
+from trio_acp.openhands.setup.settings import SettingsError, persistence_dir
 
 KEYS_FILE = "keys.json"
 CONFIG_FILE = "server-config.json"  # the server's config with the keys, while it starts
@@ -61,8 +62,14 @@ class ServerKeys:
 
 
 def default_directory(env: Mapping[str, str]) -> Path:
-    base = env.get("OPENHANDS_PERSISTENCE_DIR") or os.path.join("~", ".openhands")
-    return Path(base).expanduser() / "agent-server"
+    return _persistence_dir(env) / "agent-server"
+
+
+def _persistence_dir(env: Mapping[str, str]) -> Path:
+    try:
+        return persistence_dir(env)
+    except SettingsError as exc:
+        raise AgentServerCommandError(str(exc)) from None
 
 
 def _private(path: Path) -> None:
@@ -209,10 +216,10 @@ def serve(
     from trio_acp.credentials import _make_non_dumpable
 
     env = os.environ
-    where = Path(directory).expanduser() if directory else default_directory(env)
-    where = where.resolve()
     owner = None
     try:
+        where = Path(directory).expanduser() if directory else default_directory(env)
+        where = where.resolve()
         if user is not None:
             import pwd
 
@@ -226,8 +233,7 @@ def serve(
         keys = prepare(where, env, owner=owner)
         url = client_url(host, port)
         if configure:
-            persistence = Path(env.get("OPENHANDS_PERSISTENCE_DIR") or "~/.openhands")
-            written = write_client_config(persistence.expanduser(), url, keys)
+            written = write_client_config(_persistence_dir(env), url, keys)
             print(f"trio-acp's sessions now run on it ({written})", file=sys.stderr)
         os.chdir(where)  # its storage is relative: ./workspace/conversations, ...
         if user is not None:
