@@ -179,40 +179,34 @@ def test_a_command_that_comes_while_the_shell_starts_waits_for_it(patched, tmp_p
         executor.close()
 
 
-def test_closing_stops_a_start_that_waits_for_a_slow_bashrc(patched, tmp_path, monkeypatch):
-    """A close while the shell is still reading its ~/.bashrc: the start gives up and the
-    shell is hung up, rather than the close waiting for the shell's prompt."""
-    from trio_acp.openhands.sdk import terminal_start
+def test_a_close_during_a_bashrc_that_never_ends_hangs_the_shell_up_after_the_bound(
+    patched, tmp_path, monkeypatch
+):
+    """A close while the shell is still reading a ~/.bashrc that never ends: the close
+    returns at once, and the start hangs the shell up once `READY_WAIT` has passed."""
+    from trio_acp.openhands.sdk import shell_starts, terminal_start
 
-    monkeypatch.setattr(terminal_start, "READY_WAIT", 600.0)  # only the close can end it
+    monkeypatch.setattr(terminal_start, "READY_WAIT", 1.0)
     home = tmp_path / "home"
     home.mkdir()
     (home / ".bashrc").write_text("sleep 600\n")
     executor = executor_in(tmp_path, HOME=str(home))
     terminal = executor._session.terminal
-    failures = []
-
-    def start() -> None:
-        try:
-            terminal_start.started(terminal)
-        except Exception as exc:
-            failures.append(exc)
-
-    starter = threading.Thread(target=start)
+    failures: list[BaseException] = []
+    starter = threading.Thread(target=_recording(failures, terminal_start.started, terminal))
     starter.start()
     deadline = time.monotonic() + 30
     while terminal.process is None and time.monotonic() < deadline:
         time.sleep(0.01)
     shell = terminal.process
     assert shell is not None
-    closer = threading.Thread(target=executor.close)
-    closer.start()
-    closer.join(timeout=30)
+    executor.close()
     starter.join(timeout=30)
-    assert not closer.is_alive() and not starter.is_alive()
+    assert not starter.is_alive()
     assert [type(f) for f in failures] == [terminal_start.ClosedWhileStarting]
     assert shell.poll() is not None
     assert shells_in(tmp_path) == []
+    assert shell_starts.count() == 0
 
 
 def test_closing_hangs_up_a_shell_that_does_not_take_the_exit_line(patched, tmp_path):
@@ -308,35 +302,42 @@ async def test_a_turn_without_commands_never_waits_for_the_shell(env, tmp_path, 
                 assert await trio.to_thread.run_sync(reached.wait, 60)
                 release.set()
                 await conn.agent.close_session(session_id=sid)
+                # The start ends the shell once its start-up is over (never mid-way).
+                from trio_acp.openhands.sdk import shell_starts
+
+                assert await trio.to_thread.run_sync(shell_starts.wait, 60)
                 assert shells_in(ws) == []
     finally:
         release.set()
 
 
-def test_a_session_closed_while_its_shell_starts_lets_the_start_up_end_on_its_own_terms(
+def test_a_session_closed_while_its_shell_starts_never_signals_its_start_up(
     patched, tmp_path, monkeypatch
 ):
-    """A session closed while its shell still runs ~/.bashrc: the close's stop of the tools'
-    processes (SIGINT, then SIGKILL) must not take the start-up's children for commands.
-    pyenv's `rehash` holds a lock file that its EXIT trap removes; killed, it left the lock
-    behind and every later shell of the user (ours and theirs) waited 60 s on it. The
-    terminal's hang-up (SIGHUP) lets such traps run."""
+    """A session closed while its shell still runs ~/.bashrc. pyenv's `rehash` (run by its
+    `init` there) creates its lock file, then sets the EXIT trap that removes it: a signal
+    in between (the close's hang-up, the stop of the tools' processes, the SDK's SIGKILL)
+    leaves the lock for good, and every later shell of the user waits 60 s on it. The
+    close returns at once; the shell is ended once its start-up is over, and the lock is
+    removed by its owner."""
     from types import SimpleNamespace as NS
 
     from trio_acp.openhands.permissions.tool_processes import stop_tool_processes
-    from trio_acp.openhands.sdk import terminal_start
+    from trio_acp.openhands.sdk import shell_starts, terminal_start
 
-    monkeypatch.setattr(terminal_start, "READY_WAIT", 600.0)  # only the close can end it
+    monkeypatch.setattr(terminal_start, "READY_WAIT", 600.0)  # only the start-up's end
     home = tmp_path / "home"
     home.mkdir()
-    lock = home / "lock"
-    # A foreground child holding a lock until its EXIT trap runs, as pyenv's rehash does.
+    lock, go = home / "lock", home / "go"
+    # pyenv's window, held open until the test says `go`: the lock taken, its trap not set.
     (home / ".bashrc").write_text(
-        f"bash -c 'touch {lock}; trap \"rm -f {lock}\" EXIT; while true; do sleep 0.1; done'\n"
+        f"bash -c 'touch {lock}; while [ ! -e {go} ]; do sleep 0.02; done;"
+        f' trap "rm -f {lock}" EXIT\'\n'
     )
     executor = executor_in(tmp_path, HOME=str(home))
     terminal = executor._session.terminal
-    starter = threading.Thread(target=lambda: _quietly(terminal_start.started, terminal))
+    failures: list[BaseException] = []
+    starter = threading.Thread(target=_recording(failures, terminal_start.started, terminal))
     starter.start()
     deadline = time.monotonic() + 30
     while not lock.exists() and time.monotonic() < deadline:
@@ -344,20 +345,27 @@ def test_a_session_closed_while_its_shell_starts_lets_the_start_up_end_on_its_ow
     assert lock.exists()
     conversation = NS(agent=NS(tools_map={"terminal": NS(executor=executor)}))
     stop_tool_processes(conversation)  # what closing a session does first (_close_all)
-    closer = threading.Thread(target=executor.close)
-    closer.start()
-    closer.join(timeout=30)
-    starter.join(timeout=30)
-    assert not closer.is_alive() and not starter.is_alive()
-    deadline = time.monotonic() + 10
-    while lock.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not lock.exists(), "the start-up's child was killed before its EXIT trap ran"
+    executor.close()  # returns at once: the start-up goes on
+    shell = terminal.process
+    going_on = shell is not None and shell.poll() is None and starter.is_alive()
+    under_way = shell_starts.count()
+    go.touch()
+    starter.join(timeout=60)
+    assert not starter.is_alive()
+    time.sleep(0.5)  # (only for the assertion below to fail clearly without the fix)
+    assert not lock.exists(), "the start-up was signalled inside its lock's window"
+    assert going_on and under_way == 1
+    assert [type(f) for f in failures] == [terminal_start.ClosedWhileStarting]
+    assert shell.poll() is not None
     assert shells_in(tmp_path) == []
+    assert shell_starts.wait(0)
 
 
-def _quietly(fn, *args):
-    try:
-        fn(*args)
-    except Exception:
-        pass
+def _recording(failures: list[BaseException], fn, *args):
+    def run() -> None:
+        try:
+            fn(*args)
+        except Exception as exc:
+            failures.append(exc)
+
+    return run

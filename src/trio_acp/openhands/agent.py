@@ -32,7 +32,7 @@ from trio_acp.openhands.errors import (
     reraise,
     unknown_session,
 )
-from trio_acp.openhands.sdk import SdkLoader
+from trio_acp.openhands.sdk import SdkLoader, shell_starts
 from trio_acp.openhands.sessions import archive, session_meta, turn_usage
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.collector import collector_paused
@@ -54,6 +54,10 @@ from trio_acp.rpc import FrameMask, RequestError, after_response
 from trio_acp.schema import unstable
 
 log = logging.getLogger(__name__)
+
+# How long leaving waits for shells still running their start-up (`aclose`): a ~/.bashrc
+# takes 0.1-1 s; one that takes longer is hung up mid-way.
+SHELL_STARTS_WAIT = 5.0
 
 
 class OpenHandsAgent(SessionForking, AgentHooks):
@@ -373,6 +377,13 @@ class OpenHandsAgent(SessionForking, AgentHooks):
         async with trio.open_nursery() as nursery:
             for session in sessions:
                 nursery.start_soon(session.close)
+        if shell_starts.count():
+            # Shells closed mid-start-up are ended by their start's thread once their
+            # ~/.bashrc is over (sdk/terminal_start.py): leaving now would hang them up
+            # mid-way, as the process's exit closes their terminals.
+            await trio.to_thread.run_sync(
+                shell_starts.wait, SHELL_STARTS_WAIT, abandon_on_cancel=True
+            )
 
 
 @asynccontextmanager

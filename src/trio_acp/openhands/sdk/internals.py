@@ -36,8 +36,9 @@ def terminal_shell_pid(executor: object) -> int | None:
     """The PID of the shell behind a terminal tool's executor (`TerminalExecutor._session`,
     its subprocess terminal's `process`); None for any other executor, and for a shell still
     running its start-up: its children then are the user's ~/.bashrc (pyenv's rehash holds a
-    lock file its EXIT trap removes), not a tool's command, and are ended by the terminal's
-    hang-up on close, never SIGINT/SIGKILLed as commands are (permissions/tool_processes.py)."""
+    lock file its EXIT trap removes), not a tool's command, and are never signalled: the
+    shell is ended once its start-up is over (terminal_start.py), not SIGINT/SIGKILLed as
+    commands are (permissions/tool_processes.py)."""
     session = getattr(executor, "_session", None)
     terminal = getattr(session, "terminal", None)
     if getattr(terminal, SHELL_STARTING_ATTRIBUTE, False):

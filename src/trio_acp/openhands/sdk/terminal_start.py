@@ -17,8 +17,15 @@ Here (patched once per process, `start_lazily`, called by `terminal_gate.gate_te
   line, reader thread), but instead of the fixed second it waits for a sentinel printed
   by a command after the set-up line and then for the prompt: a few tens of ms.
 - Start and `close` take a per-terminal lock, so a terminal closed before its shell
-  started never starts one; one closed while its shell starts makes the start give up
-  (`ClosedWhileStarting`) and hangs the shell up.
+  started never starts one.
+- A shell is never signalled while it runs its start-up (~/.bashrc): tools run there take
+  locks they release from a trap set a moment later (pyenv's `rehash` creates
+  `shims/.pyenv-shim`, then sets the EXIT trap that removes it), so a hang-up, SIGTERM or
+  SIGKILL in between leaves the lock for good, and every later shell of the user waits 60 s
+  on it. A terminal closed while its shell starts is therefore ended by the thread starting
+  it, once the start-up is over (or `READY_WAIT` passed); the close itself returns at once.
+  The process waits for such starts before it leaves (`shell_starts.wait`, the agent's
+  close).
 - `close` hangs the shell up (`hang_up`) before the SDK's own close, which could wait 3 s.
 
 SDK internals (the terminal's attributes and helpers) are listed in reliance.py.
@@ -46,6 +53,7 @@ from openhands.tools.terminal.env import build_terminal_env
 from openhands.tools.terminal.terminal.process_priority import process_priority_prefix
 from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
 
+from trio_acp.openhands.sdk import shell_starts
 from trio_acp.openhands.sdk.internals import SHELL_STARTING_ATTRIBUTE
 
 log = logging.getLogger(__name__)
@@ -81,8 +89,12 @@ def start_lazily() -> None:
         return None
 
     def locked_close(self: SubprocessTerminal) -> None:
-        # A start under way (another thread, waiting for the prompt) gives up at once.
-        setattr(self, _CLOSING_ATTRIBUTE, True)
+        with _LOCKS_LOCK:
+            setattr(self, _CLOSING_ATTRIBUTE, True)
+            if getattr(self, SHELL_STARTING_ATTRIBUTE, False):
+                # Another thread starts the shell: it ends it once its start-up is over
+                # (`started`), never mid-~/.bashrc (the module doc says why).
+                return
         with _start_lock(self):
             hang_up(self)
             close(self)
@@ -123,9 +135,35 @@ def started(terminal: SubprocessTerminal) -> bool:
         if terminal._closed:
             return False
         if not terminal._initialized:  # else the SDK's own start ran (before our patch)
-            start(terminal)
+            with _LOCKS_LOCK:
+                if getattr(terminal, _CLOSING_ATTRIBUTE, False):
+                    # A close came first: it waits for this lock and closes the terminal.
+                    return False
+                # From here until it is cleared, a close leaves the shell to this thread.
+                setattr(terminal, SHELL_STARTING_ATTRIBUTE, True)
+            with shell_starts.under_way():
+                _start_then_end_if_closed(terminal)
         setattr(terminal, _READY_ATTRIBUTE, True)
         return True
+
+
+def _start_then_end_if_closed(terminal: SubprocessTerminal) -> None:
+    """`start`, then, if the terminal was closed meanwhile or the start failed, the close
+    the closer left to this thread (its shell's start-up is over by now, or was given up
+    on after `READY_WAIT`). Raises the start's failure, else `ClosedWhileStarting`."""
+    try:
+        start(terminal)
+    except BaseException:
+        with _LOCKS_LOCK:
+            setattr(terminal, SHELL_STARTING_ATTRIBUTE, False)
+        _close_quietly(terminal)
+        raise
+    with _LOCKS_LOCK:
+        setattr(terminal, SHELL_STARTING_ATTRIBUTE, False)
+        closing = getattr(terminal, _CLOSING_ATTRIBUTE, False)
+    if closing:
+        _close_quietly(terminal)
+        raise ClosedWhileStarting("the terminal was closed while its shell started")
 
 
 def is_ready(terminal: Any) -> bool:
@@ -154,15 +192,14 @@ def start(terminal: SubprocessTerminal) -> None:
     env["PS1"] = terminal.PS1
     env["PS2"] = ""
     env["TERM"] = "xterm-256color"
-    # Until it is ready, its children are its start-up's, not commands (internals.py).
-    setattr(terminal, SHELL_STARTING_ATTRIBUTE, True)
-    try:
-        _start(terminal, shell, env)
-    finally:
-        setattr(terminal, SHELL_STARTING_ATTRIBUTE, False)
+    # (`started` marks the terminal starting: until it is ready, its shell's children are
+    # its start-up's, not commands, internals.py.)
+    _start(terminal, shell, env)
 
 
 def _start(terminal: SubprocessTerminal, shell: str, env: dict[str, str]) -> None:
+    if getattr(terminal, _CLOSING_ATTRIBUTE, False):
+        raise ClosedWhileStarting("the terminal was closed before its shell started")
     master, slave = pty.openpty()
     try:
         terminal.process = subprocess.Popen(
@@ -194,11 +231,9 @@ def _start(terminal: SubprocessTerminal, shell: str, env: dict[str, str]) -> Non
     head, tail = token[:9], token[9:]
     setup = f'set +H; export PROMPT_COMMAND=\'export PS1="{terminal.PS1}"\'; export PS2=""'
     terminal._write_pty(f"{setup}\nprintf '{head}%s\\n' '{tail}'\n".encode())
-    try:
-        ready = _wait_ready(terminal, token)
-    except BaseException:
-        _close_quietly(terminal)
-        raise
+    ready = _wait_ready(terminal, token)
+    if getattr(terminal, _CLOSING_ATTRIBUTE, False):
+        return  # `started` ends it: no screen to clear
     if not ready:
         log.warning(
             "the terminal's shell showed no prompt within %s s; using it anyway", READY_WAIT
@@ -208,8 +243,8 @@ def _start(terminal: SubprocessTerminal, shell: str, env: dict[str, str]) -> Non
 
 def _wait_ready(terminal: SubprocessTerminal, token: str) -> bool:
     """Until the screen shows `token` and then the prompt (True), or `READY_WAIT` passed
-    (False). Raises if the shell exited or the terminal is being closed (a slow
-    ~/.bashrc need not hold up a session's close)."""
+    (False); also when the terminal is being closed: the start-up is not cut short (the
+    module doc says why). Raises if the shell exited."""
     prompt_end = CMD_OUTPUT_PS1_END.rstrip()
     deadline = time.monotonic() + READY_WAIT
     while True:
@@ -218,8 +253,6 @@ def _wait_ready(terminal: SubprocessTerminal, token: str) -> bool:
         at = screen.find(token)
         if at >= 0 and screen.find(prompt_end, at + len(token)) >= 0:
             return True
-        if getattr(terminal, _CLOSING_ATTRIBUTE, False):
-            raise ClosedWhileStarting("the terminal was closed while its shell started")
         process = terminal.process
         if process is None or process.poll() is not None:
             code = None if process is None else process.returncode
