@@ -532,11 +532,11 @@ class Gateway:
         tool_id = tool_call.get("toolCallId")
         options = params.get("options")
         reject = [
-            o["optionId"]
+            option_id
             for o in (obj(x) for x in (options if isinstance(options, list) else []))
             if o is not None
             and o.get("kind") == "reject_once"
-            and isinstance(o.get("optionId"), str)
+            and isinstance(option_id := o.get("optionId"), str)
         ]
         if not isinstance(tool_id, str) or not reject or session.running is None:
             return
@@ -691,7 +691,7 @@ class Gateway:
                 v2["capabilities"] = {"cancel": {}}
         terminals = frames.terminal_updates(terminal_meta, tool.command if tool else None)
         for t in terminals:
-            tid = t["terminalId"]
+            tid = str(t["terminalId"])
             if "exitStatus" in t:
                 if session.terminals.pop(tid, None) is not None:
                     t["capabilities"] = None

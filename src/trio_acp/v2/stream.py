@@ -140,6 +140,7 @@ async def negotiated_stream(
     *,
     mask: FrameMask | None = None,
     available_commands: list[object] | None = None,
+    stoppable_tools: frozenset[str] = frozenset(),
 ) -> AsyncIterator[trio.abc.Stream]:
     """The stream the v1 agent serves: `stream` itself for a v1 client; for a client
     that asks for v2, the agent's end of the gateway, running while the block runs.
@@ -147,14 +148,18 @@ async def negotiated_stream(
     ``mask``: the agent's frame mask (`AgentHooks.frame_mask`), applied to every frame
     the gateway writes to a v2 client; the gateway writes some of its own (the user
     message it echoes), which the agent's connection never sees.  ``available_commands``:
-    the agent's slash commands as v1 spells them, the same for every session (`Gateway`)."""
+    the agent's slash commands as v1 spells them, the same for every session (`Gateway`);
+    ``stoppable_tools``: the tools whose calls the agent stops one by one (`Gateway`)."""
     first, head = await _read_first_frame(stream)
     if not wants_v2(first):
         yield _Prefixed(stream, head)
         return
     logger.info("the client asked for ACP v2: speaking v2 through the gateway")
     commands = available_commands_v2(available_commands)
-    gateway = Gateway(available_commands=commands if isinstance(commands, list) else None)
+    gateway = Gateway(
+        available_commands=commands if isinstance(commands, list) else None,
+        stoppable_tools=stoppable_tools,
+    )
     async with _open_gateway(stream, head, mask, gateway) as agent_end:
         yield agent_end
 

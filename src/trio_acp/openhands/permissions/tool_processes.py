@@ -44,7 +44,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
-from trio_acp.openhands.permissions.run_gate import RunGate
+from trio_acp.openhands.permissions.run_gate import RunGate, ToolCallStops
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,24 @@ def stop_tool_processes(conversation: Any, gate: RunGate | None = None) -> list[
     stop_subagents(conversation)
     pids = terminal_shell_pids(conversation) + _shell_pids(shells)
     return kill_descendants(list(dict.fromkeys(pids)))
+
+
+def stop_tool_call(stops: ToolCallStops, gate: RunGate | None, tool_call_id: str) -> bool:
+    """Stop one tool call's command, the run going on and its gate open (ACP v2's
+    `tool_call/cancel`, `terminal/cancel`): a command not handed to its shell yet is
+    refused when it comes (`ToolCallStops`); one that runs gets the Ctrl-C a turn's cancel
+    sends, then its job alone is stopped (`sdk/terminal_gate.stop_command`), never the
+    shell's other descendants. The tool's result is the interrupted command's, and the
+    model goes on from it. Returns False when the command was over already. Blocking."""
+    stopping, shell = stops.stop(tool_call_id)
+    if shell is not None:
+        from trio_acp.openhands.sdk.terminal_gate import stop_command
+
+        if gate is not None:
+            gate.exclusive(lambda: stop_command(shell))
+        else:
+            stop_command(shell)
+    return stopping
 
 
 def _interrupt_shell(shell: Any) -> None:
