@@ -334,8 +334,18 @@ def test_a_commands_terminal_is_announced_streamed_ended_and_cancellable() -> No
         "exitStatus": {"exitCode": 130},
         "capabilities": None,
     }
-    wire.update({"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "failed"})
-    (final,) = updates(wire.take()[0])
+    wire.update(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "call-1",
+            "status": "failed",
+            "rawOutput": {"exit_code": 130, "output": "héllo\nbye\n"},
+        }
+    )
+    snapshot, final = updates(wire.take()[0])
+    # The whole output as the model got it: the terminal's authoritative snapshot.
+    assert snapshot["sessionUpdate"] == "terminal_update"
+    assert base64.b64decode(snapshot["output"]["data"]).decode() == "héllo\nbye\n"
     assert final["status"] == "failed"  # terminal/cancel does not change the tool call's status
     # The terminal has exited: it cannot be cancelled again.
     wire.from_client(

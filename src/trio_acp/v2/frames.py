@@ -33,6 +33,7 @@ __all__ = [
     "session_response",
     "set_config_option_request",
     "tool_call_content",
+    "terminal_snapshot",
     "terminal_updates",
     "tool_call_update",
     "wants_v2",
@@ -343,6 +344,12 @@ def terminal_updates(meta: Mapping[str, object], command: str | None) -> list[Js
             }
         )
     return out
+
+
+def terminal_snapshot(terminal_id: str, output: str) -> Json:
+    """A terminal's whole output (v2: an authoritative replacement snapshot, base64)."""
+    data = base64.b64encode(output.encode("utf-8", "replace")).decode("ascii")
+    return {"sessionUpdate": "terminal_update", "terminalId": terminal_id, "output": {"data": data}}
 
 
 def permission_request(params: Json) -> Json:

@@ -709,6 +709,15 @@ class Gateway:
         ]
         for t in starts:
             out.to_client.append(_update(session.id, t))
+        if final and tool is not None and tool.terminal is not None:
+            # The command's whole output, as the model got it: the authoritative
+            # snapshot of its terminal (a quick command streams nothing while it runs).
+            raw_output = obj(v2.get("rawOutput"))
+            output = raw_output.get("output") if raw_output is not None else None
+            if isinstance(output, str):
+                out.to_client.append(
+                    _update(session.id, frames.terminal_snapshot(tool.terminal, output))
+                )
         if final and tool is not None:
             del session.tools[tool_id]
             if tool.cancelled and status != "cancelled":
