@@ -352,3 +352,15 @@ def test_a_commands_terminal_is_announced_streamed_ended_and_cancellable() -> No
         {"id": 6, "method": "terminal/cancel", "params": {"sessionId": SID, "terminalId": "call-1"}}
     )
     assert wire.take()[0][0]["error"]["code"] == -32602
+
+
+def test_a_sub_agents_command_is_not_offered_for_cancel() -> None:
+    # It runs in the sub-agent's own run, which the agent cannot stop one command of.
+    wire = Wire()
+    meta = {"trio_acp": {"parentToolCallId": "task-1", "subagent": "helper"}}
+    created = wire.tool_call("task-1/call-9", "terminal", _meta=meta)
+    assert "capabilities" not in created
+    wire.cancel(3, "task-1/call-9")
+    client, agent = wire.take()
+    assert agent == []
+    assert client[0]["error"]["code"] == -32602

@@ -91,6 +91,12 @@ class _Tool:
     cancelled: bool = False
     #: The id of its live terminal, once announced.
     terminal: str | None = None
+    #: A sub-agent's call (`_meta.trio_acp.parentToolCallId`, translate/subagents.py):
+    #: its command runs in the sub-agent's run, which the agent cannot stop alone.
+    nested: bool = False
+
+    def stoppable(self, tools: frozenset[str]) -> bool:
+        return self.name in tools and not self.nested
 
 
 @attrs.define
@@ -285,7 +291,7 @@ class Gateway:
         tool = session.tools.get(call.tool_call_id or "")
         if tool is not None and tool.asking == key:
             tool.asking = None
-            if tool.advertised and not tool.cancelled and tool.name not in self._stoppable:
+            if tool.advertised and not tool.cancelled and not tool.stoppable(self._stoppable):
                 # Cancellable while it waited; the agent cannot stop it once it runs.
                 tool.advertised = False
                 out.to_client.append(
@@ -348,7 +354,7 @@ class Gateway:
         session = self._sessions.get(sid) if isinstance(sid, str) else None
         call_id = session.terminals.get(tid) if session and isinstance(tid, str) else None
         tool = session.tools.get(call_id) if session is not None and call_id else None
-        if session is None or tool is None or tool.name not in self._stoppable:
+        if session is None or tool is None or not tool.stoppable(self._stoppable):
             out.to_client.append(
                 _error(
                     rid,
@@ -362,7 +368,7 @@ class Gateway:
     def _stop(
         self, out: Out, rid: object, session: _Session, tool: _Tool, *, tool_call: bool
     ) -> None:
-        if tool.name not in self._stoppable:
+        if not tool.stoppable(self._stoppable):
             out.to_client.append(
                 _error(rid, INVALID_PARAMS, "tool_call/cancel: this tool call cannot be cancelled")
             )
@@ -681,12 +687,15 @@ class Gateway:
         if tool is None and not final and session.running is not None:
             tool = session.tools[tool_id] = _Tool(tool_id)
         if tool is not None:
+            ours = obj(meta.get("trio_acp")) if meta is not None else None
+            if ours is not None and "parentToolCallId" in ours:
+                tool.nested = True
             if tool.name is None:
                 tool.name = _text(v2.get("name"))
             raw_input = obj(v2.get("rawInput"))
             if tool.command is None and raw_input is not None:
                 tool.command = _text(raw_input.get("command"))
-            if not tool.advertised and tool.name in self._stoppable and not final:
+            if not tool.advertised and tool.stoppable(self._stoppable) and not final:
                 tool.advertised = True
                 v2["capabilities"] = {"cancel": {}}
         terminals = frames.terminal_updates(terminal_meta, tool.command if tool else None)
@@ -698,7 +707,7 @@ class Gateway:
             elif t["sessionUpdate"] == "terminal_update" and tool is not None:
                 session.terminals[tid] = tool.id
                 tool.terminal = tid
-                if tool.name in self._stoppable:
+                if tool.stoppable(self._stoppable):
                     t["capabilities"] = {"cancel": {}}
         # A terminal is announced before the tool call content that shows it, and its
         # output and exit follow.
