@@ -82,7 +82,10 @@ class FrontAgent(AgentHooks):
         return self.sign_in.initialize(params)
 
     async def ext_method(self, method: str, params: Any) -> Any:
-        # Our extension methods (`_trio_acp/...`) are the agent's.
+        # Our extension methods (`_trio_acp/...`) are the agent's; any other is unknown,
+        # answered at once, as before there was one.
+        if not method.startswith("_trio_acp/"):
+            raise RequestError.method_not_found(method)
         return await (await self.agent()).ext_method(method, params)
 
     async def cancel(self, params: schema.CancelNotification) -> None:
