@@ -104,8 +104,10 @@ async def _stop_at(hook: StopAt, env: dict[str, str], llm: Any, tmp_path: Path, 
         token = trio.lowlevel.current_trio_token()
 
         async def stop(call_id: str) -> None:
+            # Through the connection, as the v2 gateway asks: the command is stopped
+            # once the answer is on its way.
             try:
-                hook.answer = await agent.ext_method(
+                hook.answer = await conn.agent.ext_method(
                     STOP_TOOL_CALL, {"sessionId": sid, "toolCallId": call_id}
                 )
             finally:
@@ -192,15 +194,15 @@ async def test_stopping_an_unknown_session_or_malformed_params_is_refused(env, t
 
     from trio_acp.rpc import RequestError
 
-    async with _agent(env, tmp_path) as (agent, _, sid):
+    async with _agent(env, tmp_path) as (_, conn, sid):
         with pytest.raises(RequestError) as malformed:
-            await agent.ext_method(STOP_TOOL_CALL, {"sessionId": sid})
+            await conn.agent.ext_method(STOP_TOOL_CALL, {"sessionId": sid})
         assert malformed.value.code == -32602
         with pytest.raises(RequestError) as unknown:
-            await agent.ext_method(
+            await conn.agent.ext_method(
                 STOP_TOOL_CALL, {"sessionId": str(uuid.uuid4()), "toolCallId": "x"}
             )
         assert unknown.value.code != -32601
         with pytest.raises(RequestError) as other:
-            await agent.ext_method("_trio_acp/nothing", {})
+            await conn.agent.ext_method("_trio_acp/nothing", {})
         assert other.value.code == -32601

@@ -331,9 +331,9 @@ class FakeConversation:
     async def stop_tools(self) -> None:
         pass
 
-    async def stop_tool_call(self, tool_call_id: str) -> bool:
+    def stop_tool_call(self, tool_call_id: str) -> tuple[bool, Any]:
         self.stopped_tool_calls.append(tool_call_id)
-        return True
+        return True, None
 
     async def pending_actions(self) -> list[Any]:
         return list(self._pending)

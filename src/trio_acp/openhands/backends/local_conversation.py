@@ -27,6 +27,7 @@ from trio_acp.openhands.backends.conversation import (
     Condensed,
     LlmOptions,
     Run,
+    StopCommand,
     Usage,
     usage_of,
     user_message,
@@ -38,7 +39,7 @@ from trio_acp.openhands.permissions.credential_files import CredentialFiles
 from trio_acp.openhands.permissions.run_gate import RunGate, ToolCallStops, run_under
 from trio_acp.openhands.permissions.tool_processes import (
     remove_editor_history,
-    stop_tool_call,
+    stop_command_in,
     stop_tool_processes,
 )
 from trio_acp.openhands.sdk import (
@@ -411,10 +412,18 @@ class LocalConversation:
             stop_tool_processes, self._conv, self._gate, limiter=self._interrupt_limiter
         )
 
-    async def stop_tool_call(self, tool_call_id: str) -> bool:
-        return await trio.to_thread.run_sync(
-            stop_tool_call, self._stops, self._gate, tool_call_id, limiter=self._interrupt_limiter
-        )
+    def stop_tool_call(self, tool_call_id: str) -> tuple[bool, StopCommand | None]:
+        stopping, shell = self._stops.stop(tool_call_id)  # a lock held for a lookup only
+        if shell is None:
+            return stopping, None
+        gate = self._gate
+
+        async def stop() -> None:
+            await trio.to_thread.run_sync(
+                stop_command_in, shell, gate, limiter=self._interrupt_limiter
+            )
+
+        return stopping, stop
 
     async def pending_actions(self) -> list[ActionEvent]:
         sdk, conv = self._sdk, self._conv

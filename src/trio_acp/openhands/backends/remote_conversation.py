@@ -48,6 +48,7 @@ from trio_acp.openhands.backends.conversation import (
     Condensed,
     LlmOptions,
     Run,
+    StopCommand,
     Usage,
     usage_of,
     user_message,
@@ -339,7 +340,7 @@ class ServerConversation:
     async def stop_tools(self) -> None:
         """Nothing: interrupting stops the terminal's processes on the server too."""
 
-    async def stop_tool_call(self, tool_call_id: str) -> bool:
+    def stop_tool_call(self, tool_call_id: str) -> tuple[bool, StopCommand | None]:
         # The agent-server's API stops a conversation's run, never one of its commands.
         raise RequestError.invalid_params(
             "a tool call on an agent-server cannot be stopped on its own; cancel the turn"

@@ -44,7 +44,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
-from trio_acp.openhands.permissions.run_gate import RunGate, ToolCallStops
+from trio_acp.openhands.permissions.run_gate import RunGate
 
 log = logging.getLogger(__name__)
 
@@ -130,22 +130,20 @@ def stop_tool_processes(conversation: Any, gate: RunGate | None = None) -> list[
     return kill_descendants(list(dict.fromkeys(pids)))
 
 
-def stop_tool_call(stops: ToolCallStops, gate: RunGate | None, tool_call_id: str) -> bool:
-    """Stop one tool call's command, the run going on and its gate open (ACP v2's
-    `tool_call/cancel`, `terminal/cancel`): a command not handed to its shell yet is
-    refused when it comes (`ToolCallStops`); one that runs gets the Ctrl-C a turn's cancel
-    sends, then its job alone is stopped (`sdk/terminal_gate.stop_command`), never the
-    shell's other descendants. The tool's result is the interrupted command's, and the
-    model goes on from it. Returns False when the command was over already. Blocking."""
-    stopping, shell = stops.stop(tool_call_id)
-    if shell is not None:
-        from trio_acp.openhands.sdk.terminal_gate import stop_command
+def stop_command_in(shell: Any, gate: RunGate | None) -> None:
+    """Stop the command one tool call handed `shell`, the run going on and its gate open
+    (ACP v2's `tool_call/cancel`, `terminal/cancel`; `run_gate.ToolCallStops` found the
+    shell, and refuses a stopped call's command that has not reached one): the Ctrl-C a
+    turn's cancel sends, then its job alone is stopped (`sdk/terminal_gate.stop_command`),
+    never the shell's other descendants. Under the gate's lock, never while a command is
+    handed to the shell. The tool's result is the interrupted command's, and the model
+    goes on from it. Blocking."""
+    from trio_acp.openhands.sdk.terminal_gate import stop_command
 
-        if gate is not None:
-            gate.exclusive(lambda: stop_command(shell))
-        else:
-            stop_command(shell)
-    return stopping
+    if gate is not None:
+        gate.exclusive(lambda: stop_command(shell))
+    else:
+        stop_command(shell)
 
 
 def _interrupt_shell(shell: Any) -> None:

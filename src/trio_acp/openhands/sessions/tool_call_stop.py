@@ -6,7 +6,7 @@ with an extension request of ours, `frames.STOP_TOOL_CALL`, for the calls of the
 named here, once it has checked that the tool call is live in the session's turn. A tool
 call waiting for the user's permission never comes here: the gateway answers that
 question itself. The conversation stops the command (`Conversation.stop_tool_call`:
-`permissions/tool_processes.stop_tool_call` in process), and the model gets the
+`permissions/tool_processes.stop_command_in` in process), and the model gets the
 interrupted command's result, or the refusal of a command that had not started.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trio_acp.rpc import RequestError
+from trio_acp.rpc import RequestError, after_response
 from trio_acp.v2.frames import STOP_TOOL_CALL
 
 if TYPE_CHECKING:
@@ -37,9 +37,17 @@ def tool_call_id(params: object) -> tuple[str, str]:
 
 
 async def stop(session: Session, call_id: str) -> dict[str, bool]:
-    """Stop `call_id`'s command in `session`: `{"stopping": false}` when it was over."""
+    """Stop `call_id`'s command in `session`: `{"stopping": false}` when it was over.
+
+    Answered as soon as the stop is decided, and its command stopped after the answer
+    (the draft: "The response does not mean the work has stopped"): the answer then
+    precedes the tool call's final update on the wire, which the gateway reports as
+    `cancelled` only once it knows the call is being stopped."""
     if not await session.until_open():
         raise RequestError.invalid_params("the session has no conversation to stop a tool in")
     conversation = session.conversation
     assert conversation is not None
-    return {"stopping": await conversation.stop_tool_call(call_id)}
+    stopping, stop_command = conversation.stop_tool_call(call_id)
+    if stop_command is not None:
+        after_response(stop_command)
+    return {"stopping": stopping}
