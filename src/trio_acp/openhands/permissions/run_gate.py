@@ -23,7 +23,7 @@ One tool call can also be stopped on its own, the turn going on (ACP v2's
 `tool_call/cancel` and `terminal/cancel`, docs/v2.md): `ToolCallStops`, one per
 conversation, knows which shell each tool call's command went into (the tool's thread
 says which tool call it works for: `working_on`), so that only that command is stopped
-(`tool_processes.stop_tool_call`), and refuses a stopped tool call's command that has not
+(`tool_processes.stop_command_in`), and refuses a stopped tool call's command that has not
 reached its shell yet, while the gate stays open for every other command of the run.
 
 Pure: threading and contextvars only (no Trio, no SDK).
