@@ -113,6 +113,7 @@ FAST_LAYER = (
     "tests/openhands/test_store_list_walk.py",
     "tests/openhands/test_subagent_translate.py",
     "tests/openhands/test_subagents_hub.py",
+    "tests/openhands/test_tool_call_stops.py",
     "tests/openhands/test_tool_catalog.py",
     "tests/openhands/test_translate.py",
     "tests/openhands/test_translate_speedups.py",

@@ -16,5 +16,6 @@ from . import (  # noqa: F401 - imported for registration, in run order
     sessions,
     transport,
     v2,
+    v2_cancel,
     whole_run,
 )

@@ -509,11 +509,17 @@ async def patch_distinct_message_ids(ctx: Context) -> str:
 
 
 async def _shell_turn(
-    ctx: Context, *, hold: trio.Event | None = None, cancel: bool = False
+    ctx: Context,
+    *,
+    hold: trio.Event | None = None,
+    cancel: bool = False,
+    answer: tuple[str, ...] = ("allow_once",),
+    meanwhile: Any = None,
 ) -> V2Turn:
     """A turn that runs a shell command, in a session mode that asks first (found among the
-    session's `mode` config options); the question is answered at once, or held until
-    ``hold`` is set (then cancelled when ``cancel``)."""
+    session's `mode` config options); the question is answered at once (with the first
+    option of a kind in ``answer``), or held until ``hold`` is set (then cancelled when
+    ``cancel``).  ``meanwhile(agent, sid, mark)`` runs once the prompt is accepted."""
     state = await _sessions(ctx)
     agent = state.agent
     reply = await agent.request(
@@ -546,11 +552,16 @@ async def _shell_turn(
     async def policy(params: dict[str, Any], frame: Frame) -> dict[str, Any]:
         if hold is not None:
             await hold.wait()
-        return {"outcome": "cancelled"} if cancel else choose(params, ("allow_once",))
+        return {"outcome": "cancelled"} if cancel else choose(params, answer)
 
     agent.permission_policies[sid] = policy
     then = None
-    if cancel:
+    if meanwhile is not None:
+
+        async def then(agent: AgentProcess) -> None:
+            await meanwhile(agent, sid, mark)
+
+    elif cancel:
 
         async def then(agent: AgentProcess) -> None:
             await agent.wait_for(

@@ -115,6 +115,10 @@ FAULT_FOR = {
     "v2/ACP-RESUME-202": "v2-late-replay",
     "v2/ACP-PROMPT-205": "v2-v1-update",
     "v2/ACP-CLIENTCAP-202": "v2-fs-call",
+    "v2/tool_call-cancel": "v2-cancel-error",
+    "v2/cancel-unknown": "v2-cancel-unknown-ok",
+    "v2/ACP-PATCH-206": "v2-terminal-relative-cwd",
+    "v2/ACP-PATCH-207": "v2-terminal-bad-base64",
 }
 
 #: Faults whose whole-suite run shows they are local: the failing checks are exactly these,

@@ -13,6 +13,7 @@ from .credentials import SecretValues
 from .exception_groups import leaves, reraise
 from .openhands.front import FrontAgent
 from .openhands.sessions.commands import available_commands
+from .openhands.sessions.tool_call_stop import STOPPABLE_TOOLS
 from .openhands.sign_in import SignIn
 from .stdio import serve_stdio
 from .v2.stream import negotiated_stream
@@ -61,7 +62,12 @@ async def _serve_front(
     # (their turns cancelled and answered, their files saved), never cut by a cancel.
     closed = trio.Event()
     async with (
-        negotiated_stream(stream, mask=front.frame_mask(), available_commands=commands) as s,
+        negotiated_stream(
+            stream,
+            mask=front.frame_mask(),
+            available_commands=commands,
+            stoppable_tools=STOPPABLE_TOOLS,
+        ) as s,
         open_agent_connection(s, front) as conn,
         trio.open_nursery() as nursery,
     ):

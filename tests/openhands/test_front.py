@@ -88,3 +88,30 @@ def test_initialize_is_answered_before_the_agent_is_imported():
         ["session/new answered", True, True],
         ["session/list answered", "list"],
     ]
+
+
+async def test_only_our_extension_methods_wait_for_the_agent():
+    # An extension method not ours is unknown at once, the agent not even wanted; ours
+    # (`_trio_acp/...`, the v2 gateway's stop of one tool call) is the agent's.
+    import pytest
+    import trio
+
+    from trio_acp.credentials import SecretValues
+    from trio_acp.openhands.front import FrontAgent
+    from trio_acp.openhands.sign_in import SignIn
+    from trio_acp.rpc import RequestError
+
+    front = FrontAgent(sign_in=SignIn({}), secrets=SecretValues())
+    with pytest.raises(RequestError) as unknown:
+        await front.ext_method("_other/thing", {})
+    assert unknown.value.code == -32601
+    assert not front.needed.is_set()
+
+    class Agent:
+        async def ext_method(self, method, params):
+            return {"method": method, "params": params}
+
+    front.attach(Agent())  # type: ignore[arg-type]
+    with trio.fail_after(5):
+        got = await front.ext_method("_trio_acp/stop_tool_call", {"toolCallId": "t"})
+    assert got == {"method": "_trio_acp/stop_tool_call", "params": {"toolCallId": "t"}}

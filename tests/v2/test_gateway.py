@@ -139,6 +139,9 @@ def test_initialize_is_negotiated_to_2_and_the_agent_is_asked_without_client_too
     assert params["clientCapabilities"]["fs"] == {"readTextFile": False, "writeTextFile": False}
     assert params["clientCapabilities"]["terminal"] is False
     assert params["clientCapabilities"]["auth"] == {"terminal": True}
+    # A local command's output streamed in Zed's terminal `_meta`, which becomes v2's
+    # terminal updates (test_gateway_cancel.py).
+    assert params["clientCapabilities"]["_meta"] == {"terminal_output": True}
     wire.from_agent(
         {
             "id": 0,
@@ -256,7 +259,8 @@ def test_a_turn_is_accepted_at_once_and_reported_by_state_updates() -> None:
         "content": [],
     }
     tool = client[4]["params"]["update"]
-    assert [c["type"] for c in tool["content"]] == ["diff"]  # no client terminals in v2
+    # A v1 terminal item is the pseudo-terminal of a local command: v2's agent terminal.
+    assert [c["type"] for c in tool["content"]] == ["diff", "terminal"]
     assert tool["content"][0]["changes"] == [{"operation": "modify", "path": "/p/a.py"}]
     assert "-a\n+b\n" in tool["content"][0]["patch"]["text"]
     assert client[-1]["params"]["update"] == {

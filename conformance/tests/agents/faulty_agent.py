@@ -133,6 +133,10 @@ V2_FAULTS = {
     "v2-late-replay": "sends an update of a resumed session after the resume's answer",
     "v2-v1-update": "sends v1's current_mode_update and tool_call to a v2 client",
     "v2-fs-call": "calls fs/read_text_file on a v2 client",
+    "v2-cancel-error": "answers tool_call/cancel with an error",
+    "v2-cancel-unknown-ok": "accepts tool_call/cancel and terminal/cancel of unknown items",
+    "v2-terminal-relative-cwd": "announces a terminal with a relative cwd",
+    "v2-terminal-bad-base64": "sends terminal output that is not base64",
 }
 FAULTS.update(V2_FAULTS)
 
@@ -845,11 +849,34 @@ class Agent:
         elif kind == "execute":
             if FAULT == "terminal-without-cap":
                 await self.call("terminal/create", {"sessionId": session.id, "command": what})
+            # Zed's terminal `_meta`, when asked for (the v2 gateway asks: its terminals).
+            meta = self.client_caps.get("_meta") if isinstance(self.client_caps, dict) else None
+            live = isinstance(meta, dict) and meta.get("terminal_output") is True
+            if live:
+                info = {"terminal_id": call_id, "cwd": session.cwd}
+                await self.update(
+                    session,
+                    {
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": call_id,
+                        "content": [{"type": "terminal", "terminalId": call_id}],
+                        "_meta": {"terminal_info": info},
+                    },
+                )
             if what.startswith("touch "):
                 Path(what[6:].strip()).touch()
             elif what.startswith("sleep "):
                 with trio.CancelScope(shield=FAULT == "cancel-waits-for-tool"):
                     await trio.sleep(float(what[6:]))
+            if live:
+                for end in (
+                    {"terminal_output": {"terminal_id": call_id, "data": f"ran {what}\n"}},
+                    {"terminal_exit": {"terminal_id": call_id, "exit_code": 0, "signal": None}},
+                ):
+                    await self.update(
+                        session,
+                        {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "_meta": end},
+                    )
         elif kind == "edit" and what:
             if FAULT == "fs-without-cap":
                 await self.call(
@@ -870,6 +897,7 @@ class V2Faults(trio.abc.Stream):
         self.inner = inner
         self.resumes: dict[str, Any] = {}  # request id -> session id
         self.requested: Any = None  # the protocolVersion of the last initialize
+        self.cancels: set[str] = set()  # ids of tool_call/cancel and terminal/cancel
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         data = await self.inner.receive_some(max_bytes)
@@ -881,6 +909,11 @@ class V2Faults(trio.abc.Stream):
             if isinstance(msg, dict) and msg.get("method") == "initialize":
                 asked = msg.get("params") if isinstance(msg.get("params"), dict) else {}
                 self.requested = asked.get("protocolVersion")
+            if isinstance(msg, dict) and msg.get("method") in (
+                "tool_call/cancel",
+                "terminal/cancel",
+            ):
+                self.cancels.add(json.dumps(msg.get("id")))
             if isinstance(msg, dict) and msg.get("method") == "session/resume":
                 resumed = msg.get("params") if isinstance(msg.get("params"), dict) else {}
                 self.resumes[json.dumps(msg.get("id"))] = resumed.get("sessionId")
@@ -922,6 +955,13 @@ class V2Faults(trio.abc.Stream):
                 result["capabilities"]["session"]["prompt"]["image"] = True
             elif FAULT == "v2-init-invalid":
                 result["authMethods"] = [{"type": "agent", "name": "No id"}]
+        if json.dumps(msg.get("id")) in self.cancels and "method" not in msg:
+            if FAULT == "v2-cancel-error" and result is not None:
+                return [
+                    {"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32603, "message": "no"}}
+                ]
+            if FAULT == "v2-cancel-unknown-ok" and "error" in msg:
+                return [{"jsonrpc": "2.0", "id": msg["id"], "result": {}}]
         if result is not None and "sessionId" in result and FAULT == "v2-empty-session-id":
             result["sessionId"] = ""
         if result is not None and "messageId" in result:
@@ -959,6 +999,27 @@ class V2Faults(trio.abc.Stream):
             return []
         if FAULT == "v2-chunk-no-message-id" and kind == "agent_message_chunk":
             update.pop("messageId", None)
+        if kind == "tool_call_update" and FAULT in (
+            "v2-terminal-relative-cwd",
+            "v2-terminal-bad-base64",
+        ):
+            terminal = (
+                {"sessionUpdate": "terminal_update", "terminalId": "t-fault", "cwd": "relative"}
+                if FAULT == "v2-terminal-relative-cwd"
+                else {
+                    "sessionUpdate": "terminal_output_chunk",
+                    "terminalId": "t-fault",
+                    "data": "%%",
+                }
+            )
+            return [
+                msg,
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {**params, "update": terminal},
+                },
+            ]
         if kind == "tool_call_update":
             if FAULT == "v2-tool-no-id":
                 update["toolCallId"] = ""

@@ -33,7 +33,7 @@ from trio_acp.openhands.errors import (
     unknown_session,
 )
 from trio_acp.openhands.sdk import SdkLoader, shell_starts
-from trio_acp.openhands.sessions import archive, session_meta, turn_usage
+from trio_acp.openhands.sessions import archive, session_meta, tool_call_stop, turn_usage
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.collector import collector_paused
 from trio_acp.openhands.sessions.forking import SessionForking
@@ -362,6 +362,15 @@ class OpenHandsAgent(SessionForking, AgentHooks):
             return  # a notification: nobody to tell
         self._subagent_sessions.cancel_requested(params.session_id)
         session.request_cancel()
+
+    @explained("stopping a tool call")
+    async def ext_method(self, method: str, params: Any) -> Any:
+        """Our extension methods: `_trio_acp/stop_tool_call`, one tool call stopped while
+        its turn goes on (ACP v2's tool_call/cancel, through the v2 gateway)."""
+        if method != tool_call_stop.STOP_TOOL_CALL:
+            raise RequestError.method_not_found(method)
+        session_id, call_id = tool_call_stop.tool_call_id(params)
+        return await tool_call_stop.stop(self._session(session_id), call_id)
 
     @explained("session/close")
     async def close_session(

@@ -81,6 +81,13 @@ class FrontAgent(AgentHooks):
         after_response(wanted)
         return self.sign_in.initialize(params)
 
+    async def ext_method(self, method: str, params: Any) -> Any:
+        # Our extension methods (`_trio_acp/...`) are the agent's; any other is unknown,
+        # answered at once, as before there was one.
+        if not method.startswith("_trio_acp/"):
+            raise RequestError.method_not_found(method)
+        return await (await self.agent()).ext_method(method, params)
+
     async def cancel(self, params: schema.CancelNotification) -> None:
         # A notification, handled in the reader's task: never wait there. Before the
         # agent there is no session to cancel.

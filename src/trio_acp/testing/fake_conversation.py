@@ -167,6 +167,7 @@ class FakeConversation:
     messages: list[Any] = attrs.field(factory=list)
     interrupts: int = 0
     rejected: list[str] = attrs.field(factory=list)
+    stopped_tool_calls: list[str] = attrs.field(factory=list)
     interruptions_noted: int = 0
     closed: bool = False
     events: list[Any] = attrs.field(factory=list)
@@ -329,6 +330,10 @@ class FakeConversation:
 
     async def stop_tools(self) -> None:
         pass
+
+    def stop_tool_call(self, tool_call_id: str) -> tuple[bool, Any]:
+        self.stopped_tool_calls.append(tool_call_id)
+        return True, None
 
     async def pending_actions(self) -> list[Any]:
         return list(self._pending)

@@ -10,11 +10,14 @@ No I/O, no Trio: plain JSON values in and out.
 
 from __future__ import annotations
 
+import base64
 import difflib
 import json
 from collections.abc import Mapping
 
 __all__ = [
+    "STOP_TOOL_CALL",
+    "TERMINAL_META_KEYS",
     "V1_ONLY_METHODS",
     "V2_VERSION",
     "Json",
@@ -30,12 +33,24 @@ __all__ = [
     "session_response",
     "set_config_option_request",
     "tool_call_content",
+    "terminal_snapshot",
+    "terminal_updates",
     "tool_call_update",
     "wants_v2",
 ]
 
 #: The protocol version this module speaks besides v1.
 V2_VERSION = 2
+
+#: The v1 agent's extension method that stops one tool call's command without ending the
+#: turn (the agent's side of v2's `tool_call/cancel` and `terminal/cancel`:
+#: `trio_acp/openhands/sessions/tool_call_stop.py`).  Params `{sessionId, toolCallId}`;
+#: result `{"stopping": bool}`: false when the command was over before the stop came.
+STOP_TOOL_CALL = "_trio_acp/stop_tool_call"
+
+#: The `_meta` keys of Zed's terminal convention (`openhands/editor/terminal_meta.py`), in
+#: which the v1 agent streams a local command's output: v2 has terminals of its own.
+TERMINAL_META_KEYS = ("terminal_info", "terminal_output", "terminal_exit")
 
 #: A JSON object as `json.loads` gives it.
 Json = dict[str, object]
@@ -96,7 +111,10 @@ def initialize_request(params: Json) -> Json:
 
     The v1 client capabilities stay off: no `fs` and no `terminal`, so the agent runs every
     tool locally (v2 has no client file system or terminal), and none of v1's opt-in extras
-    (plans, notices, elicitation), which v2 spells differently or not at all.
+    (plans, notices, elicitation), which v2 spells differently or not at all.  One is on:
+    Zed's terminal `_meta` (`terminal_output`), in which the agent streams a local
+    command's output; the gateway turns it into v2's own `terminal_update` and
+    `terminal_output_chunk` (`terminal_updates`).
     """
     caps = obj(params.get("capabilities")) or {}
     auth = obj(caps.get("auth")) or {}
@@ -106,6 +124,7 @@ def initialize_request(params: Json) -> Json:
             "fs": {"readTextFile": False, "writeTextFile": False},
             "terminal": False,
             "auth": {"terminal": _present(auth.get("terminal"))},
+            "_meta": {"terminal_output": True},
         },
     }
     info = obj(params.get("info"))
@@ -204,8 +223,9 @@ def tool_call_content(item: object) -> Json | None:
     """One v1 tool call content item for v2, or None when v2 has no place for it.
 
     A v1 `diff` (path, old and new text) becomes v2's structured diff: the file-level
-    change plus a git-style patch.  A v1 `terminal` item names a *client* terminal, which
-    a v2 session never has (its tools run locally).
+    change plus a git-style patch.  A v1 `terminal` item names the pseudo-terminal of a
+    local command (a v2 session has no client terminals): v2's agent-owned terminal, the
+    same shape.
     """
     it = obj(item)
     if it is None:
@@ -213,6 +233,8 @@ def tool_call_content(item: object) -> Json | None:
     kind = it.get("type")
     if kind == "content":
         return it
+    if kind == "terminal":
+        return it if isinstance(it.get("terminalId"), str) else None
     if kind == "diff":
         path = it.get("path")
         new = it.get("newText")
@@ -276,6 +298,58 @@ def tool_call_update(update: Mapping[str, object]) -> Json:
     elif content is None and "content" in update:
         out["content"] = None
     return out
+
+
+def terminal_updates(meta: Mapping[str, object], command: str | None) -> list[Json]:
+    """v2 terminal updates for the terminal `_meta` of one v1 tool call update (Zed's
+    convention, `openhands/editor/terminal_meta.py`): `terminal_info` announces the
+    terminal (its `command`, as the tool call's input gave it), `terminal_output` appends
+    bytes (v2: base64), `terminal_exit` reports the exit.  Capabilities are the gateway's
+    to add (it knows which terminals can be cancelled)."""
+    out: list[Json] = []
+    info = obj(meta.get("terminal_info"))
+    if info is not None and isinstance(info.get("terminal_id"), str):
+        start: Json = {"sessionUpdate": "terminal_update", "terminalId": info["terminal_id"]}
+        if command is not None:
+            start["command"] = command
+        cwd = info.get("cwd")
+        if isinstance(cwd, str) and cwd.startswith("/"):
+            start["cwd"] = cwd
+        out.append(start)
+    output = obj(meta.get("terminal_output"))
+    if output is not None and isinstance(output.get("terminal_id"), str):
+        data = output.get("data")
+        if isinstance(data, str) and data:
+            out.append(
+                {
+                    "sessionUpdate": "terminal_output_chunk",
+                    "terminalId": output["terminal_id"],
+                    "data": base64.b64encode(data.encode("utf-8", "replace")).decode("ascii"),
+                }
+            )
+    end = obj(meta.get("terminal_exit"))
+    if end is not None and isinstance(end.get("terminal_id"), str):
+        status: Json = {}
+        code = end.get("exit_code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            status["exitCode"] = code
+        signal = end.get("signal")
+        if isinstance(signal, str):
+            status["signal"] = signal
+        out.append(
+            {
+                "sessionUpdate": "terminal_update",
+                "terminalId": end["terminal_id"],
+                "exitStatus": status,
+            }
+        )
+    return out
+
+
+def terminal_snapshot(terminal_id: str, output: str) -> Json:
+    """A terminal's whole output (v2: an authoritative replacement snapshot, base64)."""
+    data = base64.b64encode(output.encode("utf-8", "replace")).decode("ascii")
+    return {"sessionUpdate": "terminal_update", "terminalId": terminal_id, "output": {"data": data}}
 
 
 def permission_request(params: Json) -> Json:

@@ -15,7 +15,15 @@ out (`Out`), in order.  It holds what the translation needs to remember:
 - prompts sent while a turn runs: accepted at once and queued here, each inserted (its
   `user_message`, then `running`) when the turn before it ends, so the agent still sees
   one v1 prompt at a time.  `session/cancel` drops the queued ones (v2: a cancel covers
-  "prompts not yet inserted") and cancels the running turn the v1 way.
+  "prompts not yet inserted") and cancels the running turn the v1 way;
+- per session, its live tool calls and terminals, for v2's `tool_call/cancel` and
+  `terminal/cancel` of one item while the turn goes on.  A tool call waiting for the
+  user's permission is cancelled here: the agent's question is answered with its reject
+  option (the turn goes on, the model is told it was refused) and withdrawn from the
+  client (`$/cancel_request`).  A command the agent runs (a tool the agent says it can
+  stop, `stoppable_tools`) is stopped by the agent (`frames.STOP_TOOL_CALL`, an
+  extension method of the v1 agent).  A cancelled tool call's final status is
+  `cancelled`; one that is unknown, already final or not cancellable is refused -32602.
 
 No I/O and no Trio: `stream.py` is the driver.  docs/v2.md is the user-facing account.
 """
@@ -69,6 +77,41 @@ class _Prompt:
 
 
 @attrs.define
+class _Tool:
+    """A tool call of the running turn, not final yet."""
+
+    id: str
+    name: str | None = None
+    command: str | None = None
+    #: `capabilities.cancel` was sent for it.
+    advertised: bool = False
+    #: The key of the agent's permission request about it, while it waits.
+    asking: str | None = None
+    #: A tool_call/cancel was accepted: its final status is `cancelled`.
+    cancelled: bool = False
+    #: The id of its live terminal, once announced.
+    terminal: str | None = None
+    #: A sub-agent's call (`_meta.trio_acp.parentToolCallId`, translate/subagents.py):
+    #: its command runs in the sub-agent's run, which the agent cannot stop alone.
+    nested: bool = False
+
+    def stoppable(self, tools: frozenset[str]) -> bool:
+        return self.name in tools and not self.nested
+
+
+@attrs.define
+class _Stop:
+    """A v2 cancel the agent was asked to carry out (`frames.STOP_TOOL_CALL`)."""
+
+    client_id: object
+    session_id: str
+    tool_call_id: str
+    #: tool_call/cancel (the tool call ends `cancelled`), not terminal/cancel (v2: the
+    #: terminal stops, the tool call reports what it reports).
+    tool_call: bool
+
+
+@attrs.define
 class _Session:
     id: str
     running: _Prompt | None = None
@@ -80,12 +123,19 @@ class _Session:
     #: The commands went out in the session/new or resume answer: the agent's own
     #: announcement of the same list, right after it, is not sent again.
     commands_answered: bool = False
+    #: Its tool calls not final yet, by id; its live terminals (terminal id -> tool call).
+    tools: dict[str, _Tool] = attrs.field(factory=dict)
+    terminals: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.define
 class _Call:
     method: str
     session_id: str | None = None
+    #: A permission request's own id, the tool call it asks about, and its reject option.
+    request_id: object = None
+    tool_call_id: str | None = None
+    reject: str | None = None
 
 
 def _key(request_id: object) -> str:
@@ -122,13 +172,24 @@ class Gateway:
     update of the session it just resumed.
     """
 
-    def __init__(self, *, available_commands: list[object] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        available_commands: list[object] | None = None,
+        stoppable_tools: frozenset[str] = frozenset(),
+    ) -> None:
         self._commands = available_commands
+        #: The tools whose calls the agent can stop one by one (`frames.STOP_TOOL_CALL`).
+        self._stoppable = stoppable_tools
         self._ids = itertools.count(1)
         self._client_calls: dict[str, _Call] = {}
         self._agent_calls: dict[str, _Call] = {}
         self._prompts: dict[str, _Prompt] = {}
         self._sessions: dict[str, _Session] = {}
+        self._stops: dict[str, _Stop] = {}
+        #: Permission requests the gateway answered itself (a cancelled tool call): the
+        #: client's own answer, which it still sends, is not the agent's to hear.
+        self._withdrawn: set[str] = set()
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
@@ -186,12 +247,10 @@ class Gateway:
             forward(method, params, sid if isinstance(sid, str) else None)
         elif method == "session/prompt":
             self._prompt(out, rid, params, frame)
-        elif method in ("tool_call/cancel", "terminal/cancel"):
-            # No tool call or terminal of a v2 session advertises `capabilities.cancel`,
-            # and the draft answers -32602 to a cancel of one that does not.
-            out.to_client.append(
-                _error(rid, INVALID_PARAMS, f"{method}: this item cannot be cancelled")
-            )
+        elif method == "tool_call/cancel":
+            self._cancel_tool_call(out, rid, params)
+        elif method == "terminal/cancel":
+            self._cancel_terminal(out, rid, params)
         elif method in frames.V1_ONLY_METHODS:
             out.to_client.append(_error(rid, METHOD_NOT_FOUND, f"{method} is not an ACP v2 method"))
         else:
@@ -208,7 +267,11 @@ class Gateway:
         out.to_agent.append(frame)
 
     def _client_answer(self, out: Out, frame: Json) -> None:
-        call = self._agent_calls.pop(_key(frame["id"]), None)
+        key = _key(frame["id"])
+        if key in self._withdrawn:
+            self._withdrawn.discard(key)
+            return  # answered already, for a cancelled tool call
+        call = self._agent_calls.pop(key, None)
         if call is None or call.method != "session/request_permission":
             out.to_agent.append(frame)
             return
@@ -219,15 +282,125 @@ class Gateway:
                 # A custom outcome the v1 agent cannot read: not approved (fail closed).
                 frame = {**frame, "result": {**result, "outcome": {"outcome": "cancelled"}}}
         out.to_agent.append(frame)
-        self._answered(out, call.session_id, _key(frame["id"]))
+        self._answered(out, call, key)
 
-    def _answered(self, out: Out, session_id: str | None, key: str) -> None:
-        session = self._sessions.get(session_id) if session_id is not None else None
-        if session is None or key not in session.asking:
+    def _answered(self, out: Out, call: _Call, key: str) -> None:
+        session = self._sessions.get(call.session_id) if call.session_id is not None else None
+        if session is None:
+            return
+        tool = session.tools.get(call.tool_call_id or "")
+        if tool is not None and tool.asking == key:
+            tool.asking = None
+            if tool.advertised and not tool.cancelled and not tool.stoppable(self._stoppable):
+                # Cancellable while it waited; the agent cannot stop it once it runs.
+                tool.advertised = False
+                out.to_client.append(
+                    _update(
+                        session.id,
+                        {
+                            "sessionUpdate": "tool_call_update",
+                            "toolCallId": tool.id,
+                            "capabilities": None,
+                        },
+                    )
+                )
+        if key not in session.asking:
             return
         session.asking.discard(key)
         if not session.asking and session.running is not None:
             out.to_client.append(_state(session.id, "running"))
+
+    # -- cancelling one tool call or terminal ----------------------------------------------
+
+    def _cancel_tool_call(self, out: Out, rid: object, params: Json) -> None:
+        session, tool = self._tool(params.get("sessionId"), params.get("toolCallId"))
+        if session is None or tool is None or not tool.advertised:
+            out.to_client.append(
+                _error(
+                    rid,
+                    INVALID_PARAMS,
+                    "tool_call/cancel: no such tool call in progress, or it cannot be cancelled",
+                )
+            )
+            return
+        call = self._agent_calls.get(tool.asking) if tool.asking is not None else None
+        if call is not None and call.reject is not None and tool.asking is not None:
+            # Waiting for the user: the question is answered "reject" for them (the turn
+            # goes on, the model is told the call was refused) and withdrawn.
+            key = tool.asking
+            del self._agent_calls[key]
+            self._withdrawn.add(key)
+            tool.cancelled = True
+            out.to_agent.append(
+                _result(
+                    call.request_id,
+                    {"outcome": {"outcome": "selected", "optionId": call.reject}},
+                )
+            )
+            out.to_client.append(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "$/cancel_request",
+                    "params": {"requestId": call.request_id},
+                }
+            )
+            self._answered(out, call, key)
+            out.to_client.append(_result(rid, {}))
+            return
+        self._stop(out, rid, session, tool, tool_call=True)
+
+    def _cancel_terminal(self, out: Out, rid: object, params: Json) -> None:
+        sid, tid = params.get("sessionId"), params.get("terminalId")
+        session = self._sessions.get(sid) if isinstance(sid, str) else None
+        call_id = session.terminals.get(tid) if session and isinstance(tid, str) else None
+        tool = session.tools.get(call_id) if session is not None and call_id else None
+        if session is None or tool is None or not tool.stoppable(self._stoppable):
+            out.to_client.append(
+                _error(
+                    rid,
+                    INVALID_PARAMS,
+                    "terminal/cancel: no such terminal running, or it cannot be cancelled",
+                )
+            )
+            return
+        self._stop(out, rid, session, tool, tool_call=False)
+
+    def _stop(
+        self, out: Out, rid: object, session: _Session, tool: _Tool, *, tool_call: bool
+    ) -> None:
+        if not tool.stoppable(self._stoppable):
+            out.to_client.append(
+                _error(rid, INVALID_PARAMS, "tool_call/cancel: this tool call cannot be cancelled")
+            )
+            return
+        internal = self._new_id("trio-acp-v2-stop")
+        self._stops[internal] = _Stop(rid, session.id, tool.id, tool_call)
+        out.to_agent.append(
+            {
+                "jsonrpc": "2.0",
+                "id": internal,
+                "method": frames.STOP_TOOL_CALL,
+                "params": {"sessionId": session.id, "toolCallId": tool.id},
+            }
+        )
+
+    def _stopped(self, out: Out, stop: _Stop, frame: Json) -> None:
+        result = obj(frame.get("result"))
+        if result is None:
+            error = obj(frame.get("error")) or {"code": -32603, "message": "the stop failed"}
+            out.to_client.append({"jsonrpc": "2.0", "id": stop.client_id, "error": error})
+            return
+        session = self._sessions.get(stop.session_id)
+        tool = session.tools.get(stop.tool_call_id) if session is not None else None
+        if tool is not None and stop.tool_call and result.get("stopping") is not False:
+            tool.cancelled = True
+        out.to_client.append(_result(stop.client_id, {}))
+
+    def _tool(self, sid: object, tool_call_id: object) -> tuple[_Session | None, _Tool | None]:
+        session = self._sessions.get(sid) if isinstance(sid, str) else None
+        if session is None or not isinstance(tool_call_id, str):
+            return session, None
+        return session, session.tools.get(tool_call_id)
 
     # -- prompts -------------------------------------------------------------------------
 
@@ -299,6 +472,9 @@ class Gateway:
             return
         session.running = None
         session.asking.clear()
+        # What the turn left open can no longer be cancelled (the agent closed it).
+        session.tools.clear()
+        session.terminals.clear()
         if session.queue:
             self._start(out, session, session.queue.popleft())
 
@@ -328,8 +504,10 @@ class Gateway:
             sid = params.get("sessionId")
             session = self._sessions.get(sid) if isinstance(sid, str) else None
             key = _key(rid)
-            self._agent_calls[key] = _Call(method, session.id if session else None)
+            call = _Call(method, session.id if session else None, request_id=rid)
+            self._agent_calls[key] = call
             if session is not None:
+                self._asking_about(out, session, call, key, params)
                 if not session.asking and session.running is not None:
                     out.to_client.append(_state(session.id, "requires_action"))
                 session.asking.add(key)
@@ -351,16 +529,54 @@ class Gateway:
                 _error(rid, METHOD_NOT_FOUND, f"{method} is not available to an ACP v2 client")
             )
 
+    def _asking_about(
+        self, out: Out, session: _Session, call: _Call, key: str, params: Json
+    ) -> None:
+        """A permission question about a tool call of the turn: while it waits, the tool
+        call can be cancelled (answered with the question's reject option)."""
+        tool_call = obj(params.get("toolCall")) or {}
+        tool_id = tool_call.get("toolCallId")
+        options = params.get("options")
+        reject = [
+            option_id
+            for o in (obj(x) for x in (options if isinstance(options, list) else []))
+            if o is not None
+            and o.get("kind") == "reject_once"
+            and isinstance(option_id := o.get("optionId"), str)
+        ]
+        if not isinstance(tool_id, str) or not reject or session.running is None:
+            return
+        call.tool_call_id, call.reject = tool_id, reject[0]
+        tool = session.tools.get(tool_id)
+        if tool is None:
+            tool = session.tools[tool_id] = _Tool(tool_id, _text(tool_call.get("name")))
+        tool.asking = key
+        if not tool.advertised:
+            tool.advertised = True
+            out.to_client.append(
+                _update(
+                    session.id,
+                    {
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": tool_id,
+                        "capabilities": {"cancel": {}},
+                    },
+                )
+            )
+
     def _agent_withdrew(self, out: Out, request_id: object) -> None:
         key = _key(request_id)
         call = self._agent_calls.get(key)
         if call is not None and call.method == "session/request_permission":
-            self._answered(out, call.session_id, key)
+            self._answered(out, call, key)
 
     def _agent_answer(self, out: Out, frame: Json) -> None:
         rid = frame["id"]
         if isinstance(rid, str) and rid in self._prompts:
             self._turn_ended(out, self._prompts.pop(rid), frame)
+            return
+        if isinstance(rid, str) and rid in self._stops:
+            self._stopped(out, self._stops.pop(rid), frame)
             return
         call = self._client_calls.pop(_key(rid), None)
         result = obj(frame.get("result"))
@@ -420,7 +636,8 @@ class Gateway:
                 )
             v2 = {**update, "messageId": mid}
         elif kind in ("tool_call", "tool_call_update"):
-            v2 = frames.tool_call_update(update)
+            self._tool_update(out, session, update)
+            return
         elif kind == "plan":
             entries = update.get("entries")
             v2 = {
@@ -445,3 +662,83 @@ class Gateway:
             v2 = None  # current_mode_update (v2 has no modes) and v1-only extras
         if v2 is not None:
             out.to_client.append(_update(sid, v2))
+
+    def _tool_update(self, out: Out, session: _Session, update: Json) -> None:
+        """A v1 tool call (update) as v2's upsert, with the cancel capability it has, its
+        terminal's updates (Zed's terminal `_meta`, `frames.terminal_updates`) and, for a
+        cancelled one, the `cancelled` final status."""
+        v2 = frames.tool_call_update(update)
+        tool_id = v2.get("toolCallId")
+        meta = obj(v2.get("_meta"))
+        terminal_meta: Json = {}
+        if meta is not None and any(k in meta for k in frames.TERMINAL_META_KEYS):
+            terminal_meta = {k: meta[k] for k in frames.TERMINAL_META_KEYS if k in meta}
+            rest = {k: v for k, v in meta.items() if k not in frames.TERMINAL_META_KEYS}
+            if rest:
+                v2["_meta"] = rest
+            else:
+                del v2["_meta"]
+        if not isinstance(tool_id, str):
+            out.to_client.append(_update(session.id, v2))
+            return
+        tool = session.tools.get(tool_id)
+        status = v2.get("status")
+        final = status in ("completed", "failed", "cancelled")
+        if tool is None and not final and session.running is not None:
+            tool = session.tools[tool_id] = _Tool(tool_id)
+        if tool is not None:
+            ours = obj(meta.get("trio_acp")) if meta is not None else None
+            if ours is not None and "parentToolCallId" in ours:
+                tool.nested = True
+            if tool.name is None:
+                tool.name = _text(v2.get("name"))
+            raw_input = obj(v2.get("rawInput"))
+            if tool.command is None and raw_input is not None:
+                tool.command = _text(raw_input.get("command"))
+            if not tool.advertised and tool.stoppable(self._stoppable) and not final:
+                tool.advertised = True
+                v2["capabilities"] = {"cancel": {}}
+        terminals = frames.terminal_updates(terminal_meta, tool.command if tool else None)
+        for t in terminals:
+            tid = str(t["terminalId"])
+            if "exitStatus" in t:
+                if session.terminals.pop(tid, None) is not None:
+                    t["capabilities"] = None
+            elif t["sessionUpdate"] == "terminal_update" and tool is not None:
+                session.terminals[tid] = tool.id
+                tool.terminal = tid
+                if tool.stoppable(self._stoppable):
+                    t["capabilities"] = {"cancel": {}}
+        # A terminal is announced before the tool call content that shows it, and its
+        # output and exit follow.
+        starts = [
+            t
+            for t in terminals
+            if t["sessionUpdate"] == "terminal_update" and "exitStatus" not in t
+        ]
+        for t in starts:
+            out.to_client.append(_update(session.id, t))
+        if final and tool is not None and tool.terminal is not None:
+            # The command's whole output, as the model got it: the authoritative
+            # snapshot of its terminal (a quick command streams nothing while it runs).
+            raw_output = obj(v2.get("rawOutput"))
+            output = raw_output.get("output") if raw_output is not None else None
+            if isinstance(output, str):
+                out.to_client.append(
+                    _update(session.id, frames.terminal_snapshot(tool.terminal, output))
+                )
+        if final and tool is not None:
+            del session.tools[tool_id]
+            if tool.cancelled and status != "cancelled":
+                v2["status"] = "cancelled"
+            if tool.advertised:
+                v2["capabilities"] = None
+        if set(v2) - {"sessionUpdate", "toolCallId"}:
+            out.to_client.append(_update(session.id, v2))
+        for t in terminals:
+            if t not in starts:
+                out.to_client.append(_update(session.id, t))
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

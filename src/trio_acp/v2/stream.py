@@ -7,13 +7,22 @@ changes for a v1 client).  For v2 it gets one end of an in-memory pipe instead, 
 tasks run the `Gateway` between the pipe and the client: each frame read from either side
 goes through the gateway synchronously and what it produces is queued at once, so the
 order the gateway decided is the order on both wires.
+
+Bounded, as the v1 connection is (docs/ARCHITECTURE.md#d1-our-own-json-rpc-layer): the
+queues (`_Backlog`) take what the gateway decides without waiting, and the reader that
+feeds one reads no further while it is full.  A client that reads slowly leaves the
+agent's output unread in the pipe, so the agent's writes wait, as they wait on a full
+stdout: its writer, then its turn's updates, slow down, and the SDK's threads, which
+never wait on Trio (D4), are unaffected.  The client's own frames are read on while the
+client reads slowly (a `session/cancel` still gets through), up to a larger bound for a
+client that sends requests and reads no answers.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -33,6 +42,67 @@ _READ_SIZE = 64 * 1024
 _FIRST_FRAME_LIMIT = 1024 * 1024
 #: How long the end of a v2 connection waits for the client to take the last frames.
 _FLUSH_SECONDS = 5.0
+#: Frames queued for the client at most before the agent's output is read no further.
+CLIENT_BACKLOG = 64
+#: Frames queued for the client at most before the client's own frames are read no
+#: further (the gateway answers some itself: a client that reads none of them).
+CLIENT_BACKLOG_HARD = 1024
+#: Frames queued for the agent at most before the client's frames are read no further.
+AGENT_BACKLOG = 64
+
+
+class _Backlog:
+    """Frames the gateway decided, in its order, waiting for their writer.
+
+    `put` never waits, so nothing comes between the gateway's decision and the queueing
+    (the order it chose is the order on the wire); the reader that feeds the backlog
+    waits for `room` before it reads more, which bounds it.  Once its writer cannot
+    write (the client hung up), it drops what it is given and waits for nothing."""
+
+    def __init__(self) -> None:
+        self._frames: deque[bytes] = deque()
+        self._closed = False
+        self._dropping = False
+        self._waiting_frames = trio.lowlevel.ParkingLot()
+        self._waiting_room = trio.lowlevel.ParkingLot()
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def put(self, frame: bytes) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("the v2 gateway's queue is closed")
+        if not self._dropping:
+            self._frames.append(frame)
+            self._waiting_frames.unpark_all()
+
+    def close(self) -> None:
+        """No more frames: the writer ends once it has written the queued ones."""
+        self._closed = True
+        self._waiting_frames.unpark_all()
+
+    def drop(self) -> None:
+        """The writer is gone: drop the queue and whatever comes, wait for nothing."""
+        self._dropping = True
+        self._frames.clear()
+        self._waiting_room.unpark_all()
+
+    async def take(self) -> list[bytes] | None:
+        """Every queued frame (waiting for one); None once closed and empty."""
+        while not self._frames:
+            if self._closed:
+                return None
+            await self._waiting_frames.park()
+        await trio.lowlevel.checkpoint()
+        taken = list(self._frames)
+        self._frames.clear()
+        self._waiting_room.unpark_all()
+        return taken
+
+    async def room(self, most: int) -> None:
+        """Wait until fewer than `most` frames are queued."""
+        while len(self._frames) >= most and not self._dropping:
+            await self._waiting_room.park()
 
 
 class _Prefixed(trio.abc.Stream):
@@ -69,18 +139,24 @@ class _PipeEnd(trio.abc.Stream):
     """The agent's end of the in-memory pipe to the gateway (whole writes as chunks)."""
 
     def __init__(
-        self, send: trio.MemorySendChannel[bytes], receive: trio.MemoryReceiveChannel[bytes]
+        self, send: trio.MemorySendChannel[bytes], receive: _Backlog, to_client: _Backlog
     ) -> None:
         self._send = send
         self._receive = receive
+        self._to_client = to_client
         self._left = b""
+
+    def queued(self) -> tuple[int, int]:
+        """(frames queued for the client, frames queued for the agent): bounded
+        (`CLIENT_BACKLOG`, `AGENT_BACKLOG`); for tests and diagnostics."""
+        return len(self._to_client), len(self._receive)
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         if not self._left:
-            try:
-                self._left = await self._receive.receive()
-            except (trio.EndOfChannel, trio.ClosedResourceError):
+            frames = await self._receive.take()
+            if frames is None:
                 return b""
+            self._left = b"".join(frames)
         else:
             await trio.lowlevel.checkpoint()
         n = len(self._left) if max_bytes is None else max_bytes
@@ -140,6 +216,7 @@ async def negotiated_stream(
     *,
     mask: FrameMask | None = None,
     available_commands: list[object] | None = None,
+    stoppable_tools: frozenset[str] = frozenset(),
 ) -> AsyncIterator[trio.abc.Stream]:
     """The stream the v1 agent serves: `stream` itself for a v1 client; for a client
     that asks for v2, the agent's end of the gateway, running while the block runs.
@@ -147,14 +224,18 @@ async def negotiated_stream(
     ``mask``: the agent's frame mask (`AgentHooks.frame_mask`), applied to every frame
     the gateway writes to a v2 client; the gateway writes some of its own (the user
     message it echoes), which the agent's connection never sees.  ``available_commands``:
-    the agent's slash commands as v1 spells them, the same for every session (`Gateway`)."""
+    the agent's slash commands as v1 spells them, the same for every session (`Gateway`);
+    ``stoppable_tools``: the tools whose calls the agent stops one by one (`Gateway`)."""
     first, head = await _read_first_frame(stream)
     if not wants_v2(first):
         yield _Prefixed(stream, head)
         return
     logger.info("the client asked for ACP v2: speaking v2 through the gateway")
     commands = available_commands_v2(available_commands)
-    gateway = Gateway(available_commands=commands if isinstance(commands, list) else None)
+    gateway = Gateway(
+        available_commands=commands if isinstance(commands, list) else None,
+        stoppable_tools=stoppable_tools,
+    )
     async with _open_gateway(stream, head, mask, gateway) as agent_end:
         yield agent_end
 
@@ -163,21 +244,27 @@ async def negotiated_stream(
 async def _open_gateway(
     stream: trio.abc.Stream, head: bytes, mask: FrameMask | None, gateway: Gateway
 ) -> AsyncIterator[trio.abc.Stream]:
-    # Unbounded: the gateway's output is queued synchronously, in its order (a bounded
-    # queue would need an await between the gateway's decision and the queueing).
-    to_agent_send, to_agent_receive = trio.open_memory_channel[bytes](math.inf)
-    to_client_send, to_client_receive = trio.open_memory_channel[bytes](math.inf)
+    # What the gateway decides is queued synchronously, in its order; the readers below
+    # keep the queues bounded (module doc).
+    to_agent = _Backlog()
+    to_client = _Backlog()
     from_agent_send, from_agent_receive = trio.open_memory_channel[bytes](16)
-    agent_end = _PipeEnd(from_agent_send, to_agent_receive)
+    agent_end = _PipeEnd(from_agent_send, to_agent, to_client)
+
+    def to_the_agent(data: bytes) -> None:
+        try:
+            to_agent.put(data)
+        except trio.ClosedResourceError:
+            pass  # the agent is done with its end: it is winding down
 
     def deliver(out: Out) -> None:
         for frame in out.to_client:
-            to_client_send.send_nowait(_encode(frame))
-        for frame in out.to_agent:
             try:
-                to_agent_send.send_nowait(_encode(frame))
+                to_client.put(_encode(frame))
             except trio.ClosedResourceError:
-                pass  # the client has hung up: the agent is winding down
+                pass  # the agent is done: the connection is ending
+        for frame in out.to_agent:
+            to_the_agent(_encode(frame))
 
     def translated(step: Callable[[Json], Out], frame: Json, *, to_agent: bool) -> Out:
         # One frame's error boundary: a frame the gateway fails on goes on as it came
@@ -194,7 +281,7 @@ async def _open_gateway(
         frame = _parse(line)
         if frame is None:
             # Not a JSON object (garbage, a batch): the agent answers it as it would.
-            to_agent_send.send_nowait(line + b"\n")
+            to_the_agent(line + b"\n")
         else:
             deliver(translated(gateway.from_client, frame, to_agent=True))
 
@@ -204,6 +291,10 @@ async def _open_gateway(
             for line in buffer.feed(head):
                 from_client(line)
             while True:
+                # Read on while the agent takes what it is given and the client reads
+                # what it is answered (bounded: module doc).
+                await to_agent.room(AGENT_BACKLOG)
+                await to_client.room(CLIENT_BACKLOG_HARD)
                 try:
                     data = await stream.receive_some(_READ_SIZE)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -215,12 +306,19 @@ async def _open_gateway(
                 for line in buffer.feed(data):
                     from_client(line)
         finally:
-            to_agent_send.close()  # the agent sees EOF
+            to_agent.close()  # the agent sees EOF
 
     async def agent_reader() -> None:
         buffer = LineBuffer()
         try:
-            async for data in from_agent_receive:
+            while True:
+                # The agent's output waits in the pipe while the client reads slowly:
+                # the agent's writes then wait, as on a full stdout (module doc).
+                await to_client.room(CLIENT_BACKLOG)
+                try:
+                    data = await from_agent_receive.receive()
+                except trio.EndOfChannel:
+                    return
                 for line in buffer.feed(data):
                     if isinstance(line, FrameTooLarge):
                         continue
@@ -228,16 +326,18 @@ async def _open_gateway(
                     if frame is not None:
                         deliver(translated(gateway.from_agent, frame, to_agent=False))
         finally:
-            to_client_send.close()
+            to_client.close()
 
     writer_done = trio.Event()
 
     async def client_writer() -> None:
         try:
-            async for data in to_client_receive:
+            while (frames := await to_client.take()) is not None:
+                data = b"".join(frames)  # whole lines: the mask sees whole frames
                 try:
                     await stream.send_all(data if mask is None else mask(data))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    to_client.drop()
                     return
         finally:
             writer_done.set()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -74,6 +75,10 @@ class LlmOptions:
     stream: bool
 
 
+#: What stops one tool call's running command (`Conversation.stop_tool_call`).
+StopCommand = Callable[[], Awaitable[None]]
+
+
 class Run(Protocol):
     """One run of the conversation (until it finishes, stops for confirmation, fails...)."""
 
@@ -128,6 +133,13 @@ class Conversation(Protocol):
 
     async def stop_tools(self) -> None:
         """Stop what the tools started (the terminal's processes)."""
+        ...
+
+    def stop_tool_call(self, tool_call_id: str) -> tuple[bool, StopCommand | None]:
+        """Stop one tool call's command, the run going on (ACP v2's `tool_call/cancel`):
+        decided at once (False: it was over already), and what stops its command if it
+        runs, to await once the stop is answered (`sessions/tool_call_stop.py`). Raises
+        `RequestError` (invalid params) where a single tool call cannot be stopped."""
         ...
 
     async def pending_actions(self) -> list[ActionEvent]: ...

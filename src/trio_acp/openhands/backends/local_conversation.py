@@ -27,6 +27,7 @@ from trio_acp.openhands.backends.conversation import (
     Condensed,
     LlmOptions,
     Run,
+    StopCommand,
     Usage,
     usage_of,
     user_message,
@@ -35,9 +36,10 @@ from trio_acp.openhands.backends.local_handles import FutureRun, Landing
 from trio_acp.openhands.backends.loop_thread import LoopThread
 from trio_acp.openhands.errors import describe
 from trio_acp.openhands.permissions.credential_files import CredentialFiles
-from trio_acp.openhands.permissions.run_gate import RunGate, run_under
+from trio_acp.openhands.permissions.run_gate import RunGate, ToolCallStops, run_under
 from trio_acp.openhands.permissions.tool_processes import (
     remove_editor_history,
+    stop_command_in,
     stop_tool_processes,
 )
 from trio_acp.openhands.sdk import (
@@ -95,6 +97,8 @@ class LocalConversation:
         self._landing: Landing | None = None
         # The gate of the current (or last) run: what its tools may still start (run_gate.py).
         self._gate: RunGate | None = None
+        # Its tool calls, stoppable one by one across its runs (run_gate.py).
+        self._stops = ToolCallStops()
         from trio_acp.openhands.sdk.terminal_gate import gate_terminals
 
         gate_terminals()
@@ -375,7 +379,7 @@ class LocalConversation:
 
     def start_run(self) -> Run:
         assert self._loop is not None
-        gate = self._gate = RunGate()
+        gate = self._gate = RunGate(self._stops)
         run = FutureRun(
             self._loop.submit(functools.partial(run_under, gate, _untyped(self._conv).arun))
         )
@@ -407,6 +411,19 @@ class LocalConversation:
         await trio.to_thread.run_sync(
             stop_tool_processes, self._conv, self._gate, limiter=self._interrupt_limiter
         )
+
+    def stop_tool_call(self, tool_call_id: str) -> tuple[bool, StopCommand | None]:
+        stopping, shell = self._stops.stop(tool_call_id)  # a lock held for a lookup only
+        if shell is None:
+            return stopping, None
+        gate = self._gate
+
+        async def stop() -> None:
+            await trio.to_thread.run_sync(
+                stop_command_in, shell, gate, limiter=self._interrupt_limiter
+            )
+
+        return stopping, stop
 
     async def pending_actions(self) -> list[ActionEvent]:
         sdk, conv = self._sdk, self._conv

@@ -48,6 +48,7 @@ from trio_acp.openhands.backends.conversation import (
     Condensed,
     LlmOptions,
     Run,
+    StopCommand,
     Usage,
     usage_of,
     user_message,
@@ -58,6 +59,7 @@ from trio_acp.openhands.permissions.policy import ALWAYS_APPROVE, LLM_APPROVE
 from trio_acp.openhands.sdk import confirmation_setup, supports_reasoning_effort
 from trio_acp.openhands.setup.mcp_startup import McpStartFailure
 from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart
+from trio_acp.rpc import RequestError
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk.loaded import Sdk
@@ -337,6 +339,12 @@ class ServerConversation:
 
     async def stop_tools(self) -> None:
         """Nothing: interrupting stops the terminal's processes on the server too."""
+
+    def stop_tool_call(self, tool_call_id: str) -> tuple[bool, StopCommand | None]:
+        # The agent-server's API stops a conversation's run, never one of its commands.
+        raise RequestError.invalid_params(
+            "a tool call on an agent-server cannot be stopped on its own; cancel the turn"
+        )
 
     async def pending_actions(self) -> list[Any]:
         return await self.driver.pending_actions()

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trio_acp.openhands.editor.terminal_meta import TerminalMetaStream
+from trio_acp.openhands.permissions import run_gate
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,22 @@ class LiveOutput:
         """`command()` (the SDK's executor on `action`), its screen `read` streamed to
         the tool call while it runs; returns its observation."""
         call_id = self._tool_call_id(action)
-        if call_id is None or read is None or action.is_input or not action.command.strip():
+        if call_id is None:
+            return command()
+        # Its command can be stopped on its own, the turn going on (run_gate.py).
+        with run_gate.working_on(call_id):
+            return self._run(action, call_id, command, read=read, cwd=cwd)
+
+    def _run(
+        self,
+        action: Any,
+        call_id: str,
+        command: Callable[[], Any],
+        *,
+        read: Callable[[], str] | None,
+        cwd: str | None,
+    ) -> Any:
+        if read is None or action.is_input or not action.command.strip():
             return command()
         stream = TerminalMetaStream(call_id, cwd=cwd)
         self._embed(call_id, stream.terminal_id)

@@ -130,6 +130,22 @@ def stop_tool_processes(conversation: Any, gate: RunGate | None = None) -> list[
     return kill_descendants(list(dict.fromkeys(pids)))
 
 
+def stop_command_in(shell: Any, gate: RunGate | None) -> None:
+    """Stop the command one tool call handed `shell`, the run going on and its gate open
+    (ACP v2's `tool_call/cancel`, `terminal/cancel`; `run_gate.ToolCallStops` found the
+    shell, and refuses a stopped call's command that has not reached one): the Ctrl-C a
+    turn's cancel sends, then its job alone is stopped (`sdk/terminal_gate.stop_command`),
+    never the shell's other descendants. Under the gate's lock, never while a command is
+    handed to the shell. The tool's result is the interrupted command's, and the model
+    goes on from it. Blocking."""
+    from trio_acp.openhands.sdk.terminal_gate import stop_command
+
+    if gate is not None:
+        gate.exclusive(lambda: stop_command(shell))
+    else:
+        stop_command(shell)
+
+
 def _interrupt_shell(shell: Any) -> None:
     """A Ctrl-C through the shell's terminal, as a user at that terminal stops a command:
     the terminal drops what the shell has not read yet and interrupts the foreground job.

@@ -10,8 +10,10 @@ load (backends/local_conversation.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import time
 from typing import Any
 
@@ -24,6 +26,10 @@ from trio_acp.openhands.sdk.terminal_start import start_lazily
 
 # How long a command's write may hold the run's gate until its job is in the foreground.
 START_WAIT = 0.2
+# How long one stopped command's job may take to die of SIGINT before it is killed.
+STOP_GRACE = 1.0
+# Between two SIGINTs to a stopped job that is still in the foreground.
+SIGINT_EVERY = 0.05
 
 
 @functools.cache
@@ -62,12 +68,59 @@ def gate_terminals() -> None:
         gate = run_gate.current()
         return gate.exclusive(ctrl_c) if gate is not None else ctrl_c()
 
+    _SEND_KEYS.append(send_keys)
     SubprocessTerminal.send_keys = gated_send_keys  # type: ignore[method-assign]
     SubprocessTerminal.interrupt = interrupt  # type: ignore[method-assign]
     keep_subprocess_on_reset()
     # After the gate's patch: a shell starts (terminal_start.py) before its first command
     # enters the gate, never while the command holds it.
     start_lazily()
+
+
+#: The SDK's own `send_keys`, once `gate_terminals` has patched it.
+_SEND_KEYS: list[Any] = []
+
+
+def stop_command(terminal: Any, grace: float = STOP_GRACE) -> bool:
+    """Stop the job in the foreground of `terminal` (one tool call's command: v2's
+    `tool_call/cancel`), and nothing else: the shell, and what the agent started in the
+    background, keep running (a whole turn's cancel stops every descendant instead:
+    tool_processes.py). A Ctrl-C through the terminal, as the turn's cancel sends it (the
+    job dies of SIGINT and bash drops the rest of its command list), then a SIGINT to the
+    job's process group while it lasts, then SIGKILL after `grace`. Returns whether a job
+    was in the foreground. Blocking; call it under the run's gate (`RunGate.exclusive`),
+    never while a command is being handed to the shell."""
+    try:
+        fd = terminal._pty_master_fd
+        shell = os.getpgid(terminal.process.pid)
+    except Exception:
+        return False
+
+    def foreground() -> int | None:
+        try:
+            group = os.tcgetpgrp(fd)
+        except OSError:
+            return None
+        return None if group == shell else group
+
+    job = foreground()
+    if job is None:
+        return False  # over, or a builtin: the shell is at its prompt
+    send_keys = _SEND_KEYS[0] if _SEND_KEYS else type(terminal).send_keys
+    try:
+        send_keys(terminal, "C-c", False)
+    except Exception:
+        pass
+    deadline = time.monotonic() + grace
+    while foreground() == job:
+        if time.monotonic() >= deadline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # gone
+                os.killpg(job, signal.SIGKILL)
+            break
+        time.sleep(SIGINT_EVERY)
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # gone
+            os.killpg(job, signal.SIGINT)
+    return True
 
 
 def keep_subprocess_on_reset() -> None:
