@@ -73,6 +73,13 @@ def _running(proc: psutil.Process) -> bool:
         return False
 
 
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:  # gone meanwhile (a shell's short-lived child)
+        return ""
+
+
 def descendants(pid: int) -> list[psutil.Process]:
     try:
         return [p for p in psutil.Process(pid).children(recursive=True) if _running(p)]
@@ -100,7 +107,7 @@ def time_eof(agent: RawAgent, tree: list[psutil.Process]) -> dict[str, Any]:
         process.kill()
         process.wait()
     time.sleep(0.2)  # whatever the exit left to die, dies now or never
-    left = [f"{p.pid} {p.name()}" for p in tree if _running(p)]
+    left = [f"{p.pid} {_name(p)}" for p in tree if _running(p)]
     for proc in tree:
         if _running(proc):
             proc.kill()
@@ -181,7 +188,7 @@ def _running_sleep(agent: RawAgent, sid: str) -> None:
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if any(p.name() == "sleep" for p in descendants(agent.pid)):
+        if any(_name(p) == "sleep" for p in descendants(agent.pid)):
             return
         agent.drain(0.02)
     raise TimeoutError("the sleep never started")
