@@ -13,10 +13,10 @@ What an editor sees, over stdio (`trio_acp.testing.raw_agent`), on the scripted 
   the process has exited, polled every 5 ms: *no session* (right after `initialize`: the
   SDK import still runs), *right after session/new* (its warm-up still runs: what an
   editor that opens a session and quits does), *idle session* (after `session/new` and
-  an answered prompt, at once: the session's warm-up may still run), *settled: 1 session,
-  its shell* and *settled: 3 sessions, 3 shells* (each session's turn ran a terminal
+  an answered prompt, at once: the session's warm-up may still run), *settled: 1 session
+  with its shell* and *settled: 3 sessions with 3 shells* (each session's turn ran a terminal
   command, then 3 s of quiet), *turn running* (while the terminal runs `sleep 30`, right
-  after `session/new`) and *turn running, settled* (the same after an answered prompt and
+  after `session/new`) and *turn running settled* (the same after an answered prompt and
   3 s of quiet).
 - **warm**: warm start (on for users by default) in a warm directory of its own: one cold
   launch starts the server, then `--launches` launches (`initialize`, `session/new`, an
@@ -54,14 +54,14 @@ AGENT = [sys.executable, "-m", "trio_acp"]
 SETTLE = 3.0
 #: Exit cases with N sessions that each finished a turn running a terminal command, the
 #: process then left alone for SETTLE seconds: the idle state an editor quits from.
-SETTLED = {"settled: 1 session, its shell": 1, "settled: 3 sessions, 3 shells": 3}
+SETTLED = {"settled: 1 session with its shell": 1, "settled: 3 sessions with 3 shells": 3}
 EXIT_CASES = (
     "no session",
     "right after session/new",
     "idle session",
     *SETTLED,
     "turn running",
-    "turn running, settled",
+    "turn running settled",
 )
 
 
@@ -225,7 +225,7 @@ def one_exit(llm: ScriptedLLM, case: str, *, marked: bool = True, **env: str) ->
             sid = agent.new_session(ws, timeout=600)
             if case == "turn running":
                 _running_sleep(agent, sid)
-            elif case == "turn running, settled":
+            elif case == "turn running settled":
                 _end_turn(agent.prompt(sid, scenario_prompt("echo", "hello"), timeout=120))
                 time.sleep(SETTLE)
                 _running_sleep(agent, sid)
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--only", default="memory,exit,warm", help="memory,exit,warm")
-    parser.add_argument("--cases", default=",".join(EXIT_CASES), help="the exit cases to run")
+    parser.add_argument("--cases", default=",".join(EXIT_CASES), help="exit cases, by commas")
     parser.add_argument("--idle", type=int, default=20, help="idle sessions after the first")
     parser.add_argument("--exits", type=int, default=3, help="fresh processes per exit case")
     parser.add_argument("--launches", type=int, default=4, help="warm launches after the cold one")
@@ -305,6 +305,8 @@ def main(argv: list[str] | None = None) -> None:
             out["memory"] = memory(llm, args.idle)
         if "exit" in only:
             for case in args.cases.split(","):
+                if case not in EXIT_CASES:
+                    parser.error(f"no exit case {case!r}: {', '.join(EXIT_CASES)}")
                 out[f"exit: {case}"] = _summary([one_exit(llm, case) for _ in range(args.exits)])
         if "warm" in only:
             got = warm(llm, args.launches)
