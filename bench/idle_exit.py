@@ -13,8 +13,11 @@ What an editor sees, over stdio (`trio_acp.testing.raw_agent`), on the scripted 
   the process has exited, polled every 5 ms: *no session* (right after `initialize`: the
   SDK import still runs), *right after session/new* (its warm-up still runs: what an
   editor that opens a session and quits does), *idle session* (after `session/new` and
-  an answered prompt),
-  *turn running* (while the terminal runs `sleep 30`).
+  an answered prompt, at once: the session's warm-up may still run), *settled: 1 session
+  with its shell* and *settled: 3 sessions with 3 shells* (each session's turn ran a terminal
+  command, then 3 s of quiet), *turn running* (while the terminal runs `sleep 30`, right
+  after `session/new`) and *turn running settled* (the same after an answered prompt and
+  3 s of quiet).
 - **warm**: warm start (on for users by default) in a warm directory of its own: one cold
   launch starts the server, then `--launches` launches (`initialize`, `session/new`, an
   answered prompt) each timed from its launcher's stdin closed to the launcher's exit;
@@ -49,6 +52,17 @@ AGENT = [sys.executable, "-m", "trio_acp"]
 # After the last session/new, before memory is read: the sessions' warm-up (tools built,
 # the model call path warmed) is over well within this.
 SETTLE = 3.0
+#: Exit cases with N sessions that each finished a turn running a terminal command, the
+#: process then left alone for SETTLE seconds: the idle state an editor quits from.
+SETTLED = {"settled: 1 session with its shell": 1, "settled: 3 sessions with 3 shells": 3}
+EXIT_CASES = (
+    "no session",
+    "right after session/new",
+    "idle session",
+    *SETTLED,
+    "turn running",
+    "turn running settled",
+)
 
 
 def tree_memory(pid: int) -> dict[str, Any]:
@@ -71,6 +85,13 @@ def _running(proc: psutil.Process) -> bool:
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:  # gone meanwhile (a shell's short-lived child)
+        return ""
 
 
 def descendants(pid: int) -> list[psutil.Process]:
@@ -100,11 +121,11 @@ def time_eof(agent: RawAgent, tree: list[psutil.Process]) -> dict[str, Any]:
         process.kill()
         process.wait()
     time.sleep(0.2)  # whatever the exit left to die, dies now or never
-    left = [f"{p.pid} {p.name()}" for p in tree if _running(p)]
+    left = [f"{p.pid} {_name(p)}" for p in tree if _running(p)]
     for proc in tree:
         if _running(proc):
             proc.kill()
-    return {"exit_s": elapsed, "status": process.returncode, "left": left}
+    return {"exit_s": elapsed, "status": process.returncode, "left": left, "eof_at": start}
 
 
 def _env(llm: ScriptedLLM, root: Path, **extra: str) -> dict[str, str]:
@@ -181,15 +202,22 @@ def _running_sleep(agent: RawAgent, sid: str) -> None:
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if any(p.name() == "sleep" for p in descendants(agent.pid)):
+        if any(_name(p) == "sleep" for p in descendants(agent.pid)):
             return
         agent.drain(0.02)
     raise TimeoutError("the sleep never started")
 
 
-def one_exit(llm: ScriptedLLM, case: str, argv: list[str] | None = None, **env: str) -> dict:
+def one_exit(llm: ScriptedLLM, case: str, *, marked: bool = True, **env: str) -> dict:
+    """One fresh process in state `case`, then stdin EOF. `marked`: through
+    bench/exit_marked.py, which also times stdin EOF → the agent's `os._exit`."""
     root = _root()
     ws = str(root / "ws")
+    mark = root / "exit-mark"
+    argv = None
+    if marked:
+        env = {**env, "TRIO_ACP_BENCH_EXIT_MARK": str(mark), "PYTHONPATH": _here()}
+        argv = [sys.executable, "-m", "bench.exit_marked"]
     agent = RawAgent.spawn(_env(llm, root, **env), argv=argv, stderr=subprocess.DEVNULL, cwd=ws)
     try:
         agent.initialize()
@@ -197,14 +225,38 @@ def one_exit(llm: ScriptedLLM, case: str, argv: list[str] | None = None, **env: 
             sid = agent.new_session(ws, timeout=600)
             if case == "turn running":
                 _running_sleep(agent, sid)
+            elif case == "turn running settled":
+                _end_turn(agent.prompt(sid, scenario_prompt("echo", "hello"), timeout=120))
+                time.sleep(SETTLE)
+                _running_sleep(agent, sid)
             elif case == "idle session":
                 _end_turn(agent.prompt(sid, scenario_prompt("echo", "hello"), timeout=120))
+            elif case in SETTLED:
+                sids = [sid] + [
+                    agent.new_session(ws, timeout=600) for _ in range(SETTLED[case] - 1)
+                ]
+                for each in sids:  # a finished turn that ran a command: its shell is up
+                    _end_turn(
+                        agent.prompt(
+                            each, scenario_prompt("terminal", command="echo hi"), timeout=120
+                        )
+                    )
+                time.sleep(SETTLE)  # the warm-up and the turns' after-work are over
         tree = descendants(agent.pid)
-        return time_eof(agent, tree)
+        ended = time_eof(agent, tree)
+        if marked and mark.exists():
+            ended["to_os_exit_s"] = float(mark.read_text()) - ended["eof_at"]
+        return ended
     finally:
         if agent.alive():
             agent.process.kill()
             agent.process.wait()
+
+
+def _here() -> str:
+    """The directory `bench` imports from, for the agent's PYTHONPATH."""
+    paths = [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]
+    return os.pathsep.join(p for p in paths if p)
 
 
 def warm(llm: ScriptedLLM, launches: int) -> dict[str, Any]:
@@ -213,8 +265,8 @@ def warm(llm: ScriptedLLM, launches: int) -> dict[str, Any]:
     warm_dir = Path(tempfile.mkdtemp(prefix="trio-acp-idle-exit-warm-"))
     extra = {"TRIO_ACP_WARM": "1", "TRIO_ACP_WARM_DIR": str(warm_dir)}
     try:
-        cold = one_exit(llm, "idle session", **extra)
-        runs = [one_exit(llm, "idle session", **extra) for _ in range(launches)]
+        cold = one_exit(llm, "idle session", marked=False, **extra)
+        runs = [one_exit(llm, "idle session", marked=False, **extra) for _ in range(launches)]
     finally:
         stop_all_under(warm_dir)
     return {"cold launch": cold, "warm launches": runs}
@@ -227,6 +279,8 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "p50_ms": round(lat["p50_ms"], 1),
         "max_ms": round(lat["max_ms"], 1),
         "all_ms": [round(r["exit_s"] * 1000, 1) for r in runs],
+        # stdin EOF → the agent's os._exit (the rest is the kernel's teardown)
+        "to_os_exit_ms": [round(r["to_os_exit_s"] * 1000, 1) for r in runs if "to_os_exit_s" in r],
         "statuses": sorted({r["status"] for r in runs}),
         "left": [x for r in runs for x in r["left"]],
     }
@@ -239,6 +293,7 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--only", default="memory,exit,warm", help="memory,exit,warm")
+    parser.add_argument("--cases", default=",".join(EXIT_CASES), help="exit cases, by commas")
     parser.add_argument("--idle", type=int, default=20, help="idle sessions after the first")
     parser.add_argument("--exits", type=int, default=3, help="fresh processes per exit case")
     parser.add_argument("--launches", type=int, default=4, help="warm launches after the cold one")
@@ -249,7 +304,9 @@ def main(argv: list[str] | None = None) -> None:
         if "memory" in only:
             out["memory"] = memory(llm, args.idle)
         if "exit" in only:
-            for case in ("no session", "right after session/new", "idle session", "turn running"):
+            for case in args.cases.split(","):
+                if case not in EXIT_CASES:
+                    parser.error(f"no exit case {case!r}: {', '.join(EXIT_CASES)}")
                 out[f"exit: {case}"] = _summary([one_exit(llm, case) for _ in range(args.exits)])
         if "warm" in only:
             got = warm(llm, args.launches)

@@ -69,6 +69,14 @@ def _exit_now(code: int) -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
+    # Nor for the kernel to free the address space (~300 MiB): a keeper process that
+    # shares it frees it after we are gone (exit_handoff.py).
+    from .exit_handoff import hand_off_memory
+
+    try:
+        hand_off_memory()
+    except Exception:
+        pass
     os._exit(code)
 
 

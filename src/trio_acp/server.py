@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
 import trio
@@ -19,6 +20,7 @@ from .stdio import serve_stdio
 from .v2.stream import negotiated_stream
 
 if TYPE_CHECKING:
+    from .openhands.agent import OpenHandsAgent
     from .openhands.sdk import SdkLoader
 
 
@@ -61,6 +63,7 @@ async def _serve_front(
     # Set when the client hung up: the agent then closes its sessions as it always did
     # (their turns cancelled and answered, their files saved), never cut by a cancel.
     closed = trio.Event()
+    opening = False  # the agent is open or opening: it closes its sessions itself
     async with (
         negotiated_stream(
             stream,
@@ -73,15 +76,20 @@ async def _serve_front(
     ):
 
         async def agent_when_needed() -> None:
+            nonlocal opening
             await front.needed.wait()
-            # The agent, and the SDK's import (~7 s of CPU) in a thread, which neither
-            # `initialize` nor `session/new` waits for (sessions/deferred_build.py;
+            # The agent's modules (~0.3 s of CPU) import in a thread: in the Trio thread
+            # they would hold up a stdin EOF that comes meanwhile (an editor that quits
+            # right after `initialize`), which then abandons them (bench/README.md, "Idle
+            # sessions and exit"). Then the SDK's import (~7 s of CPU) in a thread, which
+            # neither `initialize` nor `session/new` waits for (sessions/deferred_build.py;
             # docs/ARCHITECTURE.md#d3-an-instant-initialize). Under serve_stdio this runs
             # after fd 1 points at stderr: nothing the import prints can reach the wire.
-            from .openhands.agent import open_openhands_agent
-            from .openhands.sdk import SdkLoader
-
-            loader = sdk_loader or SdkLoader()
+            open_openhands_agent, loader_class = await trio.to_thread.run_sync(
+                import_agent, abandon_on_cancel=True
+            )
+            opening = True  # from here on the agent closes its sessions, never cut short
+            loader = sdk_loader or loader_class()
             async with open_openhands_agent(
                 sdk_loader=loader,
                 env=env,
@@ -95,8 +103,18 @@ async def _serve_front(
         nursery.start_soon(agent_when_needed)
         await conn.wait_closed()
         closed.set()
-        if not front.needed.is_set():  # never asked for: nothing to close
+        if not opening:  # never asked for, or still importing: nothing to close
             nursery.cancel_scope.cancel()
+
+
+def import_agent() -> tuple[
+    Callable[..., AbstractAsyncContextManager[OpenHandsAgent]], type[SdkLoader]
+]:
+    """The agent's entry point and the SDK loader, imported (blocking: run in a thread)."""
+    from .openhands.agent import open_openhands_agent
+    from .openhands.sdk import SdkLoader
+
+    return open_openhands_agent, SdkLoader
 
 
 async def serve_main(

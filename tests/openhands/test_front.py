@@ -115,3 +115,58 @@ async def test_only_our_extension_methods_wait_for_the_agent():
     with trio.fail_after(5):
         got = await front.ext_method("_trio_acp/stop_tool_call", {"toolCallId": "t"})
     assert got == {"method": "_trio_acp/stop_tool_call", "params": {"toolCallId": "t"}}
+
+
+async def test_a_client_that_hangs_up_while_the_agent_imports_is_not_kept_waiting(monkeypatch):
+    """stdin EOF right after `initialize`, while the agent's modules import: the server
+    returns at once and abandons the import (it ran in the Trio thread before, and the EOF
+    waited for it). The import is held until the server has returned; what happened first
+    is the verdict, never a time."""
+    import threading
+    from contextlib import asynccontextmanager
+
+    import trio
+    import trio.testing
+
+    from trio_acp import server
+    from trio_acp.connection import open_client_connection
+
+    events: list[str] = []
+    importing, release = threading.Event(), threading.Event()
+
+    @asynccontextmanager
+    async def never_opened(**kwargs):
+        events.append("agent opened")
+        yield None
+
+    def held_import():
+        importing.set()
+        # Bounded: without the fix this holds the Trio thread, and the test must end.
+        events.append("import finished" if release.wait(10) else "import gave up")
+        return never_opened, lambda: None
+
+    monkeypatch.setattr(server, "import_agent", held_import)
+
+    class Client:
+        async def session_update(self, params):
+            pass
+
+        async def request_permission(self, params):
+            raise AssertionError("not asked here")
+
+    a, b = trio.testing.memory_stream_pair()
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+
+            async def serve() -> None:
+                await server.serve_stream(a)
+                events.append("served")
+                release.set()
+
+            nursery.start_soon(serve)
+            async with open_client_connection(b, Client()) as conn:
+                await conn.agent.initialize(protocol_version=1)
+                await trio.to_thread.run_sync(importing.wait, 10)
+            # The client hung up (its stream closed) while the import is held.
+    assert events[0] == "served", events
+    assert "agent opened" not in events
