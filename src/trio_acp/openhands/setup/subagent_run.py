@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import LocalConversation
     from trio_acp.openhands.setup.subagents import Delegation
 
 log = logging.getLogger(__name__)
 
 
-def run_until_stopped(conversation: Any, d: Delegation | None) -> None:
+def run_until_stopped(conversation: LocalConversation, d: Delegation | None) -> None:
     """The sub-agent's run, as the session's own (docs/ARCHITECTURE.md#d9): `arun()`,
     so a cancel cuts its model call (`Delegation.stop` cancels the task, as the SDK's
     `interrupt()` cancels the session's) instead of waiting for the call's end. On an
