@@ -76,8 +76,8 @@ if TYPE_CHECKING:
     from trio_acp.openhands.sdk.delegation import SubagentView
 
 #: What the hub posts: the session's event callback, which takes the sub-agents' items
-#: (translate/subagents.py) along with the SDK's events (typed for those: `Any` here).
-Post = Callable[[Any], None]
+#: (translate/subagents.py) along with the SDK's events, and reads them duck-typed.
+Post = Callable[[SdkObject], None]
 
 log = logging.getLogger(__name__)
 
