@@ -144,7 +144,6 @@ class RemoteConversationDriver:
         self._limiter = trio.CapacityLimiter(1)
         # Cancelling must not queue behind a slow call on the main limiter.
         self._interrupt_limiter = trio.CapacityLimiter(1)
-        # Set by `open`, dropped by `close`: `live` and `live_workspace` read them after.
         self.conversation: RemoteConversation | None = None
         self.workspace: RemoteWorkspace | None = None
         self.id: uuid.UUID | None = None
@@ -207,7 +206,7 @@ class RemoteConversationDriver:
             # terminal's processes carry the marker of that creation; `conversation.agent`
             # is only the spec we passed. Without a marker (a conversation not started by
             # trio-acp) a cancel interrupts the run but cannot stop its command.
-            self.marker = await self._call(lambda: terminal_marker(self.live.state.agent))
+            self.marker = await self._call(lambda: terminal_marker(self.live()[0].state.agent))
         else:
             self.marker = marker
         if confirmation_policy is not None:
@@ -239,19 +238,11 @@ class RemoteConversationDriver:
                     self._inbox.deliver(event)
         self.conversation, self.workspace, self.id = conversation, workspace, conversation.id
 
-    @property
-    def live(self) -> RemoteConversation:
-        """The SDK's conversation, between `open` and `close`; a `RemoteError` after."""
-        if self.conversation is None:
+    def live(self) -> tuple[RemoteConversation, RemoteWorkspace]:
+        """The SDK's conversation and workspace from `open` on; a `RemoteError` after `close`."""
+        if self.conversation is None or self.workspace is None:
             raise RemoteError(f"agent-server {self.target.url}: the conversation is closed")
-        return self.conversation
-
-    @property
-    def live_workspace(self) -> RemoteWorkspace:
-        """The SDK's workspace (its HTTP client), as `live`."""
-        if self.workspace is None:
-            raise RemoteError(f"agent-server {self.target.url}: the conversation is closed")
-        return self.workspace
+        return self.conversation, self.workspace
 
     async def _require_exists(self, conversation_id: uuid.UUID) -> None:
         info = await self.get_info(conversation_id)
@@ -262,18 +253,17 @@ class RemoteConversationDriver:
 
     async def _reattach(self) -> None:
         """After the server or the socket went away: a fresh connection, missed events once."""
-        old = self.live
-        assert self.id is not None
-        await self._require_exists(self.id)
-        await self._call(lambda: self._close_sync(old, self.workspace))
+        old, workspace = self.live()  # `_connect` set `self.id` to `old.id`
+        await self._require_exists(old.id)
+        await self._call(lambda: self._close_sync(old, workspace))
         # `self.conversation` stays set: `_connect` then hands on the events we missed.
-        await self._call(lambda: self._connect(old.agent, self.id, old.max_iteration_per_run))
+        await self._call(lambda: self._connect(old.agent, old.id, old.max_iteration_per_run))
         self._stale = False
 
     async def _ready(self) -> RemoteConversation:
         if self._stale:
             await self._reattach()
-        return self.live
+        return self.live()[0]
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -458,7 +448,7 @@ class RemoteConversationDriver:
             wait = max(0.5, min(REQUEST_TIMEOUT, stall - (time.monotonic() - heard)))
             try:
                 response = await trio.to_thread.run_sync(
-                    functools.partial(self.live_workspace.client.get, path, timeout=wait),
+                    functools.partial(self.live()[1].client.get, path, timeout=wait),
                     abandon_on_cancel=True,
                 )
             except httpx.HTTPError as exc:
@@ -550,11 +540,9 @@ class RemoteConversationDriver:
     async def stop_terminal_processes(self) -> str:
         """Stop what the conversation's terminal runs, on the server (via its bash API)."""
         assert self.marker is not None
-        workspace = self.workspace
         command = stop_marked_command(self.marker)
         try:
-            if workspace is None:
-                raise RemoteError(f"agent-server {self.target.url}: the conversation is closed")
+            workspace = self.live()[1]
             result = await self._call(
                 lambda: workspace.execute_command(command, timeout=10.0),
                 limiter=trio.CapacityLimiter(1),
@@ -573,7 +561,7 @@ class RemoteConversationDriver:
         path = f"/api/conversations/{self.id}"
         start = time.perf_counter()
         await self._call(
-            lambda: self.live_workspace.client.get(path, timeout=REQUEST_TIMEOUT).raise_for_status()
+            lambda: self.live()[1].client.get(path, timeout=REQUEST_TIMEOUT).raise_for_status()
         )
         self.round_trip = time.perf_counter() - start
         return self.round_trip

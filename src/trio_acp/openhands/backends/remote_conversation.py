@@ -215,7 +215,7 @@ class ServerConversation:
             unreachable_grace=unreachable_grace,
             poll_interval=poll_interval,
         )
-        conv = cls(sdk, driver, agent if create else driver.live.agent, make_llm)
+        conv = cls(sdk, driver, agent if create else driver.live()[0].agent, make_llm)
         holder.append(conv)
         try:
             info = await driver.get_info(conversation_id)
@@ -403,7 +403,7 @@ class ServerConversation:
         if not any(type(e).__name__ != "SystemPromptEvent" for e in events):
             return Condensed(empty=True)
         try:
-            await self.driver.call(lambda: self.driver.live.condense())
+            await self.driver.call(lambda: self.driver.live()[0].condense())
         except RemoteError as exc:
             return Condensed(failure=f"{exc}. The history is unchanged.")
         return Condensed(added=max(0, len(await self.history()) - len(events)))

@@ -66,7 +66,7 @@ def _unanswered(driver: RemoteConversationDriver, conv: RemoteConversation) -> b
 async def _restarted_since(driver: RemoteConversationDriver, began: float) -> bool:
     """Whether the server's process started after `began` (`time.monotonic()`)."""
     try:
-        workspace = driver.live_workspace
+        workspace = driver.live()[1]
         response = await driver.call(
             lambda: workspace.client.get("/server_info", timeout=REQUEST_TIMEOUT)
         )

@@ -46,8 +46,11 @@ from openhands.tools.terminal.definition import TerminalObservation as TerminalO
 
 class ObservedConversation(Protocol):
     """The SDK conversation's methods that its `@observe` decorator (lmnr) leaves typed as
-    taking `Never` on a fresh mypy run (backends/remote.py casts to this)."""
+    taking `Never` on a fresh mypy run (backends/remote.py and setup/subagent_run.py cast
+    to this)."""
 
     def send_message(self, message: Message, /) -> None: ...
 
     def run(self, *, blocking: bool) -> None: ...
+
+    async def arun(self) -> None: ...

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from trio_acp.openhands.sdk.classes import LocalConversation
+    from trio_acp.openhands.sdk.classes import LocalConversation, ObservedConversation
     from trio_acp.openhands.setup.subagents import Delegation
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def run_until_stopped(conversation: LocalConversation, d: Delegation | None) -> 
                 if d.stopped.is_set():
                     return
                 d.cut_run = cut
-        await conversation.arun()
+        await cast("ObservedConversation", conversation).arun()  # its @observe: sdk/classes.py
 
     try:
         loop.run_until_complete(run())
