@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trio_acp.openhands.setup.settings import SettingsError, load_settings
 from trio_acp.schema import unstable
+
+if TYPE_CHECKING:
+    from trio_acp.connection import ClientProxy
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +57,9 @@ class AuthStatusReporter:
         self._told = answer
         return answer
 
-    async def maybe_tell(self, client: Any, now: unstable.AuthStatusResponse) -> None:
+    async def maybe_tell(
+        self, client: ClientProxy | None, now: unstable.AuthStatusResponse
+    ) -> None:
         """`auth/status_update` if the client asked before and the state changed."""
         if self._told is None or client is None or now == self._told:
             return

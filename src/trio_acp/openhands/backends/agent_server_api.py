@@ -10,11 +10,15 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import trio
 
 from trio_acp.openhands.backends.agent_server_config import AgentServerTarget
+from trio_acp.openhands.translate.shapes import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    import httpx
 
 # Per-request timeout of our own REST calls (health polls, list, delete).
 REQUEST_TIMEOUT = 10.0
@@ -104,7 +108,23 @@ def _is_transport_error(error: BaseException) -> bool:
 # -- the server's catalogue, without a conversation open ----------------------------------
 
 
-def _client(target: AgentServerTarget) -> Any:
+#: The server's answer about one conversation (`GET /api/conversations/{id}`): read by key
+#: (`execution_status`, `stats`), each value checked where it is read.
+ConversationInfo = JsonObject
+
+
+class ConversationListing(TypedDict):
+    """One conversation of `list_conversations`: the server's values, as it sent them."""
+
+    id: JsonValue
+    title: JsonValue
+    execution_status: JsonValue
+    created_at: JsonValue
+    updated_at: JsonValue
+    working_dir: JsonValue
+
+
+def _client(target: AgentServerTarget) -> httpx.Client:
     import httpx
 
     headers = {"X-Session-API-Key": target.api_key} if target.api_key else {}
@@ -112,11 +132,17 @@ def _client(target: AgentServerTarget) -> Any:
 
 
 async def _request(
-    target: AgentServerTarget, method: str, path: str, ok: Iterable[int] = (200,), **kwargs: Any
-) -> Any:
-    def call() -> Any:
+    target: AgentServerTarget,
+    method: str,
+    path: str,
+    ok: Iterable[int] = (200,),
+    *,
+    params: dict[str, str | int] | None = None,
+    json: JsonObject | None = None,
+) -> httpx.Response:
+    def call() -> httpx.Response:
         with _client(target) as client:
-            response = client.request(method, path, **kwargs)
+            response = client.request(method, path, params=params, json=json)
             if response.status_code not in ok:
                 response.raise_for_status()
             return response
@@ -132,29 +158,35 @@ async def _request(
 
 async def get_conversation(
     target: AgentServerTarget, conversation_id: uuid.UUID
-) -> dict[str, Any] | None:
+) -> ConversationInfo | None:
     response = await _request(target, "GET", f"/api/conversations/{conversation_id}", ok=(200, 404))
-    return None if response.status_code == 404 else response.json()
+    if response.status_code == 404:
+        return None
+    info: ConversationInfo = response.json()
+    return info
 
 
 async def list_conversations(
     target: AgentServerTarget, *, limit: int = 100
-) -> list[dict[str, Any]]:
+) -> list[ConversationListing]:
     """The server's conversations, newest first: id, title, status, created/updated times."""
-    items: list[dict[str, Any]] = []
+    items: list[ConversationListing] = []
     page_id: str | None = None
     while True:
-        params: dict[str, Any] = {"limit": limit}
+        params: dict[str, str | int] = {"limit": limit}
         if page_id:
             params["page_id"] = page_id
         page = (await _request(target, "GET", "/api/conversations/search", params=params)).json()
         for item in page.get("items", []):
             items.append(
-                {
-                    key: item.get(key)
-                    for key in ("id", "title", "execution_status", "created_at", "updated_at")
-                }
-                | {"working_dir": (item.get("workspace") or {}).get("working_dir")}
+                ConversationListing(
+                    id=item.get("id"),
+                    title=item.get("title"),
+                    execution_status=item.get("execution_status"),
+                    created_at=item.get("created_at"),
+                    updated_at=item.get("updated_at"),
+                    working_dir=(item.get("workspace") or {}).get("working_dir"),
+                )
             )
         page_id = page.get("next_page_id")
         if not page_id:
@@ -170,7 +202,7 @@ async def delete_conversation(target: AgentServerTarget, conversation_id: uuid.U
 
 
 async def post_json(
-    target: AgentServerTarget, path: str, body: dict[str, Any], ok: Iterable[int] = (200,)
-) -> Any:
+    target: AgentServerTarget, path: str, body: JsonObject, ok: Iterable[int] = (200,)
+) -> JsonValue:
     """POST `body` to the server; the parsed answer. Raises `RemoteError`."""
     return (await _request(target, "POST", path, ok=ok, json=body)).json()

@@ -36,12 +36,13 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import trio
 
 from trio_acp.openhands.backends.agent_server_api import (
     REQUEST_TIMEOUT,
+    ConversationInfo,
     RemoteError,
     _describe,
     _is_transport_error,
@@ -143,10 +144,8 @@ class RemoteConversationDriver:
         self._limiter = trio.CapacityLimiter(1)
         # Cancelling must not queue behind a slow call on the main limiter.
         self._interrupt_limiter = trio.CapacityLimiter(1)
-        # `RemoteConversation | None` and `RemoteWorkspace | None`, typed loosely because
-        # remote_conversation.py reads a live driver's without a None check.
-        self.conversation: Any = None
-        self.workspace: Any = None
+        self.conversation: RemoteConversation | None = None
+        self.workspace: RemoteWorkspace | None = None
         self.id: uuid.UUID | None = None
         self.marker: str | None = None
         self._stale = False
@@ -207,7 +206,7 @@ class RemoteConversationDriver:
             # terminal's processes carry the marker of that creation; `conversation.agent`
             # is only the spec we passed. Without a marker (a conversation not started by
             # trio-acp) a cancel interrupts the run but cannot stop its command.
-            self.marker = await self._call(lambda: terminal_marker(self.conversation.state.agent))
+            self.marker = await self._call(lambda: terminal_marker(self.live()[0].state.agent))
         else:
             self.marker = marker
         if confirmation_policy is not None:
@@ -239,6 +238,12 @@ class RemoteConversationDriver:
                     self._inbox.deliver(event)
         self.conversation, self.workspace, self.id = conversation, workspace, conversation.id
 
+    def live(self) -> tuple[RemoteConversation, RemoteWorkspace]:
+        """The SDK's conversation and workspace from `open` on; a `RemoteError` after `close`."""
+        if self.conversation is None or self.workspace is None:
+            raise RemoteError(f"agent-server {self.target.url}: the conversation is closed")
+        return self.conversation, self.workspace
+
     async def _require_exists(self, conversation_id: uuid.UUID) -> None:
         info = await self.get_info(conversation_id)
         if info is None:
@@ -248,18 +253,17 @@ class RemoteConversationDriver:
 
     async def _reattach(self) -> None:
         """After the server or the socket went away: a fresh connection, missed events once."""
-        old = self.conversation
-        assert self.id is not None
-        await self._require_exists(self.id)
-        await self._call(lambda: self._close_sync(old, self.workspace))
+        old, workspace = self.live()  # `_connect` set `self.id` to `old.id`
+        await self._require_exists(old.id)
+        await self._call(lambda: self._close_sync(old, workspace))
         # `self.conversation` stays set: `_connect` then hands on the events we missed.
-        await self._call(lambda: self._connect(old.agent, self.id, old.max_iteration_per_run))
+        await self._call(lambda: self._connect(old.agent, old.id, old.max_iteration_per_run))
         self._stale = False
 
     async def _ready(self) -> RemoteConversation:
         if self._stale:
             await self._reattach()
-        return self.conversation
+        return self.live()[0]
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -302,7 +306,7 @@ class RemoteConversationDriver:
         await self._call(lambda: observed.send_message(message))
         self._note = None
 
-    async def _settle_lost_run(self, conv: Any) -> None:
+    async def _settle_lost_run(self, conv: RemoteConversation) -> None:
         """Before the first message after a run lost with the server (remote_lost_run.py)."""
         approving, began = self._lost_run or (False, 0.0)
         note = await settle_lost_run(self, conv, approving=approving, began=began)
@@ -444,7 +448,7 @@ class RemoteConversationDriver:
             wait = max(0.5, min(REQUEST_TIMEOUT, stall - (time.monotonic() - heard)))
             try:
                 response = await trio.to_thread.run_sync(
-                    functools.partial(self.workspace.client.get, path, timeout=wait),
+                    functools.partial(self.live()[1].client.get, path, timeout=wait),
                     abandon_on_cancel=True,
                 )
             except httpx.HTTPError as exc:
@@ -536,9 +540,9 @@ class RemoteConversationDriver:
     async def stop_terminal_processes(self) -> str:
         """Stop what the conversation's terminal runs, on the server (via its bash API)."""
         assert self.marker is not None
-        workspace = self.workspace
         command = stop_marked_command(self.marker)
         try:
+            workspace = self.live()[1]
             result = await self._call(
                 lambda: workspace.execute_command(command, timeout=10.0),
                 limiter=trio.CapacityLimiter(1),
@@ -557,14 +561,14 @@ class RemoteConversationDriver:
         path = f"/api/conversations/{self.id}"
         start = time.perf_counter()
         await self._call(
-            lambda: self.workspace.client.get(path, timeout=REQUEST_TIMEOUT).raise_for_status()
+            lambda: self.live()[1].client.get(path, timeout=REQUEST_TIMEOUT).raise_for_status()
         )
         self.round_trip = time.perf_counter() - start
         return self.round_trip
 
     # -- catalogue -------------------------------------------------------------------------
 
-    async def get_info(self, conversation_id: uuid.UUID) -> dict[str, Any] | None:  # JSON
+    async def get_info(self, conversation_id: uuid.UUID) -> ConversationInfo | None:
         return await get_conversation(self.target, conversation_id)
 
     async def close(self) -> None:

@@ -24,12 +24,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import trio
 
 from trio_acp.openhands.backends.agent_server_api import (
+    ConversationInfo,
     RemoteError,
     delete_conversation,
     get_conversation,
@@ -53,17 +54,23 @@ from trio_acp.openhands.backends.conversation import (
     usage_of,
     user_message,
 )
-from trio_acp.openhands.backends.remote import RemoteConversationDriver
+from trio_acp.openhands.backends.remote import (
+    POLL_INTERVAL,
+    UNREACHABLE_GRACE,
+    RemoteConversationDriver,
+)
 from trio_acp.openhands.errors import internal, not_configured
 from trio_acp.openhands.permissions.policy import ALWAYS_APPROVE, LLM_APPROVE
-from trio_acp.openhands.sdk import confirmation_setup, supports_reasoning_effort
+from trio_acp.openhands.sdk import SdkLoader, confirmation_setup, supports_reasoning_effort
 from trio_acp.openhands.setup.mcp_startup import McpStartFailure
 from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart
 from trio_acp.rpc import RequestError
 
 if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import LLM, ActionEvent, AgentBase, Event, HookConfig, Skill
     from trio_acp.openhands.sdk.loaded import Sdk
     from trio_acp.openhands.sessions.session_parts import MakeLlm
+    from trio_acp.openhands.setup.models import ModelChoice
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +149,7 @@ class ServerConversation:
         self,
         sdk: Sdk,
         driver: RemoteConversationDriver,
-        agent: Any,
+        agent: AgentBase,
         make_llm: MakeLlm | None = None,
     ) -> None:
         self._sdk = sdk
@@ -169,17 +176,19 @@ class ServerConversation:
         cls,
         sdk: Sdk,
         target: AgentServerTarget,
-        agent: Any,
+        agent: AgentBase,
         *,
         working_dir: str,
         conversation_id: uuid.UUID,
         create: bool | None,
-        on_event: Callable[[Any], None],
-        on_token: Callable[[Any], None],
+        on_event: Callable[[Event], None],
+        on_token: Callable[[object], None],
         name: str = "",
         make_llm: MakeLlm | None = None,
         max_iterations: int = 500,
-        **driver_options: Any,
+        hook_config: HookConfig | None = None,
+        unreachable_grace: float = UNREACHABLE_GRACE,
+        poll_interval: float = POLL_INTERVAL,
     ) -> ServerConversation:
         """Create the server's conversation `conversation_id` (`create`), or attach to it
         (`create=False`: it must exist; None: whichever applies)."""
@@ -189,7 +198,7 @@ class ServerConversation:
             create = not forked
         holder: list[ServerConversation] = []
 
-        def event(item: Any) -> None:  # the SDK's socket thread: count, note, hand on
+        def event(item: Event) -> None:  # the SDK's socket thread: count, note, hand on
             if holder:
                 holder[0]._counted(item)
             on_event(item)
@@ -204,9 +213,11 @@ class ServerConversation:
             conversation_id=conversation_id,
             create=create,
             max_iterations=max_iterations,
-            **driver_options,
+            hook_config=hook_config,
+            unreachable_grace=unreachable_grace,
+            poll_interval=poll_interval,
         )
-        conv = cls(sdk, driver, agent if create else driver.conversation.agent, make_llm)
+        conv = cls(sdk, driver, agent if create else driver.live()[0].agent, make_llm)
         holder.append(conv)
         try:
             info = await driver.get_info(conversation_id)
@@ -232,11 +243,13 @@ class ServerConversation:
         """Where the conversation runs, for `/status` (the URL, never the key)."""
         return f"the agent-server at {self.driver.target.url} (conversation {self.driver.id})"
 
-    def _counted(self, event: Any) -> None:
+    def _counted(self, event: Event) -> None:
         with self._lock:
             self._count += 1
             if type(event).__name__ == "ConversationErrorEvent":
-                self._errors.append((self._count - 1, event.code, event.detail))
+                # Read by name: the SDK's ConversationErrorEvent (code, detail).
+                code, detail = getattr(event, "code", None), getattr(event, "detail", None)
+                self._errors.append((self._count - 1, code, detail))
 
     # --- set-up -------------------------------------------------------------------
 
@@ -270,15 +283,15 @@ class ServerConversation:
         await self.driver.set_confirmation(policy, analyzer)
 
     async def use_model(
-        self, choice: Any, *, reasoning_effort: str | None, stream: bool
+        self, choice: ModelChoice, *, reasoning_effort: str | None, stream: bool
     ) -> str | None:
         make_llm, sdk = self._make_llm, self._sdk
         if make_llm is None:
             raise RemoteError("no other model can be built for this session")
 
-        def build() -> tuple[Any, str | None]:
+        def build() -> tuple[LLM, str | None]:
             llm = make_llm(choice)
-            update: dict[str, Any] = {"stream": stream}
+            update: dict[str, object] = {"stream": stream}
             effort = None
             if supports_reasoning_effort(sdk, llm):
                 effort = reasoning_effort or llm.reasoning_effort or "high"
@@ -289,10 +302,10 @@ class ServerConversation:
         await self._switch_llm(llm)
         return effort
 
-    async def update_llm(self, **update: Any) -> None:
+    async def update_llm(self, **update: object) -> None:
         await self._switch_llm(self._llm.model_copy(update=update))
 
-    async def _switch_llm(self, llm: Any) -> None:
+    async def _switch_llm(self, llm: LLM) -> None:
         # The agent-server's own endpoint for it; the LLM travels with its key, as the
         # agent did when the conversation was created.
         body = {"llm": llm.model_dump(mode="json", context={"expose_secrets": True})}
@@ -346,7 +359,7 @@ class ServerConversation:
             "a tool call on an agent-server cannot be stopped on its own; cancel the turn"
         )
 
-    async def pending_actions(self) -> list[Any]:
+    async def pending_actions(self) -> list[ActionEvent]:
         return await self.driver.pending_actions()
 
     async def reject_pending(self, reason: str) -> None:
@@ -380,13 +393,13 @@ class ServerConversation:
             if usage is not None:
                 self._usage = usage
 
-    def skills(self) -> list[Any]:
+    def skills(self) -> list[Skill]:
         context = getattr(self._agent, "agent_context", None)
         return list(getattr(context, "skills", None) or [])
 
     # --- the whole conversation --------------------------------------------------------
 
-    async def history(self) -> list[Any]:
+    async def history(self) -> list[Event]:
         return [
             e
             for e in await self.driver.events()
@@ -398,12 +411,12 @@ class ServerConversation:
         if not any(type(e).__name__ != "SystemPromptEvent" for e in events):
             return Condensed(empty=True)
         try:
-            await self.driver.call(lambda: self.driver.conversation.condense())
+            await self.driver.call(lambda: self.driver.live()[0].condense())
         except RemoteError as exc:
             return Condensed(failure=f"{exc}. The history is unchanged.")
         return Condensed(added=max(0, len(await self.history()) - len(events)))
 
-    async def fork(self, fork_id: Any) -> None:
+    async def fork(self, fork_id: uuid.UUID) -> None:
         """Copy this conversation, history and all, to `fork_id` on the server."""
         assert self.driver.id is not None
         await fork_on_server(self.driver.target, self.driver.id, fork_id)
@@ -416,7 +429,7 @@ class ServerConversation:
         await self.driver.close()
 
 
-def _usage_from_info(info: dict[str, Any]) -> Usage | None:
+def _usage_from_info(info: ConversationInfo) -> Usage | None:
     from trio_acp.openhands.sdk.remote_client import stats_of
 
     try:
@@ -444,7 +457,9 @@ PRELOAD_WAIT = 600.0
 _CLIENT_MODULES = ("httpcore", "h11", "h2.connection", "websockets.sync.client", "socksio")
 
 
-def preload_remote_client(flag_url: str | None, env: Any, sdk_loader: Any) -> None:
+def preload_remote_client(
+    flag_url: str | None, env: Mapping[str, str] | None, sdk_loader: SdkLoader
+) -> None:
     """With an agent-server configured, import the remote client's modules in the
     background once the SDK's own import (`sdk_loader`, sdk.py) is over: not before it,
     which sets up the environment the SDK's imports read, and not beside it, where the two

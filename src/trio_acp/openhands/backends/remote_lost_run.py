@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trio_acp.openhands.backends.agent_server_api import REQUEST_TIMEOUT, RemoteError
 from trio_acp.openhands.translate.interruptions import LOST_NOTE
 
 if TYPE_CHECKING:
     from trio_acp.openhands.backends.remote import RemoteConversationDriver
+    from trio_acp.openhands.sdk.classes import RemoteConversation
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ CUT_BY_RESTART = (
 
 
 async def settle_lost_run(
-    driver: RemoteConversationDriver, conv: Any, *, approving: bool, began: float
+    driver: RemoteConversationDriver, conv: RemoteConversation, *, approving: bool, began: float
 ) -> str | None:
     """Make what the server kept of the lost run true; the note the next message opens
     with (`LOST_NOTE`), or None. `approving`: the run was running approved actions;
@@ -52,7 +53,7 @@ async def settle_lost_run(
     return None
 
 
-def _unanswered(driver: RemoteConversationDriver, conv: Any) -> bool:
+def _unanswered(driver: RemoteConversationDriver, conv: RemoteConversation) -> bool:
     """Whether the last event the model reads is the user's message."""
     events = conv.state.events
     for i in range(len(events) - 1, -1, -1):
@@ -64,8 +65,8 @@ def _unanswered(driver: RemoteConversationDriver, conv: Any) -> bool:
 
 async def _restarted_since(driver: RemoteConversationDriver, began: float) -> bool:
     """Whether the server's process started after `began` (`time.monotonic()`)."""
-    workspace = driver.workspace
     try:
+        workspace = driver.live()[1]
         response = await driver.call(
             lambda: workspace.client.get("/server_info", timeout=REQUEST_TIMEOUT)
         )

@@ -43,7 +43,7 @@ import math
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 import trio
 
@@ -126,17 +126,18 @@ class ClientCallFailed(ClientCallError):
 class _Call:
     __slots__ = ("cancel_requested", "deadline_error", "fn", "future", "scope", "timeout", "what")
 
-    def __init__(self, fn: Callable[[], Awaitable[Any]], what: str, timeout: float) -> None:
+    def __init__(self, fn: Callable[[], Awaitable[object]], what: str, timeout: float) -> None:
         self.fn = fn
         self.what = what
         self.timeout = timeout
-        self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        # Holds what `fn` returned: `ClientCalls.call` gives it back as its caller's type.
+        self.future: concurrent.futures.Future[object] = concurrent.futures.Future()
         # Set in the Trio thread only.
         self.scope: trio.CancelScope | None = None
         self.cancel_requested = False
         self.deadline_error: ClientCallError | None = None
 
-    def settle(self, result: Any = None, error: BaseException | None = None) -> bool:
+    def settle(self, result: object = None, error: BaseException | None = None) -> bool:
         """Complete the future unless it already is; True if this call completed it."""
         # Future.set_* raise if already done; the future's own lock makes check+set safe
         # only under ours, since two threads (waiter, Trio) may settle at once.
@@ -183,7 +184,7 @@ class ClientCalls:
 
     # --- the Trio side ----------------------------------------------------------------
 
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve calls until `close` or until cancelled (which closes too)."""
         self._token = trio.lowlevel.current_trio_token()
         self._trio_thread = threading.current_thread()
@@ -337,7 +338,8 @@ class ClientCalls:
             try:
                 # Waiting without a bound is safe: every way out settles the future
                 # (answer, cancel, close, the client's exit, the task's own end).
-                return call.future.result(None if math.isinf(timeout) else timeout)
+                # The future holds what `fn` returned (`_serve`), a T.
+                return cast(T, call.future.result(None if math.isinf(timeout) else timeout))
             except concurrent.futures.TimeoutError:
                 # The Trio side should have timed out first; whatever held it, the thread
                 # goes now, and the request is cancelled behind it.
@@ -372,5 +374,5 @@ def client_reason(error: RequestError) -> str:
     return f"error {error.code}"
 
 
-def _one_line(text: Any) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())[:1000]

@@ -24,8 +24,7 @@ from __future__ import annotations
 import ntpath
 import os
 import posixpath
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
@@ -98,7 +97,7 @@ class SessionRoots:
 
 
 def parse_roots(
-    cwd: str, additional: Iterable[Any] | None, *, is_dir: Callable[[str], bool] = os.path.isdir
+    cwd: str, additional: Iterable[object] | None, *, is_dir: Callable[[str], bool] = os.path.isdir
 ) -> SessionRoots:
     """The roots of a session from a lifecycle request's `cwd` and `additionalDirectories`."""
     cwd_n = _norm(cwd)
@@ -119,7 +118,7 @@ def parse_roots(
     return SessionRoots(cwd=cwd_n, additional=tuple(roots))
 
 
-def with_roots(index: dict[str, Any], roots: SessionRoots) -> dict[str, Any]:
+def with_roots(index: dict[str, object], roots: SessionRoots) -> dict[str, object]:
     """The session index with `roots`' list recorded (removed when there is none)."""
     data = dict(index)
     if roots.additional:
@@ -129,7 +128,7 @@ def with_roots(index: dict[str, Any], roots: SessionRoots) -> dict[str, Any]:
     return data
 
 
-def roots_from_index(index: dict[str, Any]) -> list[str]:
+def roots_from_index(index: Mapping[str, object]) -> list[str]:
     """The list the index recorded, for `session/list` (never re-activated by itself)."""
     value = index.get(INDEX_KEY)
     if not isinstance(value, list):

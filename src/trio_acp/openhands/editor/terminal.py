@@ -62,8 +62,8 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -82,6 +82,15 @@ from trio_acp.openhands.editor.terminal_launch import (
     _Private,
 )
 from trio_acp.rpc import RequestError
+
+if TYPE_CHECKING:
+    from trio_acp.connection import ClientProxy
+    from trio_acp.openhands.sdk.classes import (
+        Action,
+        TerminalAction,
+        TerminalObservation,
+        ToolExecutor,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +123,7 @@ class CommandResult:
 
 
 async def run_in_client_terminal(
-    client: Any,
+    client: ClientProxy,
     session_id: str,
     *,
     command: str,
@@ -123,7 +132,7 @@ async def run_in_client_terminal(
     env: dict[str, str] | None = None,
     output_byte_limit: int | None = OUTPUT_BYTE_LIMIT,
     timeout: float = DEFAULT_COMMAND_TIMEOUT,
-    on_created: Callable[[str], Any] | None = None,
+    on_created: Callable[[str], object] | None = None,
     cleanup_budget: float = CLEANUP_BUDGET,
     create_timeout: float = math.inf,
 ) -> CommandResult:
@@ -193,7 +202,7 @@ async def run_in_client_terminal(
             await _quietly(client.release_terminal(**ids))
 
 
-async def _discard_terminal(client: Any, ids: dict[str, str], budget: float) -> None:
+async def _discard_terminal(client: ClientProxy, ids: dict[str, str], budget: float) -> None:
     """Kill and release a terminal nobody uses (a system task: it must never raise)."""
     try:
         with trio.move_on_after(budget):
@@ -203,7 +212,7 @@ async def _discard_terminal(client: Any, ids: dict[str, str], budget: float) -> 
         log.debug("could not discard terminal %s", ids.get("terminal_id"), exc_info=True)
 
 
-async def _quietly(request: Any) -> None:
+async def _quietly(request: Awaitable[object]) -> None:
     try:
         await request
     except Exception:
@@ -212,13 +221,13 @@ async def _quietly(request: Any) -> None:
 
 def make_executor(
     calls: ClientCalls,
-    client: Any,
+    client: ClientProxy,
     session_id: str,
     working_dir: str,
     *,
-    announce: Callable[[Any, str], None] | None = None,
+    announce: Callable[[Action, str], None] | None = None,
     env: dict[str, str] | None = None,
-) -> Any:
+) -> ToolExecutor[TerminalAction, TerminalObservation]:
     """A terminal `ToolExecutor` running commands in the client's terminals (call after
     the SDK's load: `sdk/terminal_tools.py`).
 
@@ -252,11 +261,11 @@ class ClientTerminal:
     def __init__(
         self,
         calls: ClientCalls,
-        client: Any,
+        client: ClientProxy,
         session_id: str,
         working_dir: str,
         *,
-        announce: Callable[[Any, str], None] | None = None,
+        announce: Callable[[Action, str], None] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
         self._calls, self._client, self._session_id = calls, client, session_id
@@ -312,7 +321,7 @@ class ClientTerminal:
             return Launch.bare(command, self._env)
         return private.launch(command, n, self._env, on_command_line=env_dropped)
 
-    def run(self, action: Any) -> Outcome:
+    def run(self, action: TerminalAction) -> Outcome:
         """Run one `TerminalAction` in a terminal of the editor; blocking (a tool thread)."""
         command = action.command
         if action.reset:

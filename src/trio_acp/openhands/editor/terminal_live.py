@@ -22,10 +22,22 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
+from trio_acp import schema
 from trio_acp.openhands.editor.terminal_meta import TerminalMetaStream
 from trio_acp.openhands.permissions import run_gate
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import (
+        Action,
+        TerminalAction,
+        TerminalObservation,
+        ToolExecutor,
+    )
+
+#: Sends an update of the running turn (from any thread).
+Post = Callable[[schema.ToolCallProgress], None]
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +52,7 @@ _PASTE_MODE = re.compile(r"\x1b\[\?2004[hl]")
 class _Watch:
     """One command's screen watcher (its own daemon thread)."""
 
-    def __init__(self, read_screen: Callable[[], str], stream: TerminalMetaStream, post: Any):
+    def __init__(self, read_screen: Callable[[], str], stream: TerminalMetaStream, post: Post):
         self._read = read_screen
         self._stream = stream
         self._post = post
@@ -117,20 +129,20 @@ class LiveOutput:
     def __init__(
         self,
         *,
-        tool_call_id: Callable[[Any], str | None],
-        post: Callable[[Any], None],
+        tool_call_id: Callable[[Action], str | None],
+        post: Post,
         embed: Callable[[str, str], None],
     ) -> None:
         self._tool_call_id, self._post, self._embed = tool_call_id, post, embed
 
     def run(
         self,
-        action: Any,
-        command: Callable[[], Any],
+        action: TerminalAction,
+        command: Callable[[], TerminalObservation],
         *,
         read: Callable[[], str] | None,
         cwd: str | None,
-    ) -> Any:
+    ) -> TerminalObservation:
         """`command()` (the SDK's executor on `action`), its screen `read` streamed to
         the tool call while it runs; returns its observation."""
         call_id = self._tool_call_id(action)
@@ -167,12 +179,12 @@ class LiveOutput:
 
 
 def wrap_executor(
-    executor: Any,
+    executor: ToolExecutor[TerminalAction, TerminalObservation],
     *,
-    tool_call_id: Callable[[Any], str | None],
-    post: Callable[[Any], None],
+    tool_call_id: Callable[[Action], str | None],
+    post: Post,
     embed: Callable[[str, str], None],
-) -> Any:
+) -> ToolExecutor[TerminalAction, TerminalObservation]:
     """The SDK's `TerminalExecutor`, streaming each command's output (module doc); call
     after the SDK's load (`sdk/terminal_tools.py`)."""
     from trio_acp.openhands.sdk.terminal_tools import LiveTerminalExecutor

@@ -20,8 +20,6 @@ no SDK; the caller sends what it returns, in order.
 
 from __future__ import annotations
 
-from typing import Any
-
 from trio_acp import schema
 
 #: Largest `data` of one update (characters).
@@ -58,8 +56,8 @@ class TerminalMetaStream:
         self.dropped = 0
         self._closed = False
 
-    def start(self) -> Any:
-        info: dict[str, Any] = {"terminal_id": self.terminal_id}
+    def start(self) -> schema.ToolCallProgress:
+        info: dict[str, str] = {"terminal_id": self.terminal_id}
         if self.cwd:
             info["cwd"] = self.cwd
         return schema.ToolCallProgress(
@@ -69,7 +67,7 @@ class TerminalMetaStream:
             meta={"terminal_info": info},
         )
 
-    def feed(self, data: str) -> list[Any]:
+    def feed(self, data: str) -> list[schema.ToolCallProgress]:
         """Updates carrying `data` (new output only), split and capped."""
         if self._closed or not data:
             return []
@@ -88,7 +86,7 @@ class TerminalMetaStream:
             updates.append(self._output("\n[… the rest of the output is in the tool's result]\n"))
         return updates
 
-    def exit(self, exit_code: int | None, signal: str | None = None) -> Any:
+    def exit(self, exit_code: int | None, signal: str | None = None) -> schema.ToolCallProgress:
         self._closed = True
         return schema.ToolCallProgress(
             tool_call_id=self.tool_call_id,
@@ -101,21 +99,21 @@ class TerminalMetaStream:
             },
         )
 
-    def _output(self, data: str) -> Any:
+    def _output(self, data: str) -> schema.ToolCallProgress:
         return schema.ToolCallProgress(
             tool_call_id=self.tool_call_id,
             meta={"terminal_output": {"terminal_id": self.terminal_id, "data": data}},
         )
 
 
-def merge_outputs(updates: list[Any]) -> list[Any]:
+def merge_outputs(updates: list[schema.ToolCallProgress]) -> list[schema.ToolCallProgress]:
     """Coalesce consecutive `terminal_output` updates of one tool call (an outbox that
     batches under load may do this; replacing one by the next would lose output)."""
-    merged: list[Any] = []
+    merged: list[schema.ToolCallProgress] = []
     for update in updates:
-        meta = getattr(update, "meta", None) or {}
+        meta = update.meta or {}
         prev = merged[-1] if merged else None
-        prev_meta = (getattr(prev, "meta", None) or {}) if prev is not None else {}
+        prev_meta = (prev.meta or {}) if prev is not None else {}
         if (
             prev is not None
             and set(meta) == {"terminal_output"}
@@ -139,7 +137,7 @@ def merge_outputs(updates: list[Any]) -> list[Any]:
     return merged
 
 
-def _only_meta(update: Any) -> bool:
+def _only_meta(update: schema.ToolCallProgress) -> bool:
     return all(
         getattr(update, field, None) is None
         for field in ("kind", "status", "title", "content", "locations", "raw_input", "raw_output")

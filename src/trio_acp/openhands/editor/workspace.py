@@ -24,12 +24,13 @@ import collections
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trio_acp import schema
 from trio_acp.openhands.editor.client_calls import ClientCalls
 from trio_acp.openhands.editor.files import EditorFiles
 from trio_acp.openhands.editor.terminal_meta import supports_terminal_meta
+from trio_acp.openhands.translate.shapes import JsonValue
 
 if TYPE_CHECKING:
     from trio_acp.connection import ClientProxy
@@ -205,7 +206,7 @@ class EditorWorkspace:
     def terminal_tools(
         self,
         conv_state: ConversationState,
-        **params: Any,  # the terminal tool's params in the agent spec (JSON)
+        **params: JsonValue,  # the terminal tool's params in the agent spec
     ) -> list[TerminalTool]:
         from trio_acp.openhands.sdk.terminal_tools import terminal_tools
 

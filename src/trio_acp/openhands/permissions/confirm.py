@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 import trio
 
@@ -34,10 +34,14 @@ from trio_acp.openhands.permissions.policy import (
     permission_options,
 )
 from trio_acp.openhands.translate import permission_preview, present, tool_arguments, tool_locations
+from trio_acp.openhands.translate.shapes import ToolArgs
+from trio_acp.openhands.translate.tools import Reader
 from trio_acp.rpc import ErrorCode, PeerClosed, RequestError
 
 if TYPE_CHECKING:
     from trio_acp.openhands.backends.conversation import Conversation
+    from trio_acp.openhands.editor.session_roots import SessionRoots
+    from trio_acp.openhands.sdk.classes import ActionEvent
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +51,9 @@ PREVIEW_LIMIT = 256 * 1024
 
 
 class PermissionClient(Protocol):
-    async def request_permission(self, request: schema.RequestPermissionRequest) -> Any: ...
+    async def request_permission(
+        self, request: schema.RequestPermissionRequest
+    ) -> schema.RequestPermissionResponse: ...
 
 
 class Asker(Protocol):
@@ -67,14 +73,21 @@ class Asker(Protocol):
 
     async def flush_turn_updates(self) -> None: ...
 
-    async def send_update(self, update: Any) -> None: ...
+    async def send_update(self, update: schema.SessionUpdate) -> None: ...
+
+
+class _Answer(TypedDict, total=False):
+    """How the permission request ended: the client's answer, or why there is none."""
+
+    response: schema.RequestPermissionResponse
+    error: Exception
 
 
 class PermissionFailed(Exception):
     """The permission request failed or was answered with something unusable."""
 
 
-def action_arguments(action: Any) -> dict[str, Any]:
+def action_arguments(action: ActionEvent) -> ToolArgs:
     """The arguments of a pending action, parsed as the translator parses them."""
     return tool_arguments(action)
 
@@ -90,8 +103,8 @@ def _read(path: str) -> str | None:
 
 
 def preview(
-    tool: str, args: dict[str, Any], cwd: str, risk: str | None, read: Any = _read
-) -> list[Any]:
+    tool: str, args: ToolArgs, cwd: str, risk: str | None, read: Reader = _read
+) -> list[schema.ToolCallContent]:
     """What the user sees before saying yes: the tool catalog's preview (the command, or
     the edit as a diff), and the security analyzer's risk. `read` gives a file's text
     (the disk, or the editor's buffer: `editor_workspace.EditorWorkspace.preview_reader`)."""
@@ -107,7 +120,7 @@ def preview(
 
 async def ask(
     session: Asker,
-    action: Any,
+    action: ActionEvent,
     scope: Scope,
     cancel_event: trio.Event,
     credential: CredentialRead | None = None,
@@ -154,7 +167,7 @@ async def ask(
     request = schema.RequestPermissionRequest(
         session_id=str(session.id), tool_call=tool_call, options=options
     )
-    result: dict[str, Any] = {}
+    result: _Answer = {}
     # A person answers this: no short timeout; the turn's cancel (`cancel_event`), the
     # session's end (our cancellation) and the client's exit (PeerClosed) end the wait,
     # and an operator's TRIO_ACP_ANSWER_TIMEOUT bounds it (client_calls.py).
@@ -189,7 +202,7 @@ async def _request_or_cancel(
     session: Asker,
     request: schema.RequestPermissionRequest,
     cancel_event: trio.Event,
-    result: dict[str, Any],
+    result: _Answer,
 ) -> None:
     """The permission request, raced with the turn's cancel; fills `result`."""
     async with trio.open_nursery() as nursery:
@@ -211,14 +224,14 @@ async def _request_or_cancel(
         nursery.start_soon(request_it)
 
 
-def _risky(action: Any) -> bool:
+def _risky(action: ActionEvent) -> bool:
     """Whether llm-approve asks about `action`: as the SDK's `ConfirmRisky(threshold=HIGH)`
     decides (sdk.py, `confirmation_setup`), a HIGH or an unknown risk."""
     risk = getattr(getattr(action, "security_risk", None), "value", None)
     return not isinstance(risk, str) or risk.upper() not in ("LOW", "MEDIUM")
 
 
-def _outside(scope: Scope, roots: Any) -> bool:
+def _outside(scope: Scope, roots: SessionRoots) -> bool:
     if scope.tool == "terminal":
         return False
     target = scope.target

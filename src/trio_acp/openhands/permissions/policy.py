@@ -12,7 +12,6 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -23,6 +22,7 @@ from trio_acp.openhands.permissions.modes import LLM_APPROVE as LLM_APPROVE
 from trio_acp.openhands.permissions.modes import MODE_IDS as MODE_IDS
 from trio_acp.openhands.permissions.modes import MODES as MODES
 from trio_acp.openhands.sessions.small_files import loads_json
+from trio_acp.openhands.translate.shapes import ToolArgs
 from trio_acp.openhands.translate.tools import rule_scope
 
 ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = (
@@ -40,7 +40,7 @@ def mode_state(current: str) -> schema.SessionModeState:
     )
 
 
-def mode_option(current: str) -> Any:
+def mode_option(current: str) -> schema.SessionConfigOptionSelect:
     return schema.SessionConfigOptionSelect(
         id="mode",
         name="Approval mode",
@@ -78,7 +78,7 @@ class Scope:
         return f"`{self.target}`" if self.tool == "terminal" else f"{self.tool} on {self.target}"
 
 
-def action_scope(tool_name: str, arguments: dict[str, Any] | None, cwd: str) -> Scope:
+def action_scope(tool_name: str, arguments: ToolArgs | None, cwd: str) -> Scope:
     """What an "always" answer about this call covers, as the tool catalog says: the
     command (terminal), the path (file editor, or any tool given a path), else the tool.
     A tool's legacy names (`bash`, `str_replace_editor`) share its rules."""

@@ -24,6 +24,7 @@ from openhands.sdk.skills import Skill, merge_skills_by_name
 from openhands.sdk.skills import skill as sdk_skill
 from openhands.sdk.tool.registry import list_registered_tools
 from openhands.tools.preset.default import register_builtins_agents
+from pydantic import SecretStr
 
 from trio_acp.openhands.sdk import delegation
 
@@ -105,7 +106,7 @@ def load_public_skills() -> list[Skill]:
 def api_critic(
     *,
     server_url: str,
-    api_key: str,
+    api_key: str | SecretStr,
     model_name: str,
     issue_threshold: float,
     timeout_seconds: float,

@@ -19,6 +19,7 @@ from openhands.sdk import TextContent as TextContent
 from openhands.sdk import Tool as Tool
 from openhands.sdk.context.condenser import CondenserBase as CondenserBase
 from openhands.sdk.conversation.state import ConversationState as ConversationState
+from openhands.sdk.critic.impl.api import APIBasedCritic as APIBasedCritic
 from openhands.sdk.event import ActionEvent as ActionEvent
 from openhands.sdk.event import ConversationStateUpdateEvent as ConversationStateUpdateEvent
 from openhands.sdk.event import Event as Event
@@ -27,6 +28,7 @@ from openhands.sdk.hooks import HookConfig as HookConfig
 from openhands.sdk.llm.utils.metrics import Metrics as Metrics
 from openhands.sdk.mcp.client import MCPClient as MCPClient
 from openhands.sdk.mcp.config import MCPServer as MCPServer
+from openhands.sdk.mcp.tool import MCPToolDefinition as MCPToolDefinition
 from openhands.sdk.mcp.utils import MCPToolProvider as MCPToolProvider
 from openhands.sdk.security.analyzer import SecurityAnalyzerBase as SecurityAnalyzerBase
 from openhands.sdk.security.confirmation_policy import (
@@ -44,8 +46,11 @@ from openhands.tools.terminal.definition import TerminalObservation as TerminalO
 
 class ObservedConversation(Protocol):
     """The SDK conversation's methods that its `@observe` decorator (lmnr) leaves typed as
-    taking `Never` on a fresh mypy run (backends/remote.py casts to this)."""
+    taking `Never` on a fresh mypy run (backends/remote.py and setup/subagent_run.py cast
+    to this)."""
 
     def send_message(self, message: Message, /) -> None: ...
 
     def run(self, *, blocking: bool) -> None: ...
+
+    async def arun(self) -> None: ...

@@ -26,7 +26,6 @@ from openhands.tools.file_editor import FileEditorTool
 from openhands.tools.file_editor.impl import FileEditorExecutor
 from openhands.tools.terminal import TerminalAction, TerminalTool
 from openhands.tools.terminal.definition import TerminalObservation
-from openhands.tools.terminal.impl import TerminalExecutor
 from openhands.tools.terminal.metadata import CmdOutputMetadata
 
 if TYPE_CHECKING:
@@ -71,7 +70,9 @@ def observation(outcome: Outcome) -> TerminalObservation:
 class LiveTerminalExecutor(ToolExecutor[TerminalAction, TerminalObservation]):
     """The SDK's `TerminalExecutor` (`inner`), each command's output streamed live."""
 
-    def __init__(self, inner: TerminalExecutor, live: LiveOutput) -> None:
+    def __init__(
+        self, inner: ToolExecutor[TerminalAction, TerminalObservation], live: LiveOutput
+    ) -> None:
         self.inner = inner
         self.live = live
 

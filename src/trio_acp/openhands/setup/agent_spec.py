@@ -31,12 +31,13 @@ from __future__ import annotations
 import logging
 import platform
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trio_acp.openhands.permissions.tool_processes import terminal_params
 from trio_acp.openhands.setup.critic import session_critic
 from trio_acp.openhands.setup.public_skills import public_skills
-from trio_acp.openhands.setup.user_setup import SessionSetup
+from trio_acp.openhands.setup.user_setup import SessionSetup, ToolSpec
+from trio_acp.openhands.translate.shapes import JsonValue
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk.classes import (
@@ -71,7 +72,7 @@ def default_tools(sdk: Sdk) -> list[Tool]:
     ]
 
 
-def session_tools(sdk: Sdk, stored: list[dict[str, Any]] | None) -> list[Tool]:
+def session_tools(sdk: Sdk, stored: list[ToolSpec] | None) -> list[Tool]:
     from trio_acp.openhands.sdk import agent_setup
 
     agent_setup.enable_delegation()
@@ -158,8 +159,9 @@ def os_description() -> str:
 def build_session_agent(sdk: Sdk, llm: LLM, setup: SessionSetup, build_llm: BuildLlm) -> Agent:
     """The SDK Agent for one session; blocking (reads skill files). `build_llm(fields)`
     builds an LLM the way the session's own is built (retry policy, overflow guard)."""
-    # The SDK validates each server's dict into its `MCPServer`.
-    servers: dict[str, Any] = {**setup.mcp_file, **setup.client_mcp}
+    # The SDK validates each server's dict into its `MCPServer` (typed so for pydantic's
+    # validation, which takes JSON).
+    servers: dict[str, JsonValue] = {**setup.mcp_file, **setup.client_mcp}
     return sdk.Agent(
         llm=llm,
         tools=session_tools(sdk, setup.stored_tools),

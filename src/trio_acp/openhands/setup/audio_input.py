@@ -10,14 +10,18 @@ model heard it. Which models take audio is litellm's knowledge (`audio_models.py
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trio_acp.openhands.setup.audio_models import audio_refusal
 from trio_acp.openhands.translate.prompt import has_audio
+from trio_acp.openhands.translate.shapes import JsonObject, JsonValue
 from trio_acp.rpc import RequestError
 
+if TYPE_CHECKING:
+    from trio_acp.openhands.setup.models import ModelChoice
 
-def model_fields(choice_id: str, choices: Iterable[Any]) -> dict[str, Any]:
+
+def model_fields(choice_id: str, choices: Iterable[ModelChoice]) -> JsonObject:
     """The LLM fields (model name, api_mode) of the session's model choice
     (`setup/models.py`); a profile's are in its file: its id stands for its model."""
     for choice in choices:
@@ -26,7 +30,7 @@ def model_fields(choice_id: str, choices: Iterable[Any]) -> dict[str, Any]:
     return {"model": choice_id}
 
 
-def check_audio(blocks: Iterable[Any], fields: Mapping[str, Any]) -> None:
+def check_audio(blocks: Iterable[object], fields: Mapping[str, JsonValue]) -> None:
     """Refuse a prompt with audio that cannot reach the session's model."""
     if not has_audio(blocks):
         return

@@ -16,9 +16,9 @@ import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from trio_acp.openhands.setup.settings import SettingsError, load_settings
+from trio_acp.openhands.translate.shapes import JsonObject
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ _MAP_FILE = "model_prices_and_context_window_backup.json"
 
 
 @functools.cache
-def _model_map() -> dict[str, Any]:
+def _model_map() -> JsonObject:  # litellm's JSON file
     spec = importlib.util.find_spec("litellm")  # finds the package without importing it
     locations = spec.submodule_search_locations if spec is not None else None
     if not locations:
@@ -70,7 +70,7 @@ def audio_refusal(model: str | None, api_mode: str | None = None) -> str | None:
     return None
 
 
-def _entries(model: str | None) -> list[dict[str, Any]]:
+def _entries(model: str | None) -> list[JsonObject]:
     """litellm's map entries for a configured model name (with or without provider)."""
     if not model:
         return []

@@ -8,9 +8,12 @@ the type at all).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trio_acp import schema
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.setup.models import ModelChoice
 
 
 def client_takes_booleans(client: object) -> bool:
@@ -20,7 +23,7 @@ def client_takes_booleans(client: object) -> bool:
     return getattr(config, "boolean", None) is not None
 
 
-def model_option(current: str, choices: list[Any]) -> schema.SessionConfigOptionSelect:
+def model_option(current: str, choices: list[ModelChoice]) -> schema.SessionConfigOptionSelect:
     options = [
         schema.SessionConfigSelectOption(value=c.id, name=c.name, description=c.description or None)
         for c in choices

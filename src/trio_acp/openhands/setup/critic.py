@@ -32,10 +32,15 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trio_acp.openhands.permissions import run_gate
 from trio_acp.openhands.setup.user_setup import SessionSetup
+
+if TYPE_CHECKING:
+    import httpx
+
+    from trio_acp.openhands.sdk.classes import LLM, APIBasedCritic
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +60,7 @@ def critic_server_url(base_url: str | None, setup: SessionSetup) -> str | None:
     return None
 
 
-def session_critic(llm: Any, setup: SessionSetup) -> Any:
+def session_critic(llm: LLM, setup: SessionSetup) -> APIBasedCritic | None:
     """The critic for a session's agent, or None (disabled, or no critic for this model)."""
     settings = setup.cli.critic
     if not settings.enable_critic:
@@ -81,7 +86,7 @@ def session_critic(llm: Any, setup: SessionSetup) -> Any:
     )
 
 
-def _abandonable_client() -> Any:
+def _abandonable_client() -> httpx.Client:
     """An httpx client (the critic's own kind) whose request, made in a run, is abandoned
     when the run's gate closes (`RunGate.abandon_on_close`): the SDK takes the error as a
     failed evaluation, and the cancel lands."""
@@ -103,7 +108,7 @@ def _abandonable_client() -> Any:
     return httpx.Client(transport=AbandonableTransport())
 
 
-def prime_template(critic: Any) -> None:
+def prime_template(critic: APIBasedCritic) -> None:
     """Fetch (or load from the SDK's cache) the critic's chat template now; blocking."""
     from trio_acp.openhands.sdk import agent_setup
 

@@ -31,14 +31,14 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
 from trio_acp.openhands.errors import describe
 
 if TYPE_CHECKING:
-    from trio_acp.openhands.sdk.classes import MCPClient, MCPServer
+    from trio_acp.openhands.sdk.classes import MCPClient, MCPServer, MCPToolDefinition
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class McpStartFailure:
 class StartedTools:
     """What the SDK takes from a provider: the tools of the servers that started."""
 
-    tools: list[Any]
+    tools: list[MCPToolDefinition]
 
 
 class _Start:
@@ -149,8 +149,8 @@ class McpStartup:
         mcp_config: dict[str, MCPServer],
         timeout: float = 30.0,  # the SDK's bound for all servers; ours is per server
         *,
-        on_tools_changed: Callable[[Sequence[Any]], None] | None = None,
-        on_tools_reconciled: Callable[[MCPClient, Sequence[Any]], None] | None = None,
+        on_tools_changed: Callable[[Sequence[MCPToolDefinition]], None] | None = None,
+        on_tools_reconciled: Callable[[MCPClient, Sequence[MCPToolDefinition]], None] | None = None,
     ) -> StartedTools:
         from trio_acp.openhands.sdk.mcp_clients import server_client
 
@@ -185,7 +185,7 @@ class McpStartup:
             if left <= 0 or all(start.done.is_set() for start in starts):
                 break
             self._wake.wait(left)
-        tools: list[Any] = []
+        tools: list[MCPToolDefinition] = []
         for start in starts:
             if not start.done.is_set() and start.abandon():
                 self._failed(

@@ -28,12 +28,11 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from trio_acp.openhands.sessions.small_files import loads_json
-from trio_acp.openhands.setup.settings import Settings, SettingsError
+from trio_acp.openhands.setup.settings import LlmFields, Settings, SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +90,14 @@ class ModelChoice:
     name: str
     description: str
     # LLM fields (the default model, TRIO_ACP_MODELS entries); None for a profile.
-    fields: dict[str, Any] | None = attrs.field(default=None, repr=False)
+    fields: LlmFields | None = attrs.field(default=None, repr=False)
     # The profile store directory and the profile's name, for a profile.
     profile_dir: Path | None = None
     profile: str | None = None
     # The environment variable holding this entry's key (read when the model is chosen).
     api_key_env: str | None = None
 
-    def llm_fields(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def llm_fields(self, env: Mapping[str, str] | None = None) -> LlmFields:
         """The LLM fields of a non-profile choice; raises SettingsError if its key is missing."""
         assert self.fields is not None
         fields = dict(self.fields)
@@ -175,7 +174,7 @@ def _profiles(directory: Path) -> list[ModelChoice]:
     return out
 
 
-def _listed(raw: str, default: dict[str, Any]) -> list[ModelChoice]:
+def _listed(raw: str, default: LlmFields) -> list[ModelChoice]:
     raw = raw.strip()
     if not raw:
         return []

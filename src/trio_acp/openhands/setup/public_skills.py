@@ -25,9 +25,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trio_acp.openhands.sessions.small_files import loads_json
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import Skill
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +46,11 @@ _SDK_LOGGERS = (
 )
 
 _lock = threading.Lock()
-_loaded: list[Any] | None = None
+_loaded: list[Skill] | None = None
 _failed_at: float | None = None  # time.time() of this process's failed attempt
 
 
-def public_skills(state_dir: Path | None = None) -> list[Any]:
+def public_skills(state_dir: Path | None = None) -> list[Skill]:
     """The public skills (SDK `Skill`s); blocking, the first call fetches them. A failure
     is remembered in `state_dir` (the persistence directory) for other processes."""
     global _loaded, _failed_at
@@ -71,7 +74,7 @@ def _reset() -> None:
         _loaded, _failed_at = None, None
 
 
-def _fetch(state_dir: Path | None) -> tuple[list[Any], float | None]:
+def _fetch(state_dir: Path | None) -> tuple[list[Skill], float | None]:
     """(skills, None), or ([], when it failed) when they could not be had."""
     from trio_acp.openhands.sdk import agent_setup
 

@@ -19,12 +19,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from trio_acp.openhands.permissions.modes import MODE_IDS
 from trio_acp.openhands.sessions.small_files import loads_json
+from trio_acp.openhands.translate.shapes import JsonObject
+
+#: Fields for the SDK's `LLM` (model, api_key, base_url, ...) as the settings files and the
+#: environment give them: JSON values, which the SDK's pydantic model validates.
+LlmFields = JsonObject
 
 SETTINGS_FILE = "agent_settings.json"
 CONVERSATIONS_DIR = "conversations"
@@ -54,7 +58,7 @@ class Settings:
     persistence_dir: Path
     # Fields for `openhands.sdk.LLM` (model, api_key, base_url, ...), or None when no
     # model is configured anywhere.
-    llm: dict[str, Any] | None
+    llm: LlmFields | None
     # Where each LLM field came from, for `/status` and error messages.
     sources: dict[str, str] = attrs.field(factory=dict)
     # LLM calls one prompt may make before the turn ends with `max_turn_requests`.
@@ -63,7 +67,7 @@ class Settings:
     default_mode: str = "always-ask"
     # The whole `agent_settings.json` object (the serialized Agent the CLI writes), or
     # None without the file; only its `condenser` is used beyond `llm`.
-    agent_file: dict[str, Any] | None = None
+    agent_file: JsonObject | None = None
     # OPENHANDS_CONVERSATIONS_DIR, when set.
     conversations_override: Path | None = None
 
@@ -107,9 +111,9 @@ def persistence_dir(env: Mapping[str, str], given: str | os.PathLike[str] | None
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     pdir = persistence_dir(env)
-    llm: dict[str, Any] = {}
+    llm: LlmFields = {}
     sources: dict[str, str] = {}
-    agent_file: dict[str, Any] | None = None
+    agent_file: JsonObject | None = None
 
     path = pdir / SETTINGS_FILE
     try:

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import LocalConversation, ObservedConversation
     from trio_acp.openhands.setup.subagents import Delegation
 
 log = logging.getLogger(__name__)
 
 
-def run_until_stopped(conversation: Any, d: Delegation | None) -> None:
+def run_until_stopped(conversation: LocalConversation, d: Delegation | None) -> None:
     """The sub-agent's run, as the session's own (docs/ARCHITECTURE.md#d9): `arun()`,
     so a cancel cuts its model call (`Delegation.stop` cancels the task, as the SDK's
     `interrupt()` cancels the session's) instead of waiting for the call's end. On an
@@ -41,7 +42,7 @@ def run_until_stopped(conversation: Any, d: Delegation | None) -> None:
                 if d.stopped.is_set():
                     return
                 d.cut_run = cut
-        await conversation.arun()
+        await cast("ObservedConversation", conversation).arun()  # its @observe: sdk/classes.py
 
     try:
         loop.run_until_complete(run())

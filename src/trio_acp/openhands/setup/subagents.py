@@ -61,6 +61,7 @@ import trio
 from trio_acp.openhands.permissions import turn_points
 from trio_acp.openhands.permissions.confirm import CANCELLED
 from trio_acp.openhands.sdk import internals
+from trio_acp.openhands.translate.shapes import SdkObject
 from trio_acp.openhands.translate.subagents import (
     META_KEY,
     SubagentBegan,
@@ -75,8 +76,8 @@ if TYPE_CHECKING:
     from trio_acp.openhands.sdk.delegation import SubagentView
 
 #: What the hub posts: the session's event callback, which takes the sub-agents' items
-#: (translate/subagents.py) along with the SDK's events (typed for those: `Any` here).
-Post = Callable[[Any], None]
+#: (translate/subagents.py) along with the SDK's events, and reads them duck-typed.
+Post = Callable[[SdkObject], None]
 
 log = logging.getLogger(__name__)
 
@@ -369,7 +370,7 @@ def hub_of(conversation: object) -> Hub | None:
 def delegating_call_id(conversation: LocalConversation | None, action: Action) -> str:
     """The tool call id of the ActionEvent whose action the executor was handed."""
     # The SDK's events, newest first, read duck-typed: an ActionEvent's action and call id.
-    recent: list[Any] = []
+    recent: list[SdkObject] = []
     if conversation is not None:
         try:
             events = conversation.state.events

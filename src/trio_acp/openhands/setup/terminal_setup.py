@@ -21,15 +21,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from trio_acp.openhands.sessions.small_files import loads_json
 from trio_acp.openhands.setup.settings import (
     SETTINGS_FILE,
+    LlmFields,
     SettingsError,
     load_settings,
     persistence_dir,
 )
+from trio_acp.openhands.translate.shapes import JsonObject
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk import SdkLoader
@@ -63,7 +65,7 @@ def run_setup(env: dict[str, str] | None = None, *, out: TextIO | None = None) -
 
             loader = SdkLoader()  # a new file needs the SDK's Agent: import while the user types
         found = existing.get("llm")
-        llm: dict[str, Any] = found if isinstance(found, dict) else {}
+        llm: LlmFields = found if isinstance(found, dict) else {}
         _say(out, f"Configure the model trio-acp (OpenHands) uses. It is saved to {path}.")
         _say(out, "Press Enter to keep a value shown in [brackets]; Ctrl-C to quit without saving.")
         model = _ask(
@@ -138,7 +140,7 @@ def _ask(out: TextIO, label: str, current: object, *, required: bool = True) -> 
         _say(out, "A value is required.")
 
 
-def _read_existing(path: Path, out: TextIO) -> dict[str, Any]:
+def _read_existing(path: Path, out: TextIO) -> JsonObject:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -163,7 +165,7 @@ def _wait_for_sdk(loader: SdkLoader, out: TextIO) -> Sdk:
     return trio.run(loader.get)
 
 
-def _updated(data: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+def _updated(data: JsonObject, fields: LlmFields) -> JsonObject:
     out = dict(data)
     out["llm"] = _with(data["llm"], fields)
     condenser = data.get("condenser")
@@ -172,14 +174,14 @@ def _updated(data: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _with(llm: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+def _with(llm: LlmFields, fields: LlmFields) -> LlmFields:
     out = {**llm, **fields}
     if out.get("base_url") is None:
         out.pop("base_url", None)
     return out
 
 
-def _new_agent(sdk: Sdk, fields: dict[str, Any]) -> dict[str, Any]:
+def _new_agent(sdk: Sdk, fields: LlmFields) -> JsonObject:
     from trio_acp.openhands.sdk import build_agent, build_llm
 
     agent = build_agent(sdk, build_llm(sdk, {k: v for k, v in fields.items() if v is not None}))

@@ -32,13 +32,19 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from trio_acp.credentials import secret_values
 from trio_acp.openhands.sessions.small_files import loads_json
 from trio_acp.openhands.setup.settings import Settings, SettingsError
+from trio_acp.openhands.translate.shapes import JsonObject
+
+#: One `mcpServers` entry (a command, or a URL, with each transport's own keys): JSON that
+#: the SDK's MCP config validates.
+McpServerEntry = JsonObject
+#: A tool spec as a stored conversation records it (`name`, `params`): JSON.
+ToolSpec = JsonObject
 
 CLI_CONFIG_FILE = "cli_config.json"
 MCP_CONFIG_FILE = "mcp.json"
@@ -108,9 +114,9 @@ def load_cli_config(persistence_dir: Path, env: Mapping[str, str] | None = None)
     return CliConfig(critic=critic, path=path)
 
 
-def _critic_settings(data: dict[str, Any]) -> CriticSettings:
+def _critic_settings(data: JsonObject) -> CriticSettings:
     nested = data.get("critic")
-    fields: dict[str, Any] = {}
+    fields: JsonObject = {}
     if isinstance(nested, dict):
         fields.update(nested)
     elif nested is not None:
@@ -119,7 +125,7 @@ def _critic_settings(data: dict[str, Any]) -> CriticSettings:
     for name in _LEGACY_CRITIC_FIELDS:
         if name in data:
             fields[name] = data[name]
-    kwargs: dict[str, Any] = {}
+    kwargs: JsonObject = {}
     for name in _LEGACY_CRITIC_FIELDS:
         if name not in fields:
             continue
@@ -174,7 +180,7 @@ def _number(name: str, value: object) -> float:
 _MCP_BOOKKEEPING = ("enabled",)
 
 
-def load_mcp_file(persistence_dir: Path) -> dict[str, dict[str, Any]]:
+def load_mcp_file(persistence_dir: Path) -> dict[str, McpServerEntry]:
     """The enabled servers of `<persistence dir>/mcp.json`, as `mcpServers` entries.
 
     Raises `SettingsError` naming the file when it exists but cannot be used (the CLI
@@ -193,7 +199,7 @@ def load_mcp_file(persistence_dir: Path) -> dict[str, dict[str, Any]]:
     servers = data.get("mcpServers", {}) if isinstance(data, dict) else None
     if not isinstance(servers, dict):
         raise SettingsError(f"{path} has no 'mcpServers' object")
-    enabled: dict[str, dict[str, Any]] = {}
+    enabled: dict[str, McpServerEntry] = {}
     for name, server in servers.items():
         if not isinstance(server, dict):
             raise SettingsError(f"{path}: server {name!r} is not an object")
@@ -237,7 +243,7 @@ def hooks_file(persistence_dir: Path, cwd: str | Path) -> Path | None:
     return None
 
 
-def stored_tools(conversation_dir: Path) -> list[dict[str, Any]] | None:
+def stored_tools(conversation_dir: Path) -> list[ToolSpec] | None:
     """The tool specs a stored conversation was created with, or None if unknown."""
     try:
         data = loads_json((conversation_dir / BASE_STATE_FILE).read_text(encoding="utf-8"))
@@ -259,10 +265,10 @@ class SessionSetup:
     settings: Settings
     cwd: str
     # The client's `mcpServers` (session/new, load, resume), as `mcpServers` entries.
-    client_mcp: dict[str, dict[str, Any]]
-    mcp_file: dict[str, dict[str, Any]]
+    client_mcp: dict[str, McpServerEntry]
+    mcp_file: dict[str, McpServerEntry]
     hooks_path: Path | None
-    stored_tools: list[dict[str, Any]] | None
+    stored_tools: list[ToolSpec] | None
     cli: CliConfig
     # LLM_MODEL / LLM_API_KEY / LLM_BASE_URL as set in the environment (the overrides the
     # CLI applies to the condenser's model too).
@@ -308,7 +314,7 @@ def read_session_setup(
     settings: Settings,
     cwd: str,
     conversation_dir: Path,
-    client_mcp: dict[str, dict[str, Any]],
+    client_mcp: dict[str, McpServerEntry],
     env: Mapping[str, str] | None = None,
 ) -> SessionSetup:
     """Read the files of one session's set-up; raises `SettingsError` naming a bad file."""

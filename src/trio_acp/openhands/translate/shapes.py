@@ -19,3 +19,11 @@ ToolArgs = dict[str, Any]
 
 #: A JSON value as it goes out in a tool call's `rawInput` / `rawOutput` (the schema's `Any`).
 Json = Any
+
+#: A JSON value we pass on unread, or read only through `isinstance` checks (a settings file,
+#: an agent-server body, a tool's params in the agent spec): the SDK and pydantic take it as
+#: `Any`, and a recursive JSON type would make every reader narrow what it never reads.
+JsonValue = Any
+
+#: A JSON object of that kind (module doc of `JsonValue`).
+JsonObject = dict[str, Any]

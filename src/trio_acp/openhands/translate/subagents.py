@@ -42,13 +42,14 @@ Pure: no trio, no `openhands.*`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 import attrs
 
 from trio_acp import schema
 from trio_acp.openhands.translate.content import text_item
 from trio_acp.openhands.translate.plans import spell_for_client
+from trio_acp.openhands.translate.shapes import SdkObject, ToolArgs
 from trio_acp.openhands.translate.text import one_line
 from trio_acp.schema import UnknownVariant, unstable
 
@@ -76,7 +77,7 @@ class SubagentEvent:
 
     parent_tool_call_id: str
     label: str
-    event: Any
+    event: SdkObject
 
 
 @attrs.frozen
@@ -102,11 +103,22 @@ def nested_id(parent_tool_call_id: str, tool_call_id: str) -> str:
     return f"{parent_tool_call_id}/{tool_call_id}"
 
 
+class DelegationTranslator(Protocol):
+    """What a delegation's translator does here (the caller's `Translator`: this module
+    cannot import it without a cycle)."""
+
+    action_status: str
+
+    def event(self, event: SdkObject) -> list[schema.SessionUpdate]: ...
+
+    def fail_open_tool_calls(self, reason: str = ...) -> list[schema.SessionUpdate]: ...
+
+
 @attrs.define
 class _Delegation:
     parent: str
     label: str
-    translator: Any
+    translator: DelegationTranslator
     steps: dict[str, list[str]] = attrs.Factory(dict)  # nested id -> [title, status]
 
 
@@ -119,19 +131,21 @@ class SubagentViews:
     is dropped, never an update after the end.
     """
 
-    def __init__(self, new_translator: Callable[[], Any], finished: Callable[[str], bool]) -> None:
+    def __init__(
+        self, new_translator: Callable[[], DelegationTranslator], finished: Callable[[str], bool]
+    ) -> None:
         self._new = new_translator
         self._open: dict[str, _Delegation] = {}
         self._finished = finished
         # Delegating calls whose sub-agent's thread still runs, and their results held
         # back until it is done (see the module's docstring).
         self._running: set[str] = set()
-        self._held: dict[str, list[Any]] = {}
+        self._held: dict[str, list[SdkObject]] = {}
 
     def began(self, parent: str) -> None:
         self._running.add(parent)
 
-    def hold(self, event: Any, class_name: str) -> bool:
+    def hold(self, event: SdkObject, class_name: str) -> bool:
         """Keep `event` for later if it is the result of a call whose sub-agent still runs."""
         if not self._running or class_name not in _RESULTS:
             return False  # every event asks (a replay: 10,000 of them), almost none is held
@@ -141,19 +155,19 @@ class SubagentViews:
         self._held.setdefault(call_id, []).append(event)
         return True
 
-    def ended(self, parent: str) -> list[Any]:
+    def ended(self, parent: str) -> list[SdkObject]:
         """The sub-agent is done: the results held for its delegating call, to translate now."""
         self._running.discard(parent)
         return self._held.pop(parent, [])
 
-    def release_all(self) -> list[Any]:
+    def release_all(self) -> list[SdkObject]:
         """The turn is over: every held result, to translate now (in the order they came)."""
         self._running.clear()
         held = [event for events in self._held.values() for event in events]
         self._held.clear()
         return held
 
-    def event(self, wrapped: SubagentEvent, action_status: str) -> list[Any]:
+    def event(self, wrapped: SubagentEvent, action_status: str) -> list[schema.SessionUpdate]:
         parent = wrapped.parent_tool_call_id
         if self._finished(parent):
             return []
@@ -163,22 +177,24 @@ class SubagentViews:
         d.translator.action_status = action_status
         return self._nest(d, d.translator.event(wrapped.event))
 
-    def close(self, parent: str, reason: str) -> list[Any]:
+    def close(self, parent: str, reason: str) -> list[schema.SessionUpdate]:
         """The delegating call finished: close the sub-agent's calls that did not."""
         d = self._open.pop(parent, None)
         if d is None:
             return []
         return self._nest(d, d.translator.fail_open_tool_calls(reason), log=False)
 
-    def fail_open(self, reason: str) -> list[Any]:
+    def fail_open(self, reason: str) -> list[schema.SessionUpdate]:
         """Close every unfinished call of every sub-agent (the turn was cut short)."""
-        out: list[Any] = []
+        out: list[schema.SessionUpdate] = []
         for parent in list(self._open):
             out += self.close(parent, reason)
         return out
 
-    def _nest(self, d: _Delegation, updates: list[Any], *, log: bool = True) -> list[Any]:
-        out: list[Any] = []
+    def _nest(
+        self, d: _Delegation, updates: list[schema.SessionUpdate], *, log: bool = True
+    ) -> list[schema.SessionUpdate]:
+        out: list[schema.SessionUpdate] = []
         changed = False
         for update in updates:
             if not isinstance(update, (schema.ToolCallStart, schema.ToolCallProgress)):
@@ -204,7 +220,7 @@ class SubagentViews:
         return out
 
     @staticmethod
-    def _step_log(d: _Delegation) -> Any:
+    def _step_log(d: _Delegation) -> schema.ToolCallProgress:
         steps = list(d.steps.values())[-_MAX_STEPS:]
         lines = [f"{_MARK.get(status, '·')} {title}" for title, status in steps if title]
         text = f"Sub-agent {d.label}:\n" + "\n".join(f"- {line}" for line in lines)
@@ -225,10 +241,18 @@ def child_session_id(session_id: str, parent_tool_call_id: str) -> str:
     return f"{session_id}/{parent_tool_call_id}"
 
 
-def _subagent_update(child: str, **fields: Any) -> UnknownVariant:
+def _subagent_update(
+    child: str,
+    *,
+    title: str | None = None,
+    description: str | None = None,
+    state: unstable.SubagentState | None = None,
+) -> UnknownVariant:
     # The unstable variant is not in the generated union (schema/types.py): it goes out
     # as an UnknownVariant, which encodes exactly as given (schema/_variants.py).
-    update = unstable.SubagentUpdate(session_id=child, **fields)
+    update = unstable.SubagentUpdate(
+        session_id=child, title=title, description=description, state=state
+    )
     return UnknownVariant(
         tag="subagent_update", data={"sessionUpdate": "subagent_update", **schema.to_wire(update)}
     )
@@ -268,7 +292,7 @@ class SubagentSessions:
         self._running: dict[tuple[str, str], str] = {}
         self._cancelled: set[str] = set()
         # The arguments of delegating calls not yet running (they stream in).
-        self._args: dict[tuple[str, str], dict[str, Any]] = {}
+        self._args: dict[tuple[str, str], ToolArgs] = {}
 
     def cancel_requested(self, session_id: str) -> None:
         """`session/cancel` for the session: its sub-agents' ends are `cancelled`."""
