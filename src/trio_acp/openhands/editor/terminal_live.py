@@ -154,13 +154,13 @@ class LiveOutput:
 
     def _run(
         self,
-        action: Any,
+        action: TerminalAction,
         call_id: str,
-        command: Callable[[], Any],
+        command: Callable[[], TerminalObservation],
         *,
         read: Callable[[], str] | None,
         cwd: str | None,
-    ) -> Any:
+    ) -> TerminalObservation:
         if read is None or action.is_input or not action.command.strip():
             return command()
         stream = TerminalMetaStream(call_id, cwd=cwd)
