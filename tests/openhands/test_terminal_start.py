@@ -369,3 +369,48 @@ def _recording(failures: list[BaseException], fn, *args):
             failures.append(exc)
 
     return run
+
+
+def test_a_shell_started_by_a_thread_with_sigint_blocked_still_lets_a_command_be_stopped(
+    patched, tmp_path
+):
+    """The thread that starts the shell may have SIGINT blocked (a thread inherits its
+    creator's mask); the shell and every command it runs inherited it, so the stop's
+    SIGINT never reached a command, it died of the SIGKILL after it, and bash went on
+    with the rest of a cancelled `sleep; touch`."""
+    from openhands.tools.terminal import TerminalAction
+
+    from trio_acp.openhands.permissions.tool_processes import kill_descendants
+    from trio_acp.openhands.sdk import terminal_start
+
+    executor = executor_in(tmp_path)
+    terminal = executor._session.terminal
+    marker = tmp_path / "ran-on"
+    seconds = f"29.{uuid.uuid4().int % 10**6:06d}"
+
+    def start_with_sigint_blocked() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        terminal_start.started(terminal)
+
+    starter = threading.Thread(target=start_with_sigint_blocked)
+    starter.start()
+    starter.join(timeout=60)
+    results = []
+    runner = threading.Thread(
+        target=lambda: results.append(
+            executor(TerminalAction(command=f"sleep {seconds}; touch {marker}"))
+        )
+    )
+    try:
+        runner.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not [
+            p for p in psutil.Process(terminal.process.pid).children() if p.name() == "sleep"
+        ]:
+            time.sleep(0.02)
+        assert kill_descendants([terminal.process.pid])
+        runner.join(timeout=60)
+        assert results and "Killed" not in results[0].text, results
+        assert not marker.exists(), "the stopped command's list went on"
+    finally:
+        executor.close()

@@ -201,6 +201,12 @@ def _start(terminal: SubprocessTerminal, shell: str, env: dict[str, str]) -> Non
     if getattr(terminal, _CLOSING_ATTRIBUTE, False):
         raise ClosedWhileStarting("the terminal was closed before its shell started")
     master, slave = pty.openpty()
+    # A child inherits the signal mask of the thread that spawns it, and bash hands its own
+    # on to every command: started by a thread with SIGINT blocked (threads inherit their
+    # creator's mask; which of the SDK's, litellm's or the test runner's threads start a
+    # shell varies), every command was deaf to the SIGINT that stops it, died only of the
+    # SIGKILL after it, and bash then ran the rest of a cancelled `sleep 30; touch done`.
+    mask = signal.pthread_sigmask(signal.SIG_SETMASK, ())
     try:
         terminal.process = subprocess.Popen(
             [*process_priority_prefix(env), shell, "-i"],
@@ -217,6 +223,7 @@ def _start(terminal: SubprocessTerminal, shell: str, env: dict[str, str]) -> Non
         os.close(master)
         raise
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(slave)
     terminal._pty_master_fd = master
     fcntl.fcntl(master, fcntl.F_SETFL, fcntl.fcntl(master, fcntl.F_GETFL) | os.O_NONBLOCK)
