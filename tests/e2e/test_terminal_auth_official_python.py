@@ -14,6 +14,7 @@ import json
 import os
 import pty
 import select
+import signal
 import stat
 import sys
 import time
@@ -36,6 +37,9 @@ class Terminal:
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: nothing but exec
+            # As a user's terminal starts it: no signal blocked (a fork keeps the calling
+            # thread's mask, and the test runner's may block SIGINT: Ctrl-C then did nothing).
+            signal.pthread_sigmask(signal.SIG_SETMASK, ())
             os.execve(argv[0], argv, env)
         self.output = b""
 
