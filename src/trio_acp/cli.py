@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from . import __version__
@@ -181,6 +182,10 @@ def _warm_launch(argv: list[str]) -> int | None:
 def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
     """The command line. `warm=False`: never hand this launch to the warm server (its
     children run this with the launcher's argv)."""
+    # No signal blocked from here on: a mask is inherited across exec and by every thread
+    # and process this one starts; a parent that left SIGINT blocked made every terminal
+    # command (and the agent-server's) deaf to the interrupt that stops it.
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["conformance"]:
         # The suite has options of its own and takes the agent command after `--`.
