@@ -186,6 +186,10 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
     # and process this one starts; a parent that left SIGINT blocked made every terminal
     # command (and the agent-server's) deaf to the interrupt that stops it.
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # Inherited ignored (Python then leaves it so): the SDK's shells on an agent-server
+        # would inherit it too. SIGINT stops trio-acp gracefully (stdio.py).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["conformance"]:
         # The suite has options of its own and takes the agent command after `--`.

@@ -40,6 +40,7 @@ class Terminal:
             # As a user's terminal starts it: no signal blocked (a fork keeps the calling
             # thread's mask, and the test runner's may block SIGINT: Ctrl-C then did nothing).
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # nor ignored
             os.execve(argv[0], argv, env)
         self.output = b""
 

@@ -371,13 +371,14 @@ def _recording(failures: list[BaseException], fn, *args):
     return run
 
 
-def test_a_shell_started_by_a_thread_with_sigint_blocked_still_lets_a_command_be_stopped(
-    patched, tmp_path
+@pytest.mark.parametrize("how", ["blocked", "ignored"])
+def test_a_shell_started_with_sigint_blocked_or_ignored_still_lets_a_command_be_stopped(
+    patched, tmp_path, how
 ):
     """The thread that starts the shell may have SIGINT blocked (a thread inherits its
-    creator's mask); the shell and every command it runs inherited it, so the stop's
-    SIGINT never reached a command, it died of the SIGKILL after it, and bash went on
-    with the rest of a cancelled `sleep; touch`."""
+    creator's mask), or the process may ignore it; the shell and every command it runs
+    inherited that, so the stop's SIGINT never reached a command, it died of the SIGKILL
+    after it, and bash went on with the rest of a cancelled `sleep; touch`."""
     from openhands.tools.terminal import TerminalAction
 
     from trio_acp.openhands.permissions.tool_processes import kill_descendants
@@ -392,9 +393,16 @@ def test_a_shell_started_by_a_thread_with_sigint_blocked_still_lets_a_command_be
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         terminal_start.started(terminal)
 
-    starter = threading.Thread(target=start_with_sigint_blocked)
-    starter.start()
-    starter.join(timeout=60)
+    if how == "blocked":
+        starter = threading.Thread(target=start_with_sigint_blocked)
+        starter.start()
+        starter.join(timeout=60)
+    else:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            terminal_start.started(terminal)
+        finally:
+            signal.signal(signal.SIGINT, previous)
     results = []
     runner = threading.Thread(
         target=lambda: results.append(

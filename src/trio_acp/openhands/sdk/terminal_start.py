@@ -177,9 +177,9 @@ def start(terminal: SubprocessTerminal) -> None:
     """The SDK's `SubprocessTerminal.initialize`, with a readiness check for its sleep.
 
     Same shell (``shell_path``, else bash on PATH), environment, lowered priority, new
-    session, set-up line and reader thread. The session is made with `start_new_session`
-    rather than the SDK's `preexec_fn=os.setsid`: the same `setsid()` in the child, but it
-    lets Python spawn without copying the page tables of this ~300 MB process."""
+    session, set-up line and reader thread; SIGINT reset in the child
+    (`_default_interrupt`), which costs a fork of this process where the SDK's
+    `preexec_fn=os.setsid` costs the same."""
     shell = terminal.shell_path or shutil.which("bash")
     if shell is None:
         raise RuntimeError("Could not find bash in PATH: the terminal tool needs it.")
@@ -201,12 +201,6 @@ def _start(terminal: SubprocessTerminal, shell: str, env: dict[str, str]) -> Non
     if getattr(terminal, _CLOSING_ATTRIBUTE, False):
         raise ClosedWhileStarting("the terminal was closed before its shell started")
     master, slave = pty.openpty()
-    # A child inherits the signal mask of the thread that spawns it, and bash hands its own
-    # on to every command: started by a thread with SIGINT blocked (threads inherit their
-    # creator's mask; which of the SDK's, litellm's or the test runner's threads start a
-    # shell varies), every command was deaf to the SIGINT that stops it, died only of the
-    # SIGKILL after it, and bash then ran the rest of a cancelled `sleep 30; touch done`.
-    mask = signal.pthread_sigmask(signal.SIG_SETMASK, ())
     try:
         terminal.process = subprocess.Popen(
             [*process_priority_prefix(env), shell, "-i"],
@@ -218,12 +212,12 @@ def _start(terminal: SubprocessTerminal, shell: str, env: dict[str, str]) -> Non
             bufsize=0,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=_default_interrupt,
         )
     except BaseException:
         os.close(master)
         raise
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(slave)
     terminal._pty_master_fd = master
     fcntl.fcntl(master, fcntl.F_SETFL, fcntl.fcntl(master, fcntl.F_GETFL) | os.O_NONBLOCK)
@@ -246,6 +240,19 @@ def _start(terminal: SubprocessTerminal, shell: str, env: dict[str, str]) -> Non
             "the terminal's shell showed no prompt within %s s; using it anyway", READY_WAIT
         )
     terminal.clear_screen()
+
+
+def _default_interrupt() -> None:
+    """In the shell's process, before bash starts: SIGINT neither ignored nor blocked.
+
+    Both are inherited across exec (an ignored signal process-wide; a blocked one from the
+    thread that spawns), bash keeps what it was started with for the commands it runs, and
+    a command that does not die of SIGINT is what makes bash go on with the rest of a
+    cancelled list: a `sleep 30; touch done` then died only of the SIGKILL a second later
+    ("Killed") and `touch` ran. Seen in the test runner, where some earlier code leaves
+    SIGINT ignored or blocked; an application embedding trio-acp may do the same."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 
 def _wait_ready(terminal: SubprocessTerminal, token: str) -> bool:
