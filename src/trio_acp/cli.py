@@ -189,7 +189,10 @@ def main(argv: list[str] | None = None, *, warm: bool = True) -> int:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         # Inherited ignored (Python then leaves it so): the SDK's shells on an agent-server
         # would inherit it too. SIGINT stops trio-acp gracefully (stdio.py).
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        except ValueError:  # called in-process from a thread other than the main one
+            pass
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["conformance"]:
         # The suite has options of its own and takes the agent command after `--`.
