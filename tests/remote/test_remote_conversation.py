@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import stat
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,52 @@ async def test_cancel_mid_tool_ends_the_remote_command(sdk, target, llm, server)
         assert await driver.run() == "finished"
         assert "terminal-still-works" in terminal_output(seen)
     finally:
+        await driver.close()
+
+
+async def test_a_command_announced_after_the_cancel_is_stopped_too(sdk, target, llm, server):
+    """The server starts a command before its announcement reaches us (the socket's thread
+    lags under load): a cancel in between must still stop it. The announcement is held
+    back until the server has been asked to interrupt."""
+    seen = Seen()
+    driver = await open_driver(sdk, target, llm, server, seen)
+    inbox = driver._inbox
+    interrupt_asked = threading.Event()
+    track = inbox._track_terminal
+
+    def lagging_track(event: Any) -> None:
+        if type(event).__name__ == "ActionEvent":
+            interrupt_asked.wait(timeout=60)  # the socket's thread, held
+        track(event)
+
+    inbox._track_terminal = lagging_track
+    conv = driver.conversation
+    server_interrupt = conv.interrupt
+
+    def interrupt() -> None:
+        interrupt_asked.set()
+        server_interrupt()
+
+    conv.interrupt = interrupt
+    try:
+        await driver.send_message(user(sdk, scenario_prompt("sleep", seconds=30)))
+        cancel = trio.Event()
+        sleeping: list[psutil.Process] = []
+        async with trio.open_nursery() as nursery:
+
+            async def cancel_once_sleeping() -> None:
+                await wait_for(
+                    lambda: sleeping.extend(marked_processes(driver.marker, "sleep")) or sleeping
+                )
+                assert not inbox.terminal_calls  # not announced yet
+                cancel.set()
+
+            nursery.start_soon(cancel_once_sleeping)
+            assert await driver.run(cancel) == "cancelled"
+        _, alive = psutil.wait_procs(sleeping, timeout=10)
+        assert not alive, "the remote `sleep 30` outlived the cancel"
+    finally:
+        interrupt_asked.set()
         await driver.close()
 
 

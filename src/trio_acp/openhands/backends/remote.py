@@ -517,25 +517,36 @@ class RemoteConversationDriver:
         """Stop the server's run now (LLM stream or tool), and the terminal's command.
 
         Both requests go out at once: the server answers the interrupt only once its run
-        task has ended (up to 5 s), and that can wait on the very command we stop.
+        task has ended (up to 5 s), and that can wait on the very command we stop. The
+        command is stopped only if a terminal call is under way (one more request and a
+        command on the server, which a cancel mid-stream need not wait for); the server
+        may have started it before its announcement reaches us, so until the interrupt
+        is answered an announcement still starts the stop.
         """
         conv = self.conversation
         if conv is None:
             return
-        stop = not self._tools_stopped and self.marker and self._inbox.terminal_calls
         failed: RemoteError | None = None
         async with trio.open_nursery() as nursery:
-            if stop:
-                # Only while a terminal call is under way: the stop is one more request (and
-                # a command on the server), which a cancel mid-stream need not wait for.
-                self._tools_stopped = True
-                nursery.start_soon(self.stop_terminal_processes)
+            watch = trio.CancelScope()
+            if self.marker and not self._tools_stopped:
+                nursery.start_soon(self._stop_once_terminal_called, watch)
             try:
                 await self._call(conv.interrupt, limiter=self._interrupt_limiter)
             except RemoteError as exc:  # raised once the stop is over too, not as a group
                 failed = exc
+            watch.cancel()
         if failed is not None:
             raise failed
+
+    async def _stop_once_terminal_called(self, watch: trio.CancelScope) -> None:
+        with watch:
+            await self._inbox.wait_terminal_call()
+        # Announced as the interrupt was answered: stopped all the same.
+        if (watch.cancelled_caught and not self._inbox.terminal_calls) or self._tools_stopped:
+            return
+        self._tools_stopped = True
+        await self.stop_terminal_processes()
 
     async def stop_terminal_processes(self) -> str:
         """Stop what the conversation's terminal runs, on the server (via its bash API)."""

@@ -57,6 +57,9 @@ class Inbox:
         # Deltas now would be late ones of a response already complete (`_track_quiet`).
         self.quiet = False
         self.terminal_calls: set[str] = set()
+        # Set (in Trio) when a terminal call is announced: a cancel waiting for one
+        # (`wait_terminal_call`).
+        self._terminal_called: trio.Event | None = None
         self.status: str | None = None
         # The run being waited for: armed before the run is triggered; `running` once the
         # server said so; `over` set (in Trio) by the first non-running snapshot after that.
@@ -110,8 +113,30 @@ class Inbox:
         if type(event).__name__ == "ActionEvent":
             if getattr(event, "tool_name", None) == TERMINAL_TOOL:
                 self.terminal_calls.add(call_id)
+                waiter = self._terminal_called
+                if waiter is not None:
+                    try:
+                        self._token.run_sync_soon(waiter.set)
+                    except trio.RunFinishedError:
+                        pass
         else:  # an observation, a rejection or an error answers it
             self.terminal_calls.discard(call_id)
+
+    async def wait_terminal_call(self) -> None:
+        """In Trio: until a terminal call is under way (at once if one is).
+
+        The server may start a command before its announcement reaches us (the socket's
+        thread lags under load): a cancel then waits here for it while the server's
+        interrupt is under way (remote.py `interrupt`).
+        """
+        called = trio.Event()
+        # Installed before looking, so an announcement in between still wakes us.
+        self._terminal_called = called
+        try:
+            if not self.terminal_calls:
+                await called.wait()
+        finally:
+            self._terminal_called = None
 
     def _state(self, event: ConversationStateUpdateEvent) -> None:
         if event.key == "full_state" and isinstance(event.value, dict):
