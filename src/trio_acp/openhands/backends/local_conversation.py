@@ -43,6 +43,7 @@ from trio_acp.openhands.permissions.tool_processes import (
     stop_tool_processes,
 )
 from trio_acp.openhands.sdk import (
+    abandoned_warm_ups,
     confirmation_setup,
     fork_conversation,
     internals,
@@ -237,6 +238,9 @@ class LocalConversation:
         abandon: bool,
         over: trio.Event | None = None,
     ) -> None:
+        if abandon:
+            # Counted, so that the interpreter's exit waits for it (abandoned_warm_ups.py).
+            step = functools.partial(abandoned_warm_ups.run, step)
         try:
             await trio.to_thread.run_sync(step, limiter=limiter, abandon_on_cancel=abandon)
         except Exception as exc:

@@ -17,12 +17,11 @@ reconnect-and-replay). This module adds what a Trio session needs on top:
   server that refuses connections for `unreachable_grace` seconds, or gives no sign of life
   for the target's `stall_timeout`, ends the turn with `RemoteError` naming it instead of
   the SDK's one-hour poll; the next call re-attaches.
-- **Cancel reaches the server.** `interrupt()` asks the server to interrupt the run, then
-  stops what the run's terminal started: the server's interrupt only sends SIGINT to the
-  terminal's process group, and an interactive shell runs each command in a group of its
-  own, so `sleep 30` would survive it (as locally, see tool_processes.py). Our terminal
-  carries a marker variable (`remote_terminal.py`); a command run through the server's bash API
-  stops the processes that carry it, leaving the shell itself alive.
+- **Cancel reaches the server.** `interrupt()` asks the server to interrupt the run and
+  stops what its terminal started: the server only sends SIGINT to the terminal's process
+  group, and an interactive shell runs each command in a group of its own (as locally,
+  tool_processes.py). Our terminal carries a marker variable (`remote_terminal.py`); a
+  command run through the server's bash API stops what carries it, but the shell.
 
 The session API key is given to the SDK and nowhere else: not logged, not in `repr`, not in
 an error message (`RemoteError` texts are scrubbed of it), not written to a file.
@@ -516,12 +515,10 @@ class RemoteConversationDriver:
     async def interrupt(self) -> None:
         """Stop the server's run now (LLM stream or tool), and the terminal's command.
 
-        Both requests go out at once: the server answers the interrupt only once its run
-        task has ended (up to 5 s), and that can wait on the very command we stop. The
-        command is stopped only if a terminal call is under way (one more request and a
-        command on the server, which a cancel mid-stream need not wait for); the server
-        may have started it before its announcement reaches us, so until the interrupt
-        is answered an announcement still starts the stop.
+        Both at once: the server answers the interrupt once its run has ended (≤ 5 s),
+        which can wait on that very command. The command is stopped only while a terminal
+        call is under way (a cancel mid-stream need not wait for one more request); one
+        announced before the interrupt is answered counts (it may reach us late).
         """
         conv = self.conversation
         if conv is None:
@@ -530,7 +527,7 @@ class RemoteConversationDriver:
         async with trio.open_nursery() as nursery:
             watch = trio.CancelScope()
             if self.marker and not self._tools_stopped:
-                nursery.start_soon(self._stop_once_terminal_called, watch)
+                nursery.start_soon(self._stop_command, watch)
             try:
                 await self._call(conv.interrupt, limiter=self._interrupt_limiter)
             except RemoteError as exc:  # raised once the stop is over too, not as a group
@@ -539,33 +536,24 @@ class RemoteConversationDriver:
         if failed is not None:
             raise failed
 
-    async def _stop_once_terminal_called(self, watch: trio.CancelScope) -> None:
+    async def _stop_command(self, watch: trio.CancelScope) -> None:
+        # Once a terminal call is announced (or was, as the interrupt was answered): stop
+        # what the terminal runs, on the server, via its bash API.
         with watch:
             await self._inbox.wait_terminal_call()
-        # Announced as the interrupt was answered: stopped all the same.
         if (watch.cancelled_caught and not self._inbox.terminal_calls) or self._tools_stopped:
             return
         self._tools_stopped = True
-        await self.stop_terminal_processes()
-
-    async def stop_terminal_processes(self) -> str:
-        """Stop what the conversation's terminal runs, on the server (via its bash API)."""
-        assert self.marker is not None
-        command = stop_marked_command(self.marker)
+        command = stop_marked_command(cast("str", self.marker))
         try:
             workspace = self.live()[1]
-            result = await self._call(
-                lambda: workspace.execute_command(command, timeout=10.0),
-                limiter=trio.CapacityLimiter(1),
-            )
+            stop = functools.partial(workspace.execute_command, command, timeout=10.0)
+            result = await self._call(stop, limiter=trio.CapacityLimiter(1))
         except RemoteError:
-            log.warning(
-                "could not stop the terminal's processes on the agent-server", exc_info=True
-            )
-            return ""
+            log.warning("could not stop the terminal's processes on the server", exc_info=True)
+            return
         stopped = (result.stdout or "").strip()
         log.info("terminal processes stopped on the agent-server: %s", stopped or "none")
-        return stopped
 
     async def measure_round_trip(self) -> float:
         """Seconds for one small authenticated request to the server and back."""

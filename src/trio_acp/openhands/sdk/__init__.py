@@ -32,6 +32,7 @@ import trio
 
 from trio_acp.openhands.permissions.credential_files import CredentialFiles
 from trio_acp.openhands.permissions.tool_processes import terminal_params
+from trio_acp.openhands.sdk import abandoned_warm_ups
 from trio_acp.openhands.translate.interruptions import CANCEL_SENDER, CANCEL_TEXT, STOPPED_SENDER
 from trio_acp.openhands.translate.model_failures import LLM_FAILURE_DEFAULTS
 
@@ -381,9 +382,12 @@ def warm_model_path(sdk: Sdk, llm: LLM) -> None:
     - litellm's `completion` and httpx's transport import more on first use (below), and
       litellm's response types are pydantic models completed on first instantiation.
 
-    All of it is process-wide and idempotent. Slow, blocking: call it from a thread.
+    All of it is process-wide and idempotent. Slow, blocking: call it from a thread. Stops
+    between steps once the process is leaving (abandoned_warm_ups.py).
     """
     warm_first_call_imports()
+    if abandoned_warm_ups.leaving():
+        return
     llm.get_token_count([sdk.Message(role="user", content=[sdk.TextContent(text="warm-up")])])
 
 
@@ -392,6 +396,8 @@ def warm_first_call_imports() -> None:
     complete litellm's response types; process-wide, idempotent, slow: from a thread (the
     warm server does it before it forks, warm_server.py)."""
     for name in FIRST_CALL_IMPORTS:
+        if abandoned_warm_ups.leaving():
+            return
         try:
             importlib.import_module(name)
         except ImportError:  # another litellm/openai version: that part is not warmed
@@ -417,6 +423,8 @@ def warm_tool_schemas(agent: AgentBase) -> None:
     Every model call sends them, and counts their tokens first. Needs initialized tools.
     """
     for tool in agent.tools_map.values():
+        if abandoned_warm_ups.leaving():
+            return
         tool.to_openai_tool()
         tool.to_openai_tool(add_security_risk_prediction=True)
 
