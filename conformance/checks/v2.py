@@ -747,6 +747,47 @@ async def close_and_resume(ctx: Context) -> str:
     return f"{len(replayed)} updates replayed before the answer"
 
 
+@check(
+    "v2/ACP-RESUME-204",
+    "a replayed user message keeps its prompt's messageId",
+    rule="A user message inserted by session/prompt replays, if it replays at all, with the "
+    "messageId the prompt's response returned (acp-tck v2 ACP-RESUME-204; "
+    "session-setup.mdx, prompt-lifecycle.mdx). Not replayed at all: not tested.",
+    level=Level.CAPABILITY,
+    capability=SESSION,
+    area=AREA,
+)
+async def replayed_message_id(ctx: Context) -> str:
+    turn = await _echo_turn(ctx)
+    state, sid = await _session(ctx)
+    agent = state.agent
+    await agent.request("session/close", {"sessionId": sid}, timeout=60)
+    mark = agent.mark()
+    reply = await agent.request(
+        "session/resume",
+        {"sessionId": sid, "cwd": str(ctx.workdir), "replayFrom": {"type": "start"}},
+        timeout=120,
+    )
+    if not reply.ok:
+        raise Failed(f"session/resume: {reply.describe()}")
+    users = [
+        f.params["update"]
+        for f in agent.since(mark)
+        if f.method == "session/update"
+        and f.seq < reply.frame.seq
+        and f.params["update"].get("sessionUpdate") in ("user_message", "user_message_chunk")
+    ]
+    if not users:
+        raise NotTested("no user message was replayed")
+    ids = {u.get("messageId") for u in users}
+    if turn.message_id not in ids:
+        raise Failed(
+            f"the prompt was answered with messageId {turn.message_id!r}; the replayed user "
+            f"messages have {sorted(map(str, ids))}"
+        )
+    return f"replayed as {turn.message_id}"
+
+
 # -- the whole v2 conversation ------------------------------------------------------------
 
 

@@ -113,6 +113,7 @@ FAULT_FOR = {
     "v2/ACP-CANCEL-201": "cancel-end-turn",
     "v2/ACP-LIST-201": "v2-list-null",
     "v2/ACP-RESUME-202": "v2-late-replay",
+    "v2/ACP-RESUME-204": "v2-new-replay-id",
     "v2/ACP-PROMPT-205": "v2-v1-update",
     "v2/ACP-CLIENTCAP-202": "v2-fs-call",
     "v2/tool_call-cancel": "v2-cancel-error",

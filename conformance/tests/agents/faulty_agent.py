@@ -131,6 +131,7 @@ V2_FAULTS = {
     "v2-tool-no-id": "tool call updates with an empty toolCallId",
     "v2-list-null": "session/list answers sessions: null",
     "v2-late-replay": "sends an update of a resumed session after the resume's answer",
+    "v2-new-replay-id": "replays a user message under a new messageId",
     "v2-v1-update": "sends v1's current_mode_update and tool_call to a v2 client",
     "v2-fs-call": "calls fs/read_text_file on a v2 client",
     "v2-cancel-error": "answers tool_call/cancel with an error",
@@ -176,7 +177,7 @@ class Session:
         self.cwd = cwd
         self.mode = "auto"
         self.model = "small"
-        self.history: list[tuple[str, str]] = []
+        self.history: list[tuple[str, ...]] = []
         self.scope: trio.CancelScope | None = None
         self.busy = False
         # Prompts in the order they were read; one turn at a time. A cancel marks every
@@ -307,12 +308,19 @@ class Agent:
         sid = "not-" + session.id if FAULT == "wrong-session-id" else session.id
         await self.notify("session/update", {"sessionId": sid, "update": update})
 
-    async def say(self, session: Session, text: str, kind: str = "agent_message_chunk") -> None:
+    async def say(
+        self,
+        session: Session,
+        text: str,
+        kind: str = "agent_message_chunk",
+        message_id: str | None = None,
+    ) -> None:
         if FAULT == "thought-not-message" and kind == "agent_message_chunk":
             kind = "agent_thought_chunk"
-        await self.update(
-            session, {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
-        )
+        update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+        if message_id is not None:
+            update["messageId"] = message_id
+        await self.update(session, update)
 
     async def call(self, method: str, params: Any) -> dict[str, Any]:
         self.next_id += 1
@@ -517,10 +525,11 @@ class Agent:
         }, after
 
     async def _replay(self, session: Session) -> None:
-        for role, text in session.history:
+        for role, text, *mid in session.history:
             if role == "user":
                 if FAULT != "load-no-user":
-                    await self.say(session, text, "user_message_chunk")
+                    keep = mid and FAULT != "v2-new-replay-id"
+                    await self.say(session, text, "user_message_chunk", mid[0] if keep else None)
             else:
                 await self.say(session, text)
 
@@ -635,15 +644,19 @@ class Agent:
                 raise RpcError(-32600, "a turn is already running")
             if not await session.wait_turn(ticket):
                 return {"stopReason": "cancelled"}
-            return await self._turn(session, blocks)
+            meta = params.get("_meta")
+            ours = meta.get("trioAcp") if isinstance(meta, dict) else None
+            mid = ours.get("messageId") if isinstance(ours, dict) else None
+            return await self._turn(session, blocks, mid if isinstance(mid, str) else None)
         finally:
             session.release(ticket)
 
-    async def _turn(self, session: Session, blocks: list[dict[str, Any]]):
+    async def _turn(self, session: Session, blocks: list[dict[str, Any]], mid: str | None = None):
         text = " ".join(
             b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)
         )
-        session.history.append(("user", text))
+        # The message id the v2 gateway answered the prompt with, replayed with it.
+        session.history.append(("user", text, mid) if mid else ("user", text))
         reason = "end_turn"
         with trio.CancelScope() as scope:
             session.scope = scope

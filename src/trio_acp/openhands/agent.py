@@ -44,11 +44,13 @@ from trio_acp.openhands.sessions.store import (
     SessionStore,
     parse_session_id,
 )
+from trio_acp.openhands.sessions.turn import PROMPT_MESSAGE_ID
 from trio_acp.openhands.setup.audio_input import (
     check_audio,
     model_fields,
 )
 from trio_acp.openhands.sign_in import SignIn
+from trio_acp.openhands.translate.messages import prompt_message_id
 from trio_acp.openhands.translate.subagents import SubagentSessions
 from trio_acp.rpc import FrameMask, RequestError, after_response
 from trio_acp.schema import unstable
@@ -352,7 +354,13 @@ class OpenHandsAgent(SessionForking, AgentHooks):
             if key is not None:
                 session.forget_prompt(key)  # refused before its turn: nothing waits behind it
             raise
-        response = await session.prompt(params.prompt, key=key)
+        # The id the client has for this message (a v2 client's: v2/gateway.py), kept
+        # with it for replays (translate/messages.py).
+        token = PROMPT_MESSAGE_ID.set(prompt_message_id(params.meta))
+        try:
+            response = await session.prompt(params.prompt, key=key)
+        finally:
+            PROMPT_MESSAGE_ID.reset(token)
         return turn_usage.for_client(response, getattr(self._client, "capabilities", None))
 
     async def cancel(self, params: schema.CancelNotification) -> None:

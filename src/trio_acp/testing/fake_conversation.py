@@ -165,6 +165,7 @@ class FakeConversation:
     on_token: Callable[[Any], None] = lambda chunk: None
     on_retry: Callable[[int, int, BaseException | None], None] = lambda attempt, total, error: None
     messages: list[Any] = attrs.field(factory=list)
+    senders: list[str | None] = attrs.field(factory=list)
     interrupts: int = 0
     rejected: list[str] = attrs.field(factory=list)
     stopped_tool_calls: list[str] = attrs.field(factory=list)
@@ -224,8 +225,9 @@ class FakeConversation:
                 return event.code, event.detail
         return None, None
 
-    async def send_message(self, parts: list[Any]) -> None:
+    async def send_message(self, parts: list[Any], sender: str | None = None) -> None:
         self.messages.append(parts)
+        self.senders.append(sender)
 
     def start_run(self) -> _Run:
         run = self._run = _Run()

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import uuid
 from collections import deque
 
 import attrs
@@ -141,6 +142,12 @@ class _Call:
 def _key(request_id: object) -> str:
     # JSON-RPC ids are strings or numbers: 1 and "1" are different requests.
     return json.dumps(request_id, sort_keys=True)
+
+
+def _message_id() -> str:
+    # Unique beyond this connection: a session resumed on another one replays the ids of
+    # its earlier prompts, which a counter would hand out again.
+    return f"user-message-{uuid.uuid4()}"
 
 
 def _result(request_id: object, result: Json) -> Json:
@@ -418,7 +425,7 @@ class Gateway:
         prompt = _Prompt(
             internal_id=self._new_id("trio-acp-v2-prompt"),
             session_id=session.id,
-            message_id=self._new_id("user-message"),
+            message_id=_message_id(),
             prompt=blocks,
             meta=params.get("_meta"),
         )
@@ -443,9 +450,15 @@ class Gateway:
             )
         )
         out.to_client.append(_state(session.id, "running"))
-        params: Json = {"sessionId": session.id, "prompt": prompt.prompt}
-        if prompt.meta is not None:
-            params["_meta"] = prompt.meta
+        # The agent keeps the id with the message: a replay shows it under the id this
+        # prompt was answered with (ACP-RESUME-204; translate/messages.py).
+        meta = dict(prompt.meta) if isinstance(prompt.meta, dict) else {}
+        ours = meta.get("trioAcp")
+        meta["trioAcp"] = {
+            **(ours if isinstance(ours, dict) else {}),
+            "messageId": prompt.message_id,
+        }
+        params: Json = {"sessionId": session.id, "prompt": prompt.prompt, "_meta": meta}
         out.to_agent.append(
             {
                 "jsonrpc": "2.0",
@@ -607,7 +620,7 @@ class Gateway:
             return result
         if method == "session/prompt":
             # A prompt the agent took although this connection did not know its session.
-            return {"messageId": self._new_id("user-message")}
+            return {"messageId": _message_id()}
         return result
 
     def _agent_update(self, out: Out, params: Json) -> None:

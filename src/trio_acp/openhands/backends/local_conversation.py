@@ -337,11 +337,13 @@ class LocalConversation:
             self._conv, "_agent_ready", True
         )
 
-    async def send_message(self, parts: list[TextPart | ImagePart | AudioPart]) -> None:
+    async def send_message(
+        self, parts: list[TextPart | ImagePart | AudioPart], sender: str | None = None
+    ) -> None:
         message = user_message(self._sdk, parts)
         if not self.send_abandonable:
             await trio.to_thread.run_sync(
-                _untyped(self._conv).send_message, message, limiter=self.limiter
+                _untyped(self._conv).send_message, message, sender, limiter=self.limiter
             )
             return
         # The thread starts before this task's first checkpoint, so a cancel, even one
@@ -357,7 +359,7 @@ class LocalConversation:
                 if landing.previous is not None:
                     landing.previous.landed.wait()
                     landing.previous = None
-                send_message(message)
+                send_message(message, sender)
             except BaseException as exc:
                 landing.error = exc
             finally:

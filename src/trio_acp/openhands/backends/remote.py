@@ -293,7 +293,7 @@ class RemoteConversationDriver:
         """The last message was cut short: the next one opens with `INTERRUPTION_NOTE`."""
         self._note = INTERRUPTION_NOTE
 
-    async def send_message(self, message: Message) -> None:
+    async def send_message(self, message: Message, sender: str | None = None) -> None:
         conv = await self._ready()
         if self._lost_run is not None:
             await self._settle_lost_run(conv)
@@ -302,7 +302,7 @@ class RemoteConversationDriver:
                 update={"content": [self.sdk.TextContent(text=self._note), *message.content]}
             )
         observed = cast("ObservedConversation", conv)
-        await self._call(lambda: observed.send_message(message))
+        await self._call(lambda: observed.send_message(message, sender))
         self._note = None
 
     async def _settle_lost_run(self, conv: RemoteConversation) -> None:

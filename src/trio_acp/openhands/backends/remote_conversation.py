@@ -335,9 +335,11 @@ class ServerConversation:
                 break
         return None, None
 
-    async def send_message(self, parts: list[TextPart | ImagePart | AudioPart]) -> None:
+    async def send_message(
+        self, parts: list[TextPart | ImagePart | AudioPart], sender: str | None = None
+    ) -> None:
         self.unanswered = True
-        await self.driver.send_message(user_message(self._sdk, parts))
+        await self.driver.send_message(user_message(self._sdk, parts), sender)
 
     def start_run(self) -> Run:
         self._run = _ServerRun(self)

@@ -8,6 +8,8 @@ permission), so it runs as well on a fake conversation (`trio_acp.testing`).
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -37,6 +39,7 @@ from trio_acp.openhands.setup.critic_review import (
 from trio_acp.openhands.setup.subagents import serve_subagents, wait_for_subagents
 from trio_acp.openhands.setup.user_setup import CriticSettings
 from trio_acp.openhands.translate import one_line
+from trio_acp.openhands.translate.messages import prompt_sender
 from trio_acp.openhands.translate.model_failures import describe_model_failure
 from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart, prompt_to_parts
 from trio_acp.rpc import RequestError
@@ -78,6 +81,15 @@ class TurnHost(Protocol):
     async def send_update(self, update: schema.SessionUpdate) -> None: ...
 
     async def note_cut_short(self, since: int, *, cancelled: bool) -> None: ...
+
+
+#: The message id the client has for the prompt being played (a v2 client's, answered at
+#: once: v2/gateway.py), kept with the user message (translate/messages.py). Set by the
+#: agent's prompt handler around `Session.prompt`: a context variable, as the id only
+#: passes through the session's queue on its way to the send.
+PROMPT_MESSAGE_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "trio_acp_prompt_message_id", default=None
+)
 
 
 async def play_prompt(
@@ -170,8 +182,12 @@ async def _send_unless_cancelled(
     The turn ends `cancelled` and the conversation notes the interruption after the
     message (`note_interruption`); the next send goes after it. A send to a ready local
     conversation is short (its lock): it is awaited whole."""
+    sender = prompt_sender(PROMPT_MESSAGE_ID.get())
+    send = functools.partial(conv.send_message, parts)
+    if sender is not None:
+        send = functools.partial(conv.send_message, parts, sender=sender)
     if not getattr(conv, "send_abandonable", False):
-        await conv.send_message(parts)
+        await send()
         return
     async with trio.open_nursery() as nursery:
 
@@ -180,7 +196,7 @@ async def _send_unless_cancelled(
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(cut_short)
-        await conv.send_message(parts)
+        await send()
         nursery.cancel_scope.cancel()
 
 

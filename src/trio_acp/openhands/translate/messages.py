@@ -38,12 +38,45 @@ def interruption(key: str, text: str, thought: str, how: str) -> list[SessionUpd
     return out
 
 
-def user_chunks(event: SdkObject, contents: list[SdkObject]) -> list[SessionUpdate]:
+#: A prompt's own message id (the one a v2 client was answered with, v2/gateway.py) is
+#: kept on the SDK's user `MessageEvent` as its `sender`, prefixed so: the event's one
+#: free-form field, stored with it (so it survives a resume, a fork's copy of the events,
+#: a condensation, which only adds events) and read by nothing the model sees.
+SENDER_PREFIX = "acp-message:"
+
+
+def prompt_message_id(meta: object) -> str | None:
+    """The message id a prompt's `_meta.trioAcp.messageId` gives (v2/gateway.py)."""
+    ours = meta.get("trioAcp") if isinstance(meta, dict) else None
+    mid = ours.get("messageId") if isinstance(ours, dict) else None
+    return mid if isinstance(mid, str) and mid and len(mid) <= 200 else None
+
+
+def prompt_sender(prompt_message_id: str | None) -> str | None:
+    """The `sender` a user message is sent with to keep its prompt's message id."""
+    return None if not prompt_message_id else SENDER_PREFIX + prompt_message_id
+
+
+def user_message_id(event: SdkObject) -> str:
+    """A user message's id in a replay: its prompt's, if kept (`prompt_sender`), else
+    the event's own id."""
+    sender = getattr(event, "sender", None)
+    if (
+        isinstance(sender, str)
+        and sender.startswith(SENDER_PREFIX)
+        and len(sender) > len(SENDER_PREFIX)
+    ):
+        return sender[len(SENDER_PREFIX) :]
     event_id = str(getattr(event, "id", ""))
     try:
-        mid = str(uuid.UUID(event_id))
+        return str(uuid.UUID(event_id))
     except ValueError:
-        mid = message_id(event_id, "user")
+        return message_id(event_id, "user")
+
+
+def user_chunks(event: SdkObject, contents: list[SdkObject]) -> list[SessionUpdate]:
+    event_id = str(getattr(event, "id", ""))
+    mid = user_message_id(event)
     out: list[SessionUpdate] = []
     first = getattr(contents[0], "text", None) if contents else None
     note = next(
