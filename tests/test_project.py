@@ -175,3 +175,18 @@ def test_no_openhands_module_is_over_600_lines():
     assert not over, f"split these by concept: {over}"
     fixed = sorted(name for name in _OVER_THE_LIMIT if lines.get(name, 0) <= 600)
     assert not fixed, f"no longer over the limit, drop them from _OVER_THE_LIMIT: {fixed}"
+
+
+def test_a_test_that_drops_the_suites_variables_keeps_warm_start_off():
+    """tests/conftest.py turns warm start off (it is on by default) for every agent a test
+    launches; a test that drops the `TRIO_ACP_` variables to launch one with the user's
+    defaults must turn it off again, or the launch leaves a warm server in the user's
+    default directory (tests/e2e/test_secrets_canary.py did, in every full run)."""
+    tests = Path(__file__).resolve().parent
+    dropping = re.compile(r"startswith\(\([^)]*[\"']TRIO_ACP_[\"']")
+    missing = [
+        path.relative_to(tests).as_posix()
+        for path in sorted(tests.rglob("*.py"))
+        if dropping.search(text := path.read_text(encoding="utf-8")) and "TRIO_ACP_WARM" not in text
+    ]
+    assert not missing, f"set TRIO_ACP_WARM=0 in the launches of: {missing}"

@@ -189,6 +189,9 @@ async def test_the_agents_credentials_reach_no_tool_client_log_or_file(tmp_path)
             LLM_MAX_INPUT_TOKENS="128000",
             OPENHANDS_PERSISTENCE_DIR=str(home),
             TRIO_ACP_DEFAULT_MODE="always-ask",
+            # Warm start is on by default: its server would outlive the test, in the user's
+            # default directory (the TRIO_ACP_ variables of tests/conftest.py are gone).
+            TRIO_ACP_WARM="0",
             TRIO_ACP_LOG_LEVEL="DEBUG",
             TRIO_ACP_LOG_FILE=str(log_file),
             LOG_LEVEL="DEBUG",  # the SDK's own loggers too

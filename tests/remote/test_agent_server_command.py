@@ -194,6 +194,7 @@ def test_a_session_runs_through_the_command_and_its_shell_finds_no_key():
         OH_ENABLE_BROWSER="false",
         OH_PRELOAD_TOOLS="false",
         LOG_LEVEL="WARNING",
+        TRIO_ACP_WARM="0",  # for any trio-acp launched under it (on by default)
     )
     server_env.pop("LITELLM_LOCAL_MODEL_COST_MAP", None)  # the command sets it
     # Another user (the server's, its Python's) reaches what is under it: not the keys (0600).
