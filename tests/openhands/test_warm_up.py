@@ -64,6 +64,35 @@ async def test_every_warm_up_step_runs_after_session_new(env, tmp_path):
     ]
 
 
+async def test_the_cached_tool_schemas_are_the_sdks_own(env, tmp_path, monkeypatch):
+    # Built once per action class (sdk/tool_schemas.py): the same as the SDK builds them
+    # each call, with and without the risk field, and a caller's edit stays its own.
+    from openhands.sdk.tool.schema import Schema
+
+    from trio_acp.openhands.sdk import tool_schemas
+
+    with trio.fail_after(90):
+        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
+            async with open_in_memory_pair(agent, Client()) as (_, conn):
+                await conn.agent.initialize(protocol_version=1)
+                sid = (await conn.agent.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+                session = agent._sessions[uuid.UUID(sid)]
+                await session.warmed.wait()
+                tools = list(session.conversation.sdk_conversation.agent.tools_map.values())
+    assert len(tools) >= 3 and tool_schemas.cached_classes() >= len(tools)
+
+    def converted() -> list[object]:
+        return [t.to_openai_tool(add_security_risk_prediction=r) for t in tools for r in (0, 1)]
+
+    cached = converted()
+    cached[0]["function"]["parameters"]["properties"].clear()  # a caller's edit
+    again = converted()
+    cached_method = Schema.__dict__["to_mcp_schema"]
+    monkeypatch.setattr(Schema, "to_mcp_schema", classmethod(cached_method.__func__.__wrapped__))
+    assert again == converted()
+    assert again[0]["function"]["parameters"]["properties"]
+
+
 async def test_a_failed_warm_up_step_costs_the_session_nothing(env, tmp_path, monkeypatch):
     # The tools cannot be built while the session warms up.
     from trio_acp.openhands.sdk import import_sdk

@@ -27,6 +27,11 @@ from trio_acp_conformance.runner import run_suite
 
 LEFT_OUT_AREA = "ACP-EDITOR-"
 CHECKS = sorted(cid for cid in REGISTRY if not cid.startswith(LEFT_OUT_AREA))
+#: Checks a session on an agent-server cannot pass, and why (docs/v2.md, "Known gaps").
+KNOWN_GAPS = {
+    # The id is kept as the user event's `sender`, which the server's API drops.
+    "v2/ACP-RESUME-204": "a replayed user message has the id its prompt was answered with",
+}
 
 
 @pytest.mark.timeout(600)
@@ -48,10 +53,12 @@ async def test_trio_acp_on_an_agent_server_conforms(server, tmp_path: Path) -> N
     problems = [
         f"{r.check.id} ({r.check.level.value}): {r.status.value} — {r.detail}"
         for r in report.results
-        if r.status not in allowed[r.check.level]
+        if r.status not in allowed[r.check.level] and r.check.id not in KNOWN_GAPS
     ]
+    # A gap closed is a gap to take off the list.
+    assert all(r.status is Status.FAILED for r in report.results if r.check.id in KNOWN_GAPS)
     assert not problems, "\n".join(problems) + "\n\n" + table
     assert {r.check.id for r in report.results} >= set(CHECKS)
-    assert report.exit_code == 0
+    assert report.exit_code == (1 if KNOWN_GAPS else 0)  # a failed check sets it
     # The sessions ran there: the server holds conversations, trio-acp's store only indexes.
     assert any(server.conversations.iterdir())

@@ -302,7 +302,8 @@ class RemoteConversationDriver:
                 update={"content": [self.sdk.TextContent(text=self._note), *message.content]}
             )
         observed = cast("ObservedConversation", conv)
-        await self._call(lambda: observed.send_message(message, sender))
+        args = (message,) if sender is None else (message, sender)  # the server drops it
+        await self._call(lambda: observed.send_message(*args))
         self._note = None
 
     async def _settle_lost_run(self, conv: RemoteConversation) -> None:

@@ -45,13 +45,15 @@ from openhands.tools.file_editor import FileEditorTool as _FileEditorTool
 from openhands.tools.task_tracker import TaskTrackerTool as _TaskTrackerTool
 from openhands.tools.terminal import TerminalTool as _TerminalTool
 
-from trio_acp.openhands.sdk import error_bodies
+from trio_acp.openhands.sdk import error_bodies, tool_schemas
 from trio_acp.openhands.sdk.credential_guard import CredentialGuard as _CredentialGuard
 from trio_acp.openhands.sdk.file_store import MaskingFileStore as _MaskingFileStore
 from trio_acp.openhands.sdk.llm import SessionLLM as _SessionLLM
 
 # Before any model call: litellm caches the HTTP clients it builds.
 error_bodies.install()
+# Before any tool is converted for a model call.
+tool_schemas.install()
 
 
 class Sdk:

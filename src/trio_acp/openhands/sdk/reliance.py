@@ -113,6 +113,8 @@ RELIANCE: tuple[Reliance, ...] = (
     calls("openai:AsyncOpenAI._process_response_data", "data, cast_to, response"),
     # error_bodies.py: litellm's transport factory.
     calls("litellm.llms.custom_httpx.http_handler:AsyncHTTPHandler._create_async_transport"),
+    # tool_schemas.py: the per-class schema it caches.
+    name("openhands.sdk.tool.schema:Schema.to_mcp_schema"),
     # file_store.py: the conversation's files.
     name("openhands.sdk.conversation.persistence_const:EVENTS_DIR"),
     name("openhands.sdk.conversation.persistence_const:EVENT_NAME_RE"),

@@ -1,0 +1,61 @@
+"""The tools' JSON schemas, built once per action class instead of on every model call.
+
+Each model call converts every tool to its OpenAI form (`ToolDefinition.to_openai_tool`),
+and so does each token count before it (the condenser's): the SDK derives the schema from
+the action's pydantic class every time (`Schema.to_mcp_schema`: `model_json_schema()`, then
+its own rewriting), ~20-40 ms a call for the default tools here (bench/README.md,
+"A reply without streaming"). A class's schema never changes once the class exists (the
+SDK caches the classes it derives, with a risk or a summary field, per class), so
+`install` keeps each class's result and hands out a deep copy (callers edit the schema
+they get: `_prioritize_schema_fields` reorders it in place). An error is not kept: the
+next call tries again. `TRIO_ACP_TOOL_SCHEMA_CACHE=0` leaves the SDK's own way (to measure
+the difference in one sitting).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_INSTALLED = "_trio_acp_cached"
+_lock = threading.Lock()
+_schemas: dict[type, dict[str, Any]] = {}
+
+
+def install() -> None:
+    """Cache `Schema.to_mcp_schema` per class (call once the SDK is imported). Idempotent."""
+    if os.environ.get("TRIO_ACP_TOOL_SCHEMA_CACHE") == "0":
+        return
+    from openhands.sdk.tool.schema import Schema
+
+    method = Schema.__dict__.get("to_mcp_schema")
+    if not isinstance(method, classmethod):
+        log.warning("the SDK's Schema.to_mcp_schema changed; tool schemas are not cached")
+        return
+    if getattr(method.__func__, _INSTALLED, False):
+        return
+    original: Callable[[type], dict[str, Any]] = method.__func__
+
+    @functools.wraps(original)
+    def to_mcp_schema(cls: type) -> dict[str, Any]:
+        schema = _schemas.get(cls)
+        if schema is None:
+            schema = original(cls)
+            with _lock:
+                _schemas.setdefault(cls, schema)
+        return copy.deepcopy(schema)
+
+    setattr(to_mcp_schema, _INSTALLED, True)
+    Schema.to_mcp_schema = classmethod(to_mcp_schema)  # type: ignore[method-assign,assignment]
+
+
+def cached_classes() -> int:
+    """How many classes' schemas are kept (for the tests)."""
+    return len(_schemas)
