@@ -38,6 +38,9 @@ def test_eight_sessions_prompting_at_once_complete_and_clean_up(tmp_path):
         env.update(scripted_env(llm.base_url))
         env.update(
             OPENHANDS_PERSISTENCE_DIR=str(persist),
+            # Eight shells start at once: not under the developer's ~/.bashrc, whose
+            # start-up tools may serialize (pyenv's rehash lock) past the tool's timeout.
+            HOME=str(tmp_path),
             TMPDIR=str(tmp),
             LLM_NUM_RETRIES="1",
             LLM_TIMEOUT="60",

@@ -31,8 +31,6 @@ _schemas: dict[type, dict[str, Any]] = {}
 
 def install() -> None:
     """Cache `Schema.to_mcp_schema` per class (call once the SDK is imported). Idempotent."""
-    if os.environ.get("TRIO_ACP_TOOL_SCHEMA_CACHE") == "0":
-        return
     from openhands.sdk.tool.schema import Schema
 
     method = Schema.__dict__.get("to_mcp_schema")
@@ -45,6 +43,10 @@ def install() -> None:
 
     @functools.wraps(original)
     def to_mcp_schema(cls: type) -> dict[str, Any]:
+        # Read per call, not at the import: a warm server's child takes its launcher's
+        # environment after the import (warm.py).
+        if os.environ.get("TRIO_ACP_TOOL_SCHEMA_CACHE") == "0":
+            return original(cls)
         schema = _schemas.get(cls)
         if schema is None:
             schema = original(cls)
