@@ -68,7 +68,14 @@ from trio_acp.openhands.translate.interruptions import FAILED_TEXT
 from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart
 
 if TYPE_CHECKING:
-    from trio_acp.openhands.sdk.classes import LLM, ActionEvent, Event, Metrics, Skill
+    from trio_acp.openhands.sdk.classes import (
+        LLM,
+        ActionEvent,
+        Event,
+        LLMStreamChunk,
+        Metrics,
+        Skill,
+    )
     from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
     from trio_acp.openhands.sdk.loaded import Sdk
     from trio_acp.openhands.sessions.session_parts import LocalFactory, MakeLlm
@@ -116,7 +123,7 @@ class LocalConversation:
         factory: LocalFactory,
         *,
         on_event: Callable[[Event], None],
-        on_token: Callable[[Any], None],  # litellm's stream chunks (untyped)
+        on_token: Callable[[LLMStreamChunk], None],
         name: str,
         make_llm: MakeLlm | None = None,
         credential_files: CredentialFiles | None = None,
