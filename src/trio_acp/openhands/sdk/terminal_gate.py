@@ -16,7 +16,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import cast
 
 from openhands.tools.terminal import impl as terminal_impl
 from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
@@ -25,6 +25,7 @@ from openhands.tools.terminal.terminal.terminal_session import TerminalSession
 
 from trio_acp.openhands.permissions import run_gate
 from trio_acp.openhands.sdk.terminal_start import start_lazily
+from trio_acp.openhands.translate.shapes import PassedOn
 
 # How long a command's write may hold the run's gate until its job is in the foreground.
 START_WAIT = 0.2
@@ -136,7 +137,7 @@ def keep_subprocess_on_reset() -> None:
     create = terminal_impl.create_terminal_session
 
     # The SDK's own arguments, passed on as they come (only `terminal_type` is read).
-    def subprocess_session(*args: Any, **kwargs: Any) -> TerminalSession:
+    def subprocess_session(*args: PassedOn, **kwargs: PassedOn) -> TerminalSession:
         if len(args) < 4 and kwargs.get("terminal_type") is None:
             kwargs["terminal_type"] = "subprocess"
         return create(*args, **kwargs)
