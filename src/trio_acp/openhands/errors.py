@@ -14,21 +14,20 @@ import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Protocol
 
 from trio_acp.exception_groups import leaves as leaves
 from trio_acp.exception_groups import reraise as reraise
+from trio_acp.openhands.translate.shapes import JsonValue
 from trio_acp.rpc import ErrorCode, RequestError
 
 log = logging.getLogger(__name__)
-
-F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 # Where the full traceback of an unexpected failure goes (see README, TRIO_ACP_LOG_*).
 SEE_LOG = "the agent's log (stderr, or TRIO_ACP_LOG_FILE) has the details"
 
 
-def internal(message: str, data: Any = None) -> RequestError:
+def internal(message: str, data: JsonValue = None) -> RequestError:
     """`-32603` with a message that says what failed (not the bare "Internal error")."""
     return RequestError(ErrorCode.INTERNAL_ERROR, message, data)
 
@@ -81,15 +80,21 @@ def _one(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def explained(action: str) -> Callable[[F], F]:
+class _Explained(Protocol):
+    def __call__[**P, R](
+        self, handler: Callable[P, Awaitable[R]], /
+    ) -> Callable[P, Awaitable[R]]: ...
+
+
+def explained(action: str) -> _Explained:
     """Decorate a request handler: an unexpected failure answers `-32603 <action> failed: <what>`.
 
     A `RequestError` (also alone in a group) goes out as it is; cancellation passes through.
     """
 
-    def wrap(handler: F) -> F:
+    def wrap[**P, R](handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         @functools.wraps(handler)
-        async def explaining(*args: Any, **kwargs: Any) -> Any:
+        async def explaining(*args: P.args, **kwargs: P.kwargs) -> R:
             try:
                 return await handler(*args, **kwargs)
             except RequestError:
@@ -101,6 +106,6 @@ def explained(action: str) -> Callable[[F], F]:
                 log.error("%s failed", action, exc_info=exc)
                 raise internal(f"{action} failed: {describe(exc)} ({SEE_LOG})") from None
 
-        return explaining  # type: ignore[return-value]
+        return explaining
 
     return wrap

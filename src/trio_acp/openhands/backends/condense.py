@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -73,7 +73,7 @@ def _condense_now(conv: SdkConversation) -> tuple[Exception | None, list[str]]:
         logger.removeHandler(seen)
 
 
-def _forget_request(conv: Any, head: Any) -> None:
+def _forget_request(conv: SdkConversation, head: str | None) -> None:
     """Put the conversation back where it was before a failed /condense.
 
     The SDK keeps the condensation request it could not serve, and the next turn serves

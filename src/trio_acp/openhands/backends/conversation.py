@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         Event,
         ImageContent,
         Message,
+        Metrics,
         Skill,
         TextContent,
     )
@@ -45,6 +46,13 @@ FINISHED = "finished"
 WAITING_FOR_CONFIRMATION = "waiting_for_confirmation"
 ERROR = "error"
 STUCK = "stuck"
+
+
+class StatsSource(Protocol):
+    """The SDK's `ConversationStats` as `usage_of` reads it (local, or an agent-server's), or
+    one LLM's metrics shaped so (local_conversation.py)."""
+
+    def get_combined_metrics(self) -> Metrics: ...
 
 
 @attrs.frozen
@@ -184,7 +192,7 @@ def user_message(sdk: Sdk, parts: list[TextPart | ImagePart | AudioPart]) -> Mes
     return sdk.Message(role="user", content=content)
 
 
-def usage_of(stats: Any) -> Usage | None:
+def usage_of(stats: StatsSource) -> Usage | None:
     """`Usage` from the SDK's `ConversationStats` (local, or as an agent-server reports it)."""
     try:
         metrics = stats.get_combined_metrics()

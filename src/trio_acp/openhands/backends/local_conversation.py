@@ -18,7 +18,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import trio
 
@@ -68,6 +68,7 @@ from trio_acp.openhands.translate.interruptions import FAILED_TEXT
 from trio_acp.openhands.translate.prompt import AudioPart, ImagePart, TextPart
 
 if TYPE_CHECKING:
+    from trio_acp.openhands.sdk import classes
     from trio_acp.openhands.sdk.classes import LLM, ActionEvent, Event, Metrics, Skill
     from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
     from trio_acp.openhands.sdk.loaded import Sdk
@@ -116,7 +117,7 @@ class LocalConversation:
         factory: LocalFactory,
         *,
         on_event: Callable[[Event], None],
-        on_token: Callable[[Any], None],  # litellm's stream chunks (untyped)
+        on_token: Callable[[object], None],  # litellm's stream chunks, read duck-typed
         name: str,
         make_llm: MakeLlm | None = None,
         credential_files: CredentialFiles | None = None,
@@ -579,10 +580,10 @@ class _LlmMetrics:
         return self._llm.metrics
 
 
-def _untyped(conv: SdkConversation) -> Any:
+def _untyped(conv: SdkConversation) -> classes.ObservedConversation:
     """The SDK conversation, for the methods its `@observe` decorator (lmnr) leaves typed
     as taking `Never` on a fresh mypy run (`send_message`, `arun`)."""
-    return conv
+    return cast("classes.ObservedConversation", conv)
 
 
 def _since(events: Sequence[Event], start: int) -> list[Event]:

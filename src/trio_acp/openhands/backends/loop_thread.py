@@ -25,7 +25,7 @@ import logging
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import trio
 
@@ -112,7 +112,7 @@ async def wait_future[T](fut: concurrent.futures.Future[T]) -> T:
     return fut.result()
 
 
-async def wait_done(fut: concurrent.futures.Future[Any]) -> None:
+async def wait_done[T](fut: concurrent.futures.Future[T]) -> None:
     """Wait until the future is done, however it ended (result, error or cancelled).
 
     For a caller that only needs the work to be over — e.g. interrupting a run, where the
@@ -123,7 +123,7 @@ async def wait_done(fut: concurrent.futures.Future[Any]) -> None:
     token = trio.lowlevel.current_trio_token()
     done = trio.Event()
 
-    def wake(_: Any) -> None:
+    def wake(_: object) -> None:
         try:
             token.run_sync_soon(done.set)
         except trio.RunFinishedError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
 import trio
@@ -39,9 +40,7 @@ from trio_acp.openhands.translate.tools import Reader
 from trio_acp.rpc import ErrorCode, PeerClosed, RequestError
 
 if TYPE_CHECKING:
-    from trio_acp.openhands.backends.conversation import Conversation
     from trio_acp.openhands.editor.session_roots import SessionRoots
-    from trio_acp.openhands.sdk.classes import ActionEvent
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +75,27 @@ class Asker(Protocol):
     async def send_update(self, update: schema.SessionUpdate) -> None: ...
 
 
+class PendingAction(Protocol):
+    """What asking reads of a waiting action by name: an SDK `ActionEvent`, or a sub-agent's
+    under its nested tool call id (setup/subagents.py). The rest is read duck-typed, as the
+    translator reads it (`tool_arguments`; `security_risk`, `summary`, a sub-agent's `nesting`)."""
+
+    @property
+    def tool_name(self) -> str: ...
+
+    @property
+    def tool_call_id(self) -> str: ...
+
+
+class PendingBatch(Protocol):
+    """The actions waiting for a decision, and the one way to refuse them (the SDK has no
+    per-action reject): the session's `Conversation`, or a sub-agent's batch (subagents.py)."""
+
+    async def pending_actions(self) -> Sequence[PendingAction]: ...
+
+    async def reject_pending(self, reason: str) -> None: ...
+
+
 class _Answer(TypedDict, total=False):
     """How the permission request ended: the client's answer, or why there is none."""
 
@@ -87,7 +107,7 @@ class PermissionFailed(Exception):
     """The permission request failed or was answered with something unusable."""
 
 
-def action_arguments(action: ActionEvent) -> ToolArgs:
+def action_arguments(action: PendingAction) -> ToolArgs:
     """The arguments of a pending action, parsed as the translator parses them."""
     return tool_arguments(action)
 
@@ -120,7 +140,7 @@ def preview(
 
 async def ask(
     session: Asker,
-    action: ActionEvent,
+    action: PendingAction,
     scope: Scope,
     cancel_event: trio.Event,
     credential: CredentialRead | None = None,
@@ -224,7 +244,7 @@ async def _request_or_cancel(
         nursery.start_soon(request_it)
 
 
-def _risky(action: ActionEvent) -> bool:
+def _risky(action: PendingAction) -> bool:
     """Whether llm-approve asks about `action`: as the SDK's `ConfirmRisky(threshold=HIGH)`
     decides (sdk.py, `confirmation_setup`), a HIGH or an unknown risk."""
     risk = getattr(getattr(action, "security_risk", None), "value", None)
@@ -238,7 +258,7 @@ def _outside(scope: Scope, roots: SessionRoots) -> bool:
     return isinstance(target, str) and os.path.isabs(target) and not roots.contains(target)
 
 
-async def confirm_pending(session: Asker, conv: Conversation, cancel_event: trio.Event) -> str:
+async def confirm_pending(session: Asker, conv: PendingBatch, cancel_event: trio.Event) -> str:
     """Decide on every pending action. Returns "continue" or CANCELLED; raises PermissionFailed.
 
     With any rejection, the SDK rejects the whole pending batch (it has no per-action

@@ -29,10 +29,10 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import attrs
 
+from trio_acp.openhands.translate.shapes import JsonValue
 from trio_acp.openhands.translate.tools import rule_scope, tool_family
 
 #: The file names under the persistence directory, and what each holds.
@@ -75,7 +75,9 @@ class CredentialFiles:
         files += [(str(Path(p).expanduser()), holds) for p, holds in extra]
         return cls(directory=str(base), files=tuple(dict(files).items()))
 
-    def read_by(self, tool: str, args: Mapping[str, Any] | None, cwd: str) -> CredentialRead | None:
+    def read_by(
+        self, tool: str, args: Mapping[str, JsonValue] | None, cwd: str
+    ) -> CredentialRead | None:
         """The credential file this tool call reads, if it reads one."""
         args = args or {}
         if tool_family(tool) == "terminal":

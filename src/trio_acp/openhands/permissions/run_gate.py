@@ -36,9 +36,17 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Protocol
 
 from trio_acp.openhands.permissions import turn_points
+
+
+class Shell(Protocol):
+    """A shell a run's commands are written into: the SDK's subprocess terminal
+    (sdk/terminal_gate.py). The gate keeps it and compares it by identity; a cancel sends
+    it a Ctrl-C (tool_processes.py)."""
+
+    def send_keys(self, text: str, enter: bool = True) -> None: ...
 
 
 class CommandRefused(ValueError):
@@ -61,11 +69,11 @@ class ToolCallStops:
         # Stopped before their command reached a shell: refused when it comes.
         self._stopped: collections.OrderedDict[str, None] = collections.OrderedDict()
         # The shell each running tool call's command went into.
-        self._shells: dict[str, Any] = {}
+        self._shells: dict[str, Shell] = {}
         # Tool calls whose command is over (the latest `remember`).
         self._over: collections.OrderedDict[str, None] = collections.OrderedDict()
 
-    def enter(self, tool_call_id: str, shell: Any) -> None:
+    def enter(self, tool_call_id: str, shell: Shell) -> None:
         """`tool_call_id`'s command is handed to `shell` (under the gate's lock); raises
         `CommandRefused` when the tool call was stopped before."""
         with self._lock:
@@ -82,7 +90,7 @@ class ToolCallStops:
             self._stopped.pop(tool_call_id, None)
             _remember(self._over, tool_call_id, self._remember)
 
-    def stop(self, tool_call_id: str) -> tuple[bool, Any]:
+    def stop(self, tool_call_id: str) -> tuple[bool, Shell | None]:
         """Stop `tool_call_id`: (whether it was not over yet, the shell its command is
         in, to be interrupted, or None: it has not reached one, and never will)."""
         with self._lock:
@@ -109,10 +117,12 @@ class RunGate:
         self._lock = threading.Lock()
         # Set by `close`; a test waits on it to know that a cancel has landed.
         self.closed = threading.Event()
-        self._shells: list[Any] = []
+        self._shells: list[Shell] = []
         self._on_close: list[Callable[[], None]] = []
 
-    def admit[T](self, start: Callable[[], T], *, shell: Any = None, what: str = "command") -> T:
+    def admit[T](
+        self, start: Callable[[], T], *, shell: Shell | None = None, what: str = "command"
+    ) -> T:
         """Run `start` (write a command to `shell`, begin a sub-agent) if the gate is open;
         else raise `CommandRefused`. Holds the gate's lock meanwhile: a close waits for it."""
         turn_points.reached(f"{what}:before", shell)
@@ -136,7 +146,7 @@ class RunGate:
         with self._lock:
             return work()
 
-    def close(self) -> list[Any]:
+    def close(self) -> list[Shell]:
         """Refuse every command from now on; returns the shells a command was let into."""
         with self._lock:
             self.closed.set()
@@ -153,13 +163,14 @@ class RunGate:
         nothing else could cut short: the critic's request (critic.py), which holds the
         conversation's loop thread, and with it the cancel, for as long as it waits."""
         done = threading.Event()
-        outcome: list[tuple[bool, Any]] = []
+        result: list[T] = []  # what `work` returned, or
+        error: list[BaseException] = []  # what it raised
 
         def run() -> None:
             try:
-                outcome.append((True, work()))
+                result.append(work())
             except BaseException as exc:
-                outcome.append((False, exc))
+                error.append(exc)
             finally:
                 done.set()
 
@@ -169,12 +180,11 @@ class RunGate:
             self._on_close.append(done.set)
         threading.Thread(target=run, name="trio-acp-abandonable", daemon=True).start()
         done.wait()
-        if not outcome:
-            raise RunCancelled("The user cancelled while this waited; it was abandoned.")
-        ok, value = outcome[0]
-        if ok:
-            return value
-        raise value
+        if result:
+            return result[0]
+        if error:
+            raise error[0]
+        raise RunCancelled("The user cancelled while this waited; it was abandoned.")
 
 
 _CURRENT: contextvars.ContextVar[RunGate | None] = contextvars.ContextVar(

@@ -40,11 +40,11 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
-from trio_acp.openhands.permissions.run_gate import RunGate
+from trio_acp.openhands.permissions.run_gate import RunGate, Shell
+from trio_acp.openhands.translate.shapes import JsonObject, JsonValue
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ KILL_ROUNDS = 4
 SIGINT_EVERY = 0.05
 
 
-def terminal_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+def terminal_params(params: Mapping[str, JsonValue] | None) -> JsonObject:
     """The terminal tool's params as trio-acp runs it, whatever was stored: the subprocess
     terminal (no tmux server that could outlive us; killed with its process group on
     interrupt) and a shell that neither reads nor writes a history file (see above)."""
@@ -119,7 +119,7 @@ def _stop(victims: list[psutil.Process], grace: float) -> list[int]:
     return [p.pid for p in victims]
 
 
-def stop_tool_processes(conversation: Any, gate: RunGate | None = None) -> list[int]:
+def stop_tool_processes(conversation: object, gate: RunGate | None = None) -> list[int]:
     """Stop what the tools of `conversation` started (see the module's docstring); with
     `gate`, the run's gate, close it first. Blocking."""
     shells = gate.close() if gate is not None else []
@@ -130,7 +130,7 @@ def stop_tool_processes(conversation: Any, gate: RunGate | None = None) -> list[
     return kill_descendants(list(dict.fromkeys(pids)))
 
 
-def stop_command_in(shell: Any, gate: RunGate | None) -> None:
+def stop_command_in(shell: Shell, gate: RunGate | None) -> None:
     """Stop the command one tool call handed `shell`, the run going on and its gate open
     (ACP v2's `tool_call/cancel`, `terminal/cancel`; `run_gate.ToolCallStops` found the
     shell, and refuses a stopped call's command that has not reached one): the Ctrl-C a
@@ -146,7 +146,7 @@ def stop_command_in(shell: Any, gate: RunGate | None) -> None:
         stop_command(shell)
 
 
-def _interrupt_shell(shell: Any) -> None:
+def _interrupt_shell(shell: Shell) -> None:
     """A Ctrl-C through the shell's terminal, as a user at that terminal stops a command:
     the terminal drops what the shell has not read yet and interrupts the foreground job.
     (Not a SIGINT to the shell itself as well: it would make the shell drop what it was
@@ -157,7 +157,7 @@ def _interrupt_shell(shell: Any) -> None:
         log.debug("interrupting a shell failed", exc_info=True)
 
 
-def _shell_pids(shells: list[Any]) -> list[int]:
+def _shell_pids(shells: list[Shell]) -> list[int]:
     pids = []
     for shell in shells:
         pid = getattr(getattr(shell, "process", None), "pid", None)

@@ -14,16 +14,15 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
 
 log = logging.getLogger(__name__)
 
-Hook = Callable[[str, Any], None]
+Hook = Callable[[str, object], None]  # the point's name, and what it is about
 
 _hook: Hook | None = None
 
 
-def reached(point: str, detail: Any = None) -> None:
+def reached(point: str, detail: object = None) -> None:
     hook = _hook
     if hook is not None:
         try:

@@ -26,7 +26,7 @@ import typing
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -35,6 +35,7 @@ from trio_acp.openhands.permissions.tool_processes import terminal_params
 from trio_acp.openhands.sdk import abandoned_warm_ups
 from trio_acp.openhands.translate.interruptions import CANCEL_SENDER, CANCEL_TEXT, STOPPED_SENDER
 from trio_acp.openhands.translate.model_failures import LLM_FAILURE_DEFAULTS
+from trio_acp.openhands.translate.shapes import JsonObject
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
@@ -304,7 +305,7 @@ def _shapes(annotation: object) -> set[object]:
     return {origin or annotation}
 
 
-def build_agent(sdk: Sdk, llm: LLM, mcp_config: dict[str, Any] | None = None) -> Agent:
+def build_agent(sdk: Sdk, llm: LLM, mcp_config: JsonObject | None = None) -> Agent:
     tools = [
         # The subprocess terminal, its shell without a history file (terminal_params).
         sdk.Tool(name=sdk.TerminalTool.name, params=terminal_params(None)),

@@ -12,11 +12,14 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING
 
 # Where they were before `initialize` needed them light (tests/openhands/test_audio.py).
 from trio_acp.openhands.setup.audio_models import audio_refusal as audio_refusal
 from trio_acp.openhands.setup.audio_models import supports_audio_input as supports_audio_input
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import TextContent
 
 
 @functools.cache
@@ -40,7 +43,7 @@ def _audio_class() -> type:
     return AudioContent
 
 
-def audio_content(data: str, audio_format: str, label: str) -> Any:
+def audio_content(data: str, audio_format: str, label: str) -> TextContent:
     """The SDK content part for a base64 clip in `audio_format` (wav, mp3)."""
     part = _audio_class()(text=label)
     part._data = data

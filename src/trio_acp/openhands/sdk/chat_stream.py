@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any
+
+from trio_acp.openhands.translate.shapes import JsonObject, JsonValue
 
 __all__ = ["Chunk", "ChatStreamReader", "ChoiceDelta", "StreamChoice", "StreamError"]
 
@@ -108,7 +109,7 @@ class Chunk:
 
     __slots__ = ("choices", "created", "id", "model", "object", "system_fingerprint")
 
-    def __init__(self, payload: Mapping[str, Any], choices: list[StreamChoice]) -> None:
+    def __init__(self, payload: Mapping[str, JsonValue], choices: list[StreamChoice]) -> None:
         self.id = payload.get("id")
         self.created = payload.get("created")
         self.model = payload.get("model")
@@ -120,7 +121,7 @@ class Chunk:
 class _ToolCall:
     __slots__ = ("arguments", "header", "id", "name", "type")
 
-    def __init__(self, header: Mapping[str, Any]) -> None:
+    def __init__(self, header: Mapping[str, JsonValue]) -> None:
         self.header = header
         self.id: str | None = None
         self.type: str | None = None
@@ -137,7 +138,7 @@ class ChatStreamReader:
         self.done = False  # `[DONE]` or a failed event was read: nothing after it counts
         self.error: Exception | None = None
         #: Every payload, in order (for a reply that cannot be compacted).
-        self.raw: list[dict[str, Any]] = []
+        self.raw: list[JsonObject] = []
         #: Whether `compacted()` gives the same reply as `raw`.
         self.mergeable = True
         self.finish_reason: str | None = None
@@ -150,8 +151,8 @@ class ChatStreamReader:
         self._content: list[str] = []
         self._reasoning: list[str] = []
         self._tools: dict[int, _ToolCall] = {}
-        self._first: Mapping[str, Any] | None = None
-        self._tail: list[dict[str, Any]] = []  # the finish and usage payloads, as they came
+        self._first: Mapping[str, JsonValue] | None = None
+        self._tail: list[JsonObject] = []  # the finish and usage payloads, as they came
 
     # ---------------------------------------------------------------- reading
 
@@ -195,7 +196,7 @@ class ChatStreamReader:
                 out.append(chunk)
         return out
 
-    def _payload(self, payload: Any) -> Chunk | None:
+    def _payload(self, payload: JsonValue) -> Chunk | None:
         if not isinstance(payload, dict):
             self.mergeable = False
             self.raw.append({"value": payload})
@@ -234,7 +235,7 @@ class ChatStreamReader:
         self.sent_choices = True
         return Chunk(payload, read)
 
-    def _delta(self, delta: Mapping[str, Any]) -> ChoiceDelta:
+    def _delta(self, delta: Mapping[str, JsonValue]) -> ChoiceDelta:
         if not _MERGED.issuperset(delta):
             for key, value in delta.items():
                 if key not in _MERGED and value is not None and key != "refusal":
@@ -268,7 +269,7 @@ class ChatStreamReader:
         tool_calls = self._tool_calls(calls) if calls else None
         return ChoiceDelta(content, reasoning, role, tool_calls)
 
-    def _tool_calls(self, calls: Any) -> list[ToolCallDelta]:
+    def _tool_calls(self, calls: JsonValue) -> list[ToolCallDelta]:
         out: list[ToolCallDelta] = []
         if not isinstance(calls, list):
             self.mergeable = False
@@ -324,17 +325,17 @@ class ChatStreamReader:
         """The reply's text read so far (what a cut stream's error carries)."""
         return "".join(self._content)
 
-    def compacted(self) -> list[dict[str, Any]]:
+    def compacted(self) -> list[JsonObject]:
         """The reply as few payloads (see the module's docstring); `raw` when it cannot be."""
         if not self.mergeable or self._first is None:
             return self.raw
         return list(self._compacted())
 
-    def _compacted(self) -> Iterator[dict[str, Any]]:
+    def _compacted(self) -> Iterator[JsonObject]:
         first = self._first
         assert first is not None
         header = {k: v for k, v in first.items() if k not in ("choices", "usage")}
-        delta: dict[str, Any] = {"role": self._role or "assistant"}
+        delta: JsonObject = {"role": self._role or "assistant"}
         if self._reasoning:
             delta["reasoning_content"] = "".join(self._reasoning)
         delta["content"] = "".join(self._content) if self._content else None
@@ -343,10 +344,10 @@ class ChatStreamReader:
             delta = {}
         for index in sorted(self._tools):
             call = self._tools[index]
-            function: dict[str, Any] = {"arguments": "".join(call.arguments)}
+            function: JsonObject = {"arguments": "".join(call.arguments)}
             if call.name is not None:
                 function["name"] = call.name
-            tool: dict[str, Any] = {"index": index, "function": function}
+            tool: JsonObject = {"index": index, "function": function}
             if call.id is not None:
                 tool["id"] = call.id
             if call.type is not None:
@@ -373,7 +374,7 @@ class ChatStreamReader:
                 yield payload
 
 
-def _chunk(header: Mapping[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+def _chunk(header: Mapping[str, JsonValue], delta: JsonObject) -> JsonObject:
     return {
         **header,
         "choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": None}],

@@ -25,6 +25,7 @@ from openhands.sdk.event import ConversationStateUpdateEvent as ConversationStat
 from openhands.sdk.event import Event as Event
 from openhands.sdk.event import StreamingDeltaEvent as StreamingDeltaEvent
 from openhands.sdk.hooks import HookConfig as HookConfig
+from openhands.sdk.llm.streaming import LLMStreamChunk as LLMStreamChunk
 from openhands.sdk.llm.utils.metrics import Metrics as Metrics
 from openhands.sdk.mcp.client import MCPClient as MCPClient
 from openhands.sdk.mcp.config import MCPServer as MCPServer

@@ -20,9 +20,14 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
+
+from trio_acp.openhands.translate.shapes import PassedOn
+
+if TYPE_CHECKING:
+    from litellm.llms.custom_httpx.aiohttp_transport import LiteLLMAiohttpTransport
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +59,9 @@ class BoundedBody(httpx.AsyncByteStream):
         await self._inner.aclose()
 
 
-def bound_errors(transport: Any, limit: int = MAX_ERROR_BODY) -> Any:
+def bound_errors[T: httpx.AsyncBaseTransport](
+    transport: T | None, limit: int = MAX_ERROR_BODY
+) -> T | None:
     """`transport` (an `httpx.AsyncBaseTransport`), its error responses' bodies bounded."""
     if transport is None or getattr(transport, _INSTALLED, False):
         return transport
@@ -67,7 +74,7 @@ def bound_errors(transport: Any, limit: int = MAX_ERROR_BODY) -> Any:
             response.stream = BoundedBody(response.stream, limit)
         return response
 
-    transport.handle_async_request = handle_async_request
+    transport.handle_async_request = handle_async_request  # type: ignore[method-assign]
     setattr(transport, _INSTALLED, True)
     return transport
 
@@ -86,7 +93,9 @@ def install() -> None:
     original = create.__func__
 
     @functools.wraps(original)
-    def bounded(*args: Any, **kwargs: Any) -> Any:
+    def bounded(
+        *args: PassedOn, **kwargs: PassedOn
+    ) -> LiteLLMAiohttpTransport | httpx.AsyncHTTPTransport | None:
         return bound_errors(original(*args, **kwargs))
 
     setattr(bounded, _INSTALLED, True)

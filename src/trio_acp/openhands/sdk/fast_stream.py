@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, cast
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
+from typing import cast
 
 import httpx
 import litellm
@@ -40,6 +40,7 @@ from openhands.sdk.llm import llm as sdk_llm
 from openhands.sdk.llm.streaming import AnyTokenCallbackType, _invoke_token_callback
 
 from trio_acp.openhands.sdk.chat_stream import ChatStreamReader, Chunk, StreamError
+from trio_acp.openhands.translate.shapes import JsonObject, PassedOn
 
 __all__ = ["FAST_STREAM_ENV", "NotAModelReply", "atransport_call", "enabled", "not_a_reply"]
 
@@ -76,10 +77,10 @@ def enabled(environ: Mapping[str, str] = os.environ) -> bool:
 async def atransport_call(
     llm: LLM,
     *,
-    messages: list[dict[str, Any]],
+    messages: list[JsonObject],  # the chat messages, as the SDK types them
     on_token: AnyTokenCallbackType,
     slow_on_token: AnyTokenCallbackType,
-    **kwargs: Any,
+    **kwargs: PassedOn,
 ) -> ModelResponse:
     """One streamed attempt, as the SDK's `LLM._atransport_call(enable_streaming=True)`.
 
@@ -127,7 +128,7 @@ def _hand_over_the_gil() -> None:
     time.sleep(0)
 
 
-def _openai_stream(ret: object) -> openai.AsyncStream[Any] | None:
+def _openai_stream(ret: object) -> openai.AsyncStream[object] | None:
     """The ``openai`` client's stream under litellm's wrapper, if this is litellm's OpenAI
     chat-completions handler's stream, not yet read."""
     if not isinstance(ret, CustomStreamWrapper) or ret.custom_llm_provider != "openai":
@@ -185,9 +186,9 @@ def _failed(wrapper: CustomStreamWrapper, reader: ChatStreamReader, exc: Excepti
 
 async def _final_message(
     wrapper: CustomStreamWrapper,
-    stream: openai.AsyncStream[Any],
+    stream: openai.AsyncStream[object],
     reader: ChatStreamReader,
-    messages: list[dict[str, Any]],
+    messages: list[JsonObject],
 ) -> ModelResponse:
     """The reply as litellm builds it: its wrapper over the compacted chunks, then
     `stream_chunk_builder`, as the SDK does over every chunk."""
@@ -199,7 +200,7 @@ async def _final_message(
         for payload in reader.compacted()
     ]
 
-    async def replay() -> AsyncIterator[Any]:
+    async def replay() -> AsyncIterator[object]:
         for item in parsed:
             yield item
 
@@ -211,20 +212,25 @@ async def _final_message(
 
 
 async def _sdk_way(
-    llm: LLM, ret: object, messages: list[dict[str, Any]], on_token: AnyTokenCallbackType
+    llm: LLM, ret: object, messages: list[JsonObject], on_token: AnyTokenCallbackType
 ) -> ModelResponse:
     """The rest of the SDK's own streamed attempt (`LLM._atransport_call`), for a stream
     the fast path does not read."""
     chunks: list[ModelResponseStream] = []
+    # litellm's `acompletion` types its streamed answer loosely: an async or a sync
+    # iterable of chunks.
     if isinstance(ret, CustomStreamWrapper) or hasattr(ret, "__aiter__"):
-        async for chunk in llm._aiter_with_idle_timeout(cast(Any, ret)):
+        stream = cast("AsyncIterable[ModelResponseStream]", ret)
+        async for chunk in llm._aiter_with_idle_timeout(stream):
             await _invoke_token_callback(on_token, chunk)
             chunks.append(chunk)
     else:
         import asyncio
 
         loop = asyncio.get_running_loop()
-        synced: list[ModelResponseStream] = await loop.run_in_executor(None, list, cast(Any, ret))
+        synced: list[ModelResponseStream] = await loop.run_in_executor(
+            None, list, cast("Iterable[ModelResponseStream]", ret)
+        )
         for chunk in synced:
             await _invoke_token_callback(on_token, chunk)
             chunks.append(chunk)

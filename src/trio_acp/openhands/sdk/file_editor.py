@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
-from openhands.tools.file_editor.definition import FileEditorObservation
+from openhands.tools.file_editor.definition import CommandLiteral, FileEditorObservation
 from openhands.tools.file_editor.editor import FileEditor
 from openhands.tools.file_editor.exceptions import EditorToolParameterInvalidError, ToolError
 from openhands.tools.file_editor.impl import FileEditorExecutor
@@ -33,10 +32,28 @@ class ClientFileEditor(FileEditor):
 
     # -- one editor call: its own cache of the buffers it read ------------------------
 
-    def __call__(self, **kwargs: Any) -> Any:
+    def __call__(
+        self,
+        *,
+        command: CommandLiteral,
+        path: str,
+        file_text: str | None = None,
+        view_range: list[int] | None = None,
+        old_str: str | None = None,
+        new_str: str | None = None,
+        insert_line: int | None = None,
+    ) -> FileEditorObservation:
         self._local.cache = {}
         try:
-            return super().__call__(**kwargs)
+            return super().__call__(
+                command=command,
+                path=path,
+                file_text=file_text,
+                view_range=view_range,
+                old_str=old_str,
+                new_str=new_str,
+                insert_line=insert_line,
+            )
         finally:
             self._local.cache = {}
 
@@ -62,9 +79,10 @@ class ClientFileEditor(FileEditor):
         return cache[key][0]
 
     # -- the editor's I/O --------------------------------------------------------------
+    # (`**_`: the SDK's `encoding`, which its decorator passes: the buffer's text is decoded.)
 
     def read_file(
-        self, path: Path, start_line: int | None = None, end_line: int | None = None, **_: Any
+        self, path: Path, start_line: int | None = None, end_line: int | None = None, **_: object
     ) -> str:
         self.validate_file(path)
         text = self._buffer(path)
@@ -75,10 +93,10 @@ class ClientFileEditor(FileEditor):
         lines = lines_of(text)
         return "".join(lines[start_line - 1 : end_line])
 
-    def _count_lines(self, path: Path, **_: Any) -> int:
+    def _count_lines(self, path: Path, **_: object) -> int:
         return len(lines_of(self._buffer(path)))
 
-    def write_file(self, path: Path, file_text: str, **_: Any) -> None:
+    def write_file(self, path: Path, file_text: str, **_: object) -> None:
         self.validate_file(path)
         key = str(path)
         crlf = self._cache().get(key, ("", False))[1]
@@ -89,7 +107,9 @@ class ClientFileEditor(FileEditor):
             raise ToolError(str(exc)) from None
         self._cache()[key] = (file_text, crlf)
 
-    def insert(self, path: Path, insert_line: int, new_str: str, **_: Any) -> Any:
+    def insert(
+        self, path: Path, insert_line: int, new_str: str, **_: object
+    ) -> FileEditorObservation:
         self.validate_file(path)
         before = self._buffer(path)
         lines = lines_of(before)
@@ -128,7 +148,7 @@ class ClientFileEditor(FileEditor):
             new_content=after,
         )
 
-    def validate_path(self, command: Any, path: Path) -> None:
+    def validate_path(self, command: CommandLiteral, path: Path) -> None:
         # A file this session created through the editor may exist only there (the
         # editor has not saved it yet): it exists for every command but `create`.
         if (

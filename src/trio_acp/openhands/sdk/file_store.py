@@ -8,12 +8,15 @@ Imports the SDK: only `trio_acp.openhands.sdk.loaded` imports it.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from openhands.sdk import LocalFileStore
 from openhands.sdk.conversation.persistence_const import EVENT_NAME_RE, EVENTS_DIR
 
 from trio_acp.openhands.sessions.small_files import read_bytes
+
+if TYPE_CHECKING:
+    from trio_acp.credentials import SecretValues
 
 
 class MaskingFileStore(LocalFileStore):
@@ -24,7 +27,8 @@ class MaskingFileStore(LocalFileStore):
     whatever an event holds is stored without them here.
     """
 
-    def __init__(self, root: str, *, secrets: Any, **kwargs: Any) -> None:
+    def __init__(self, root: str, *, secrets: SecretValues, **kwargs: int) -> None:
+        # `kwargs`: the SDK store's cache bounds (`cache_limit_size`, `cache_memory_size`).
         super().__init__(root, **kwargs)
         self.secrets = secrets
 

@@ -7,18 +7,24 @@ Imports the SDK: only `trio_acp.openhands.sdk.loaded` imports it (docs/ARCHITECT
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
+from litellm.types.utils import ModelResponse
 from openhands.sdk import LLM
+from openhands.sdk.llm import LLMResponse
 from openhands.sdk.llm.exceptions import LLMContextWindowExceedError
 from openhands.sdk.llm.llm_profile_store import LLMProfileStore
+from openhands.sdk.llm.streaming import AnyTokenCallbackType, LLMStreamChunk, TokenCallbackType
 from pydantic import PrivateAttr
-from tenacity import wait_exponential
+from tenacity import RetryCallState, wait_exponential
+from tenacity.retry import retry_base
 
 from trio_acp.openhands.sdk import fast_stream
 from trio_acp.openhands.sdk.fast_stream import NotAModelReply
 from trio_acp.openhands.translate.model_failures import CONTEXT_OVERFLOWS, RetryPolicy
+from trio_acp.openhands.translate.shapes import PassedOn
 
 __all__ = [
     "ContextStillTooLong",
@@ -27,6 +33,29 @@ __all__ = [
     "load_profile",
     "use_profile_store",
 ]
+
+
+#: A model call the SDK's retry decorator wraps: any of its calls, as the SDK types it.
+ModelCall = Callable[..., Any]
+
+
+class _Retried(Protocol):
+    """A function tenacity's `Retrying` wrapped: tenacity sets these two on it (untyped)."""
+
+    @property
+    def retry(self) -> _RetryingParts: ...
+
+    def retry_with(self, *args: PassedOn, **kwargs: PassedOn) -> ModelCall: ...
+
+
+class _RetryingParts(Protocol):
+    """What we reuse of the SDK's `Retrying`: its retry predicate and before-sleep hook."""
+
+    @property
+    def retry(self) -> retry_base: ...
+
+    @property
+    def before_sleep(self) -> Callable[[RetryCallState], object]: ...
 
 
 class SessionLLM(LLM):
@@ -45,7 +74,7 @@ class SessionLLM(LLM):
     # loop would run to the iteration limit, one summary call per round.
     _context_overflows: int = PrivateAttr(default=0)
 
-    async def agenerate(self, *args: Any, **kwargs: Any) -> Any:
+    async def agenerate(self, *args: PassedOn, **kwargs: PassedOn) -> LLMResponse:
         try:
             response = await super().agenerate(*args, **kwargs)
         except LLMContextWindowExceedError as exc:
@@ -54,7 +83,7 @@ class SessionLLM(LLM):
         self._context_overflows = 0
         return response
 
-    def generate(self, *args: Any, **kwargs: Any) -> Any:
+    def generate(self, *args: PassedOn, **kwargs: PassedOn) -> LLMResponse:
         try:
             response = super().generate(*args, **kwargs)
         except LLMContextWindowExceedError as exc:
@@ -66,16 +95,22 @@ class SessionLLM(LLM):
     # One model call's attempt (inside the SDK's retry boundary): the SDK's transport,
     # checked for an answer that was no model reply at all (`NotAModelReply`); a streamed
     # one takes the fast path (fast_stream.py) unless TRIO_ACP_FAST_STREAM=0.
-    async def _atransport_call(self, *, on_token: Any = None, **kwargs: Any) -> Any:
-        checked = _checked(on_token, kwargs)
-        if checked is not None and fast_stream.enabled():
+    async def _atransport_call(
+        self, *, on_token: AnyTokenCallbackType | None = None, **kwargs: PassedOn
+    ) -> ModelResponse:
+        # Returns what `on_token` returns (a sync callback's None, an async one's
+        # coroutine): the same kind of callback, which mypy cannot tell from the union.
+        checked = cast("AnyTokenCallbackType | None", _checked(on_token, kwargs))
+        if checked is not None and on_token is not None and fast_stream.enabled():
             kwargs.pop("enable_streaming")
             return await fast_stream.atransport_call(
                 self, on_token=on_token, slow_on_token=checked, **kwargs
             )
         return await super()._atransport_call(on_token=checked or on_token, **kwargs)
 
-    def _transport_call(self, *, on_token: Any = None, **kwargs: Any) -> Any:
+    def _transport_call(
+        self, *, on_token: TokenCallbackType | None = None, **kwargs: PassedOn
+    ) -> ModelResponse:
         checked = _checked(on_token, kwargs)
         return super()._transport_call(on_token=checked or on_token, **kwargs)
 
@@ -90,7 +125,9 @@ class SessionLLM(LLM):
                 f"{CONTEXT_OVERFLOWS - 1} condensations: {exc}"
             ) from exc
 
-    def retry_decorator(self, *args: Any, **kwargs: Any) -> Any:
+    def retry_decorator(
+        self, *args: PassedOn, **kwargs: PassedOn
+    ) -> Callable[[ModelCall], ModelCall]:
         listener = kwargs.pop("retry_listener", None)
         base = super().retry_decorator(*args, **{**kwargs, "retry_listener": None})
         attempts = int(kwargs.get("num_retries", self.num_retries) or 0)
@@ -101,22 +138,22 @@ class SessionLLM(LLM):
             max=kwargs.get("retry_max_wait", self.retry_max_wait) or 0,
         )
 
-        def decorate(fn: Any) -> Any:
-            wrapped: Any = base(fn)  # tenacity's Retrying-wrapped function
+        def decorate(fn: ModelCall) -> ModelCall:
+            wrapped = cast(_Retried, base(fn))  # tenacity's Retrying-wrapped function
             sdk_retry, sdk_before_sleep = wrapped.retry.retry, wrapped.retry.before_sleep
 
-            def exception_of(state: Any) -> BaseException | None:
+            def exception_of(state: RetryCallState) -> BaseException | None:
                 return state.outcome.exception() if state.outcome is not None else None
 
-            def retry(state: Any) -> bool:
+            def retry(state: RetryCallState) -> bool:
                 return policy.should_retry(
                     sdk_retry(state), state.attempt_number, exception_of(state)
                 )
 
-            def wait(state: Any) -> float:
+            def wait(state: RetryCallState) -> float:
                 return policy.wait(backoff(state), exception_of(state))
 
-            def before_sleep(state: Any) -> None:
+            def before_sleep(state: RetryCallState) -> None:
                 sdk_before_sleep(state)
                 if listener is not None:
                     exc = exception_of(state)
@@ -131,14 +168,15 @@ class ContextStillTooLong(Exception):
     """Condensing did not make the conversation fit the model's context window."""
 
 
-class _CheckedTokens:
-    """The SDK's token callback for one streamed attempt, checking what answered it."""
+class _CheckedTokens[R]:
+    """The SDK's token callback for one streamed attempt, checking what answered it. `R`:
+    what the callback returns (None, or an async one's coroutine: the SDK awaits it)."""
 
-    def __init__(self, on_token: Any) -> None:
+    def __init__(self, on_token: Callable[[LLMStreamChunk], R]) -> None:
         self.on_token = on_token
         self.checked = False
 
-    def __call__(self, chunk: Any) -> Any:
+    def __call__(self, chunk: LLMStreamChunk) -> R:
         if not self.checked:  # the headers are the attempt's: the first chunk has them
             self.checked = True
             refused = fast_stream.not_a_reply(_content_type(chunk))
@@ -147,7 +185,7 @@ class _CheckedTokens:
         return self.on_token(chunk)  # an async callback's coroutine: the SDK awaits it
 
 
-def _content_type(chunk: Any) -> str:
+def _content_type(chunk: LLMStreamChunk) -> str:
     """The response's Content-Type, as litellm keeps it on a stream chunk (else "")."""
     hidden = getattr(chunk, "_hidden_params", None)
     headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
@@ -155,7 +193,9 @@ def _content_type(chunk: Any) -> str:
     return kind.lower() if isinstance(kind, str) else ""
 
 
-def _checked(on_token: Any, kwargs: dict[str, Any]) -> _CheckedTokens | None:
+def _checked[R](
+    on_token: Callable[[LLMStreamChunk], R] | None, kwargs: dict[str, PassedOn]
+) -> _CheckedTokens[R] | None:
     if on_token is None or not kwargs.get("enable_streaming"):
         return None
     return _CheckedTokens(on_token)

@@ -8,17 +8,19 @@ in reliance.py). Imports the SDK: imported inside the functions that need it, af
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import mcp.types
 from openhands.sdk.mcp.client import MCPClient
 from openhands.sdk.mcp.config import MCPServer
+from openhands.sdk.mcp.tool import MCPToolDefinition
 from openhands.sdk.mcp.utils import (
     _connect_and_list_tools,
     _prepare_mcp_config,
     _ToolListChangedHandler,
     log_handler,
 )
+
+from trio_acp.openhands.translate.shapes import PassedOn
 
 
 def connect(client: MCPClient, timeout: float) -> None:
@@ -31,8 +33,8 @@ def server_client(
     server: MCPServer,
     *,
     prefixed: bool,
-    on_tools_changed: Callable[[Sequence[Any]], None] | None,
-    on_tools_reconciled: Callable[[MCPClient, Sequence[Any]], None] | None,
+    on_tools_changed: Callable[[Sequence[MCPToolDefinition]], None] | None,
+    on_tools_reconciled: Callable[[MCPClient, Sequence[MCPToolDefinition]], None] | None,
 ) -> MCPClient:
     """One server's client, built as the SDK's `create_mcp_tools` builds its one client."""
 
@@ -42,11 +44,13 @@ def server_client(
 
         prefix = f"{name}_"
 
-        async def list_tools(self, *args: Any, **kwargs: Any) -> list[mcp.types.Tool]:
+        async def list_tools(self, *args: PassedOn, **kwargs: PassedOn) -> list[mcp.types.Tool]:
             tools = await super().list_tools(*args, **kwargs)
             return [tool.model_copy(update={"name": self.prefix + tool.name}) for tool in tools]
 
-        async def call_tool_mcp(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        async def call_tool_mcp(
+            self, name: str, *args: PassedOn, **kwargs: PassedOn
+        ) -> mcp.types.CallToolResult:
             return await super().call_tool_mcp(name.removeprefix(self.prefix), *args, **kwargs)
 
     config = _prepare_mcp_config({name: server})

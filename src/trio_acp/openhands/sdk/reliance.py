@@ -19,7 +19,6 @@ import importlib.util
 import inspect
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -273,11 +272,11 @@ def sdk_version() -> str:
     return ", ".join(found)
 
 
-def resolve(target: str) -> Any:
+def resolve(target: str) -> object:
     """The object a target names; raises LookupError saying which part is missing."""
     module_name, _, qualified = target.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: object = importlib.import_module(module_name)
     except ImportError as exc:
         raise LookupError(f"no module {module_name} ({exc})") from None
     path = module_name
@@ -293,10 +292,12 @@ def resolve(target: str) -> Any:
     return obj
 
 
-def signature_of(function: Any) -> str:
+def signature_of(function: object) -> str:
     """A function's parameters, without `self`/`cls` or annotations: ``"a, *, b, **kw"``."""
     if isinstance(function, (staticmethod, classmethod)):
         function = function.__func__
+    if not callable(function):
+        raise TypeError(f"{function!r} is not a callable object")  # as inspect says it
     out: list[str] = []
     star = False
     for param in inspect.signature(function).parameters.values():
@@ -317,10 +318,12 @@ def signature_of(function: Any) -> str:
     return ", ".join(out)
 
 
-def _takes(function: Any, names: Iterable[str]) -> list[str]:
+def _takes(function: object, names: Iterable[str]) -> list[str]:
     """The names `function` does not take (none when it takes ``**kwargs``)."""
     if isinstance(function, (staticmethod, classmethod)):
         function = function.__func__
+    if not callable(function):
+        return []
     try:
         params = inspect.signature(function).parameters
     except (TypeError, ValueError):
@@ -334,7 +337,7 @@ def _split(params: str) -> list[str]:
     return [p.strip().lstrip("*") for p in params.split(",") if p.strip() not in ("", "*")]
 
 
-def _model_fields(model: Any) -> set[str]:
+def _model_fields(model: object) -> set[str]:
     found = getattr(model, "model_fields", None)
     return set(found) if isinstance(found, dict) else set()
 

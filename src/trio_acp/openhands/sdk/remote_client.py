@@ -16,7 +16,7 @@ import asyncio
 import functools
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
 from openhands.sdk import AgentBase, RemoteConversation
@@ -27,13 +27,15 @@ from openhands.sdk.event import ConversationStateUpdateEvent, Event, StreamingDe
 from openhands.sdk.hooks import HookConfig
 from openhands.sdk.workspace import RemoteWorkspace
 
+from trio_acp.openhands.translate.shapes import JsonObject
+
 
 class StoppableSocket(WebSocketCallbackClient):
     """The SDK's events-socket client, stopped at once by `stop()` (`use_stoppable_sockets`)."""
 
     trio_acp_stoppable = True
     _loop: asyncio.AbstractEventLoop | None = None
-    _task: asyncio.Task[Any] | None = None
+    _task: asyncio.Task[object] | None = None  # whatever task runs the loop
 
     async def _client_loop(self) -> None:
         # Noted first, then the flag read: `stop()` sets the flag first, then reads
@@ -129,6 +131,6 @@ def stream_chunk(response_id: str, event: StreamingDeltaEvent) -> ModelResponseS
     )
 
 
-def stats_of(info: dict[str, Any]) -> ConversationStats:
+def stats_of(info: JsonObject) -> ConversationStats:
     """The conversation's stats in the server's info about it (may raise)."""
     return ConversationStats.model_validate(info.get("stats") or {})

@@ -15,14 +15,17 @@ import functools
 import os
 import signal
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import cast
 
 from openhands.tools.terminal import impl as terminal_impl
 from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
 from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerminal
+from openhands.tools.terminal.terminal.terminal_session import TerminalSession
 
 from trio_acp.openhands.permissions import run_gate
 from trio_acp.openhands.sdk.terminal_start import start_lazily
+from trio_acp.openhands.translate.shapes import PassedOn
 
 # How long a command's write may hold the run's gate until its job is in the foreground.
 START_WAIT = 0.2
@@ -40,7 +43,7 @@ def gate_terminals() -> None:
     send_keys = SubprocessTerminal.send_keys
     prompt_end = CMD_OUTPUT_PS1_END.strip()
 
-    def gated_send_keys(self: Any, text: str, enter: bool = True) -> None:
+    def gated_send_keys(self: SubprocessTerminal, text: str, enter: bool = True) -> None:
         gate = run_gate.current()
         if gate is None:
             send_keys(self, text, enter)
@@ -53,7 +56,7 @@ def gate_terminals() -> None:
 
         gate.admit(send, shell=self)
 
-    def interrupt(self: Any) -> bool:
+    def interrupt(self: SubprocessTerminal) -> bool:
         # The SDK's own interrupt (on a cancel, from the run's thread) signals the shell's
         # process group: a SIGINT that can cost the shell a line it is reading but not
         # the rest of it (`_until_started`). A Ctrl-C through the terminal instead, and
@@ -78,10 +81,10 @@ def gate_terminals() -> None:
 
 
 #: The SDK's own `send_keys`, once `gate_terminals` has patched it.
-_SEND_KEYS: list[Any] = []
+_SEND_KEYS: list[Callable[[SubprocessTerminal, str, bool], None]] = []
 
 
-def stop_command(terminal: Any, grace: float = STOP_GRACE) -> bool:
+def stop_command(shell: run_gate.Shell, grace: float = STOP_GRACE) -> bool:
     """Stop the job in the foreground of `terminal` (one tool call's command: v2's
     `tool_call/cancel`), and nothing else: the shell, and what the agent started in the
     background, keep running (a whole turn's cancel stops every descendant instead:
@@ -90,18 +93,20 @@ def stop_command(terminal: Any, grace: float = STOP_GRACE) -> bool:
     job's process group while it lasts, then SIGKILL after `grace`. Returns whether a job
     was in the foreground. Blocking; call it under the run's gate (`RunGate.exclusive`),
     never while a command is being handed to the shell."""
-    try:
-        fd = terminal._pty_master_fd
-        shell = os.getpgid(terminal.process.pid)
-    except Exception:
+    # The gate only ever holds the SDK's subprocess terminals: their `send_keys` is the
+    # one that goes through it (`gate_terminals`).
+    terminal = cast(SubprocessTerminal, shell)
+    pty = _pty(terminal)
+    if pty is None:
         return False
+    fd, shell_group = pty
 
     def foreground() -> int | None:
         try:
             group = os.tcgetpgrp(fd)
         except OSError:
             return None
-        return None if group == shell else group
+        return None if group == shell_group else group
 
     job = foreground()
     if job is None:
@@ -131,7 +136,8 @@ def keep_subprocess_on_reset() -> None:
     terminal session the terminal tool makes in trio-acp's process is a subprocess one."""
     create = terminal_impl.create_terminal_session
 
-    def subprocess_session(*args: Any, **kwargs: Any) -> Any:
+    # The SDK's own arguments, passed on as they come (only `terminal_type` is read).
+    def subprocess_session(*args: PassedOn, **kwargs: PassedOn) -> TerminalSession:
         if len(args) < 4 and kwargs.get("terminal_type") is None:
             kwargs["terminal_type"] = "subprocess"
         return create(*args, **kwargs)
@@ -139,7 +145,19 @@ def keep_subprocess_on_reset() -> None:
     terminal_impl.create_terminal_session = subprocess_session
 
 
-def _prompts(terminal: Any, prompt_end: str) -> int:
+def _pty(terminal: SubprocessTerminal) -> tuple[int, int] | None:
+    """The terminal's pty, and its shell's process group; None while the SDK starts or
+    closes it (it sets the process and the pty one after the other) or once it is gone."""
+    fd, process = terminal._pty_master_fd, terminal.process
+    if fd is None or process is None:
+        return None
+    try:
+        return fd, os.getpgid(process.pid)
+    except Exception:
+        return None
+
+
+def _prompts(terminal: SubprocessTerminal, prompt_end: str) -> int:
     """How many prompts the terminal's screen shows (SubprocessTerminal's own buffer)."""
     try:
         with terminal.output_lock:
@@ -148,7 +166,7 @@ def _prompts(terminal: Any, prompt_end: str) -> int:
         return 0
 
 
-def _until_started(terminal: Any, prompts: int, prompt_end: str) -> None:
+def _until_started(terminal: SubprocessTerminal, prompts: int, prompt_end: str) -> None:
     """Wait (at most `START_WAIT` s) until the shell has handed its terminal to the
     command's foreground job, or is back at its prompt (a builtin).
 
@@ -160,11 +178,10 @@ def _until_started(terminal: Any, prompts: int, prompt_end: str) -> None:
     (`sleep 30; touch done` became `leep: command not found`, then `touch`). Once the
     job is in the foreground, the Ctrl-C reaches it and bash drops the rest of the line."""
     deadline = time.monotonic() + START_WAIT
-    try:
-        fd = terminal._pty_master_fd
-        shell = os.getpgid(terminal.process.pid)
-    except Exception:
+    pty = _pty(terminal)
+    if pty is None:
         return
+    fd, shell = pty
     while time.monotonic() < deadline:
         try:
             if os.tcgetpgrp(fd) != shell:

@@ -46,7 +46,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Concatenate
 
 from openhands.tools.terminal.constants import CMD_OUTPUT_PS1_END
 from openhands.tools.terminal.env import build_terminal_env
@@ -55,6 +55,9 @@ from openhands.tools.terminal.terminal.subprocess_terminal import SubprocessTerm
 
 from trio_acp.openhands.sdk import shell_starts
 from trio_acp.openhands.sdk.internals import SHELL_STARTING_ATTRIBUTE
+
+if TYPE_CHECKING:
+    from openhands.sdk import AgentBase
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +108,11 @@ def start_lazily() -> None:
         setattr(SubprocessTerminal, name, _starting_first(getattr(SubprocessTerminal, name)))
 
 
-def _starting_first(method: Callable[..., Any]) -> Callable[..., Any]:
+def _starting_first[**P, R](
+    method: Callable[Concatenate[SubprocessTerminal, P], R],
+) -> Callable[Concatenate[SubprocessTerminal, P], R]:
     @functools.wraps(method)
-    def wrapper(self: SubprocessTerminal, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: SubprocessTerminal, *args: P.args, **kwargs: P.kwargs) -> R:
         started(self)
         return method(self, *args, **kwargs)
 
@@ -166,7 +171,7 @@ def _start_then_end_if_closed(terminal: SubprocessTerminal) -> None:
         raise ClosedWhileStarting("the terminal was closed while its shell started")
 
 
-def is_ready(terminal: Any) -> bool:
+def is_ready(terminal: object) -> bool:
     """Whether `terminal` is a subprocess terminal whose shell has started and shown its
     prompt. (Not the SDK's `_initialized`: `start` sets that before the shell is ready, as
     the SDK's own methods need it to drive the start.)"""
@@ -309,7 +314,7 @@ def _close_quietly(terminal: SubprocessTerminal) -> None:
         log.debug("closing a terminal that failed to start failed", exc_info=True)
 
 
-def prestart(agent: Any) -> None:
+def prestart(agent: AgentBase) -> None:
     """Start the shells of the terminal tools of `agent` (the SDK's) that have not started,
     one after the other; blocking (a thread of its own: a turn does not wait for it).
     Failures are left for the command that needs the shell to report."""
@@ -327,7 +332,7 @@ def prestart(agent: Any) -> None:
             log.debug("starting a terminal ahead of its first command failed", exc_info=True)
 
 
-def _terminal_of(executor: Any) -> SubprocessTerminal | None:
+def _terminal_of(executor: object) -> SubprocessTerminal | None:
     """The subprocess terminal behind a terminal tool's executor (possibly wrapped: the
     live-output wrapper reaches it through `_session`), or None."""
     session = getattr(executor, "_session", None)

@@ -16,12 +16,12 @@ Imports the SDK: imported inside the editor's functions, after the load.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
 from openhands.sdk.conversation.impl.local_conversation import LocalConversation
 from openhands.sdk.conversation.state import ConversationState
-from openhands.sdk.tool import ToolDefinition, ToolExecutor, register_tool
+from openhands.sdk.tool import ToolExecutor, register_tool
 from openhands.tools.file_editor import FileEditorTool
 from openhands.tools.file_editor.impl import FileEditorExecutor
 from openhands.tools.terminal import TerminalAction, TerminalTool
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from trio_acp.openhands.editor.terminal import ClientTerminal, Outcome
     from trio_acp.openhands.editor.terminal_live import LiveOutput
     from trio_acp.openhands.editor.workspace import EditorWorkspace
+    from trio_acp.openhands.translate.shapes import JsonValue
 
 
 class ClientTerminalExecutor(ToolExecutor[TerminalAction, TerminalObservation]):
@@ -76,7 +77,7 @@ class LiveTerminalExecutor(ToolExecutor[TerminalAction, TerminalObservation]):
         self.inner = inner
         self.live = live
 
-    def __getattr__(self, name: str) -> Any:  # the SDK executor's own, as it types them
+    def __getattr__(self, name: str) -> object:  # the SDK executor's own, read duck-typed
         # Whoever inspects the SDK's executor (its shell's process: tool_processes.py)
         # finds it through the wrapper.
         if name in ("inner", "live"):
@@ -123,8 +124,12 @@ def terminal_tools(
     conv_state: ConversationState,
     *,
     executor: ToolExecutor[TerminalAction, TerminalObservation] | None = None,
-    wrap: Callable[[Any], ToolExecutor[TerminalAction, TerminalObservation]] | None = None,
-    **params: Any,
+    wrap: Callable[
+        [ToolExecutor[TerminalAction, TerminalObservation]],
+        ToolExecutor[TerminalAction, TerminalObservation],
+    ]
+    | None = None,
+    **params: JsonValue,  # the terminal tool's params in the agent spec
 ) -> list[TerminalTool]:
     """The SDK's terminal tools of a conversation: with our `executor` instead of its
     shell, or its shell's executor wrapped by `wrap`, or as they are."""
@@ -133,7 +138,13 @@ def terminal_tools(
     tools = list(TerminalTool.create(conv_state, **params))
     if wrap is None:
         return tools
-    return [tool.set_executor(wrap(tool.executor)) for tool in tools]
+    # `TerminalTool.create` gives each tool its executor (the SDK types it optional).
+    return [
+        tool.set_executor(
+            wrap(cast("ToolExecutor[TerminalAction, TerminalObservation]", tool.executor))
+        )
+        for tool in tools
+    ]
 
 
 def route_tools(workspace_for: Callable[[object], EditorWorkspace | None]) -> None:
@@ -141,10 +152,13 @@ def route_tools(workspace_for: Callable[[object], EditorWorkspace | None]) -> No
     workspace (`workspace_for(its id)`) gets the workspace's tools, any other the SDK's."""
 
     class EditorRoutedFileEditorTool(FileEditorTool):
-        """Only a factory: `create` returns the SDK's FileEditorTool instances."""
+        """Only a factory: `create` returns the SDK's FileEditorTool instances (not of this
+        class: hence the override mypy refuses, as for the terminal's below)."""
 
         @classmethod
-        def create(cls, conv_state: Any, **params: Any) -> list[Any]:  # as the SDK types it
+        def create(  # type: ignore[override]
+            cls, conv_state: ConversationState, **params: JsonValue
+        ) -> Sequence[FileEditorTool]:
             workspace = workspace_for(conv_state.id)
             if workspace is None:
                 return list(FileEditorTool.create(conv_state, **params))
@@ -155,7 +169,7 @@ def route_tools(workspace_for: Callable[[object], EditorWorkspace | None]) -> No
 
         @classmethod
         def create(  # type: ignore[override]
-            cls, conv_state: ConversationState, **params: Any
+            cls, conv_state: ConversationState, **params: JsonValue
         ) -> list[TerminalTool]:
             workspace = workspace_for(conv_state.id)
             if workspace is None:
@@ -166,7 +180,7 @@ def route_tools(workspace_for: Callable[[object], EditorWorkspace | None]) -> No
     register_quietly(TerminalTool.name, EditorRoutedTerminalTool)
 
 
-def register_quietly(name: str, factory: type[ToolDefinition[Any, Any]]) -> None:
+def register_quietly(name: str, factory: type[FileEditorTool] | type[TerminalTool]) -> None:
     """Register `factory` under the SDK's own tool name `name`. Replacing the SDK's own
     registration is the point: its "Duplicate tool name" warning would only alarm
     whoever reads the log."""

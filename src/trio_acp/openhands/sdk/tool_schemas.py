@@ -20,13 +20,14 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+
+from trio_acp.openhands.translate.shapes import JsonObject
 
 log = logging.getLogger(__name__)
 
 _INSTALLED = "_trio_acp_cached"
 _lock = threading.Lock()
-_schemas: dict[type, dict[str, Any]] = {}
+_schemas: dict[type, JsonObject] = {}  # the SDK's JSON schema of each class
 
 
 def install() -> None:
@@ -39,10 +40,10 @@ def install() -> None:
         return
     if getattr(method.__func__, _INSTALLED, False):
         return
-    original: Callable[[type], dict[str, Any]] = method.__func__
+    original: Callable[[type], JsonObject] = method.__func__
 
     @functools.wraps(original)
-    def to_mcp_schema(cls: type) -> dict[str, Any]:
+    def to_mcp_schema(cls: type) -> JsonObject:
         # Read per call, not at the import: a warm server's child takes its launcher's
         # environment after the import (warm.py).
         if os.environ.get("TRIO_ACP_TOOL_SCHEMA_CACHE") == "0":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import trio
 
@@ -33,17 +32,18 @@ class Flush:
 
     __slots__ = ("done", "payload")
 
-    def __init__(self, payload: Any = None) -> None:
+    def __init__(self, payload: object = None) -> None:
         self.done = trio.Event()
         self.payload = payload
 
 
-class ThreadBridge:
-    """A many-producer (any thread), one-consumer (a Trio task) queue that never blocks."""
+class ThreadBridge[T]:
+    """A many-producer (any thread), one-consumer (a Trio task) queue that never blocks:
+    of `T` items (the outbox's: bridge_items.py), and its own `Flush` markers."""
 
     def __init__(self, token: trio.lowlevel.TrioToken | None = None) -> None:
         self._token = token or trio.lowlevel.current_trio_token()
-        self._items: collections.deque[Any] = collections.deque()
+        self._items: collections.deque[T | Flush] = collections.deque()
         self._event = trio.Event()
         # True from the post that scheduled a wake-up until the consumer next goes to
         # sleep: while it is awake (sending the last batch), what is posted gathers for
@@ -62,8 +62,8 @@ class ThreadBridge:
 
     def post(
         self,
-        item: Any,
-        merge: Callable[[Any, Any], bool] | None = None,
+        item: T | Flush,
+        merge: Callable[[T | Flush, T | Flush], bool] | None = None,
         *,
         merge_after: int = 0,
     ) -> None:
@@ -92,7 +92,7 @@ class ThreadBridge:
     def _wake(self) -> None:
         self._event.set()
 
-    async def receive_batch(self) -> list[Any]:
+    async def receive_batch(self) -> list[T | Flush]:
         """Wait for at least one item, then return everything queued, in order."""
         while not self._items:
             # About to sleep: from now on a post must wake us. A post made between the
@@ -102,14 +102,14 @@ class ThreadBridge:
                 break
             await self._event.wait()
             self._event = trio.Event()
-        items = []
+        items: list[T | Flush] = []
         popleft = self._items.popleft
         with self._merging:
             while self._items:
                 items.append(popleft())
         return items
 
-    async def flush(self, payload: Any = None) -> None:
+    async def flush(self, payload: object = None) -> None:
         """Return once everything posted before this call has been handled by the consumer."""
         if self._closed:
             return

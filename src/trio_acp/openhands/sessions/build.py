@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import attrs
 import trio
@@ -48,7 +48,7 @@ from trio_acp.rpc import RequestError
 
 if TYPE_CHECKING:
     from trio_acp.connection import ClientProxy
-    from trio_acp.openhands.sdk.classes import LLM, Event, MCPToolProvider
+    from trio_acp.openhands.sdk.classes import LLM, Event, LLMStreamChunk, MCPToolProvider
     from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
     from trio_acp.openhands.sdk.loaded import Sdk
 
@@ -103,7 +103,12 @@ async def build_session(
 
 
 def build_session_later(
-    plan: SessionPlan, loader: SdkLoader, *, env: Any, secrets: SecretValues, client: Any
+    plan: SessionPlan,
+    loader: SdkLoader,
+    *,
+    env: Mapping[str, str] | None,
+    secrets: SecretValues,
+    client: ClientProxy,
 ) -> tuple[Session, SessionSetup]:
     """The session (not started), answered before the SDK is imported: the checks that need
     no SDK are made here, the rest once `serve` has it (sessions/deferred_build.py)."""
@@ -125,7 +130,7 @@ def build_session_later(
     return session, setup
 
 
-def read_setup(plan: SessionPlan, env: Any) -> SessionSetup:
+def read_setup(plan: SessionPlan, env: Mapping[str, str] | None) -> SessionSetup:
     """The user's set-up files and the request's MCP servers (no SDK needed)."""
     try:
         return read_session_setup(
@@ -139,7 +144,7 @@ def read_setup(plan: SessionPlan, env: Any) -> SessionSetup:
         raise RequestError.invalid_params(str(exc)) from None
 
 
-def _credential_files(settings: Settings, env: Any) -> CredentialFiles:
+def _credential_files(settings: Settings, env: Mapping[str, str] | None) -> CredentialFiles:
     return CredentialFiles.under(
         settings.persistence_dir,
         [(str(cli_config_path(settings.persistence_dir, env)), "the critic's settings")],
@@ -147,7 +152,10 @@ def _credential_files(settings: Settings, env: Any) -> CredentialFiles:
 
 
 def _session(
-    plan: SessionPlan, build: SessionBuild, client: Any, prepare: PrepareBuild | None = None
+    plan: SessionPlan,
+    build: SessionBuild,
+    client: ClientProxy,
+    prepare: PrepareBuild | None = None,
 ) -> Session:
     settings = plan.settings
     assert settings.llm is not None
@@ -168,10 +176,10 @@ def _session(
 
 async def build_conversation(
     plan: SessionPlan,
-    sdk: Any,  # an `Sdk`; typed so, its LocalConversation's MCP provider type clashes
+    sdk: Sdk,
     setup: SessionSetup,
     *,
-    env: Any,
+    env: Mapping[str, str] | None,
     secrets: SecretValues,
     retries: RetryRelay,
 ) -> SessionBuild:
@@ -228,7 +236,7 @@ async def build_conversation(
     def factory(
         *,
         callbacks: list[Callable[[Event], None]],
-        token_callbacks: list[Callable[[Any], None]],
+        token_callbacks: list[Callable[[LLMStreamChunk], None]],
     ) -> SdkConversation:
         # With an existing directory the SDK resumes that conversation: same id,
         # same events, the runtime agent and LLM replacing the persisted ones.

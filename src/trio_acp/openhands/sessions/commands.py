@@ -7,13 +7,15 @@ answered as an agent message; any other `/word` goes to the model as ordinary te
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from trio_acp import schema
 from trio_acp.openhands.permissions.policy import MODE_IDS, MODES, RuleBook
 
 if TYPE_CHECKING:
     from trio_acp.openhands.backends.conversation import Conversation
+    from trio_acp.openhands.sdk.classes import Skill
     from trio_acp.openhands.sessions.options import SessionOptions
     from trio_acp.openhands.sessions.outbox import Outbox
 
@@ -52,7 +54,7 @@ class CommandHost(Protocol):
     @property
     def outbox(self) -> Outbox: ...
 
-    async def send_update(self, update: Any) -> None: ...
+    async def send_update(self, update: schema.SessionUpdate) -> None: ...
 
 
 def available_commands() -> schema.AvailableCommandsUpdate:
@@ -68,7 +70,7 @@ def available_commands() -> schema.AvailableCommandsUpdate:
     )
 
 
-def parse(blocks: list[Any]) -> tuple[str, str] | None:
+def parse(blocks: Sequence[schema.ContentBlock]) -> tuple[str, str] | None:
     """(command, argument text) when the prompt is one of our slash commands."""
     texts = [b.text for b in blocks if isinstance(b, schema.TextContent)]
     if len(texts) != 1 or len(texts) != len(blocks):
@@ -109,7 +111,7 @@ async def execute(session: CommandHost, name: str, arg: str) -> str:
     raise AssertionError(name)
 
 
-def skills_text(skills: list[Any]) -> str:
+def skills_text(skills: list[Skill]) -> str:
     """The skills in the agent's context: always-on ones, then those a keyword triggers."""
     if not skills:
         return (
@@ -180,7 +182,7 @@ def rules_text(session: CommandHost, arg: str) -> str:
     return _rules_text(book, arg) + note
 
 
-def _rules_text(book: Any, arg: str) -> str:
+def _rules_text(book: RuleBook, arg: str) -> str:
     words = arg.split()
     if words[:1] == ["clear"]:
         count = len(book.rules)

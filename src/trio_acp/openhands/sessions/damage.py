@@ -19,11 +19,11 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from trio_acp.openhands.sessions.small_files import loads_json
+from trio_acp.openhands.translate.shapes import JsonObject
 
 BASE_STATE = "base_state.json"
 EVENTS_DIR = "events"
@@ -44,8 +44,8 @@ class Damage:
 def find_damage(
     directory: Path,
     *,
-    check_state: Callable[[dict[str, Any]], object],
-    check_event: Callable[[dict[str, Any]], object],
+    check_state: Callable[[JsonObject], object],
+    check_event: Callable[[JsonObject], object],
 ) -> Damage | None:
     """The first file of `directory` the SDK cannot read, or None if every file reads.
 
@@ -92,7 +92,7 @@ def event_files(events_dir: Path) -> list[Path]:
     return files
 
 
-def _check_file(path: Path, check: Callable[[Any], object], *, empty_ok: bool) -> str | None:
+def _check_file(path: Path, check: Callable[[JsonObject], object], *, empty_ok: bool) -> str | None:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -140,7 +140,7 @@ def validation_summary(exc: Exception) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
-def _unknown_kind(exc: Exception, data: dict[str, Any]) -> str | None:
+def _unknown_kind(exc: Exception, data: JsonObject) -> str | None:
     # The SDK's events are a union tagged by "kind"; its validator refuses a tag it does
     # not know with "Unknown kind '<tag>' for ...".
     errors = getattr(exc, "errors", None)
@@ -156,7 +156,7 @@ def _unknown_kind(exc: Exception, data: dict[str, Any]) -> str | None:
     return None
 
 
-def _json_kind(data: Any) -> str:
+def _json_kind(data: object) -> str:
     if isinstance(data, list):
         return "list"
     if isinstance(data, str):

@@ -12,7 +12,7 @@ import functools
 import logging
 import shutil
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -64,7 +64,7 @@ class SessionForking(SessionOpening):
             system_prompts.read_stored(store.dir_for(sid)),
         )
         fork_id = uuid.uuid4()
-        values: dict[str, Any] = {}
+        values: dict[str, str | bool] = {}
         async with self._lock_for(sid):
             live = self._sessions.get(sid)
             if live is not None:

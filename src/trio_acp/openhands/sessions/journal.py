@@ -36,13 +36,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
 from trio_acp import schema
 from trio_acp.credentials import SecretValues
+from trio_acp.openhands.translate.shapes import JsonObject
+from trio_acp.schema import SessionUpdate
 
 if TYPE_CHECKING:
     import uuid
@@ -90,7 +92,7 @@ class TurnJournal:
 
     # --- the Trio thread: never blocks ---------------------------------------------
 
-    def shown(self, updates: list[Any]) -> None:
+    def shown(self, updates: list[SessionUpdate]) -> None:
         """Journal the text of the agent message and thought chunks among `updates`."""
         lines = []
         for update in updates:
@@ -170,7 +172,7 @@ class TurnJournal:
         return JournalRecord(shown, frozenset(approved))
 
 
-def _lines(items: list[dict[str, Any]]) -> bytes:
+def _lines(items: list[JsonObject]) -> bytes:
     return b"".join(json.dumps(i, ensure_ascii=False).encode() + b"\n" for i in items)
 
 

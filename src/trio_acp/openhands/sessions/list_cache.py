@@ -24,12 +24,13 @@ import re
 import tempfile
 import threading
 import uuid
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 import attrs
 
 from trio_acp import __version__
 from trio_acp.openhands.sessions.small_files import loads_json, read_bytes
+from trio_acp.openhands.translate.shapes import JsonValue
 from trio_acp.openhands.translate.text import clean_title
 
 log = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ def _sid_of(name: str) -> str:
     return f"{n[:8]}-{n[8:12]}-{n[12:16]}-{n[16:20]}-{n[20:]}"
 
 
-def _stamp_of(raw: Any) -> Stamp:
+def _stamp_of(raw: JsonValue) -> Stamp:
     if raw is None:
         return None
     ino, mtime, size = raw
@@ -176,7 +177,7 @@ def _stamp_of(raw: Any) -> Stamp:
     return (ino, mtime, size)
 
 
-def _session_of(sid: str, raw: Any) -> StoredSession:
+def _session_of(sid: str, raw: JsonValue) -> StoredSession:
     session_id, cwd, title, updated, dirs, archived = raw
     if (
         session_id != sid
@@ -237,12 +238,12 @@ def _is_clean_title(title: str) -> bool:
     return clean_title(title) == title
 
 
-def is_timestamp(value: Any) -> TypeGuard[str]:
+def is_timestamp(value: object) -> TypeGuard[str]:
     # An ISO 8601 date-time as we write it (now_iso), loosely: short, plain ASCII.
     return isinstance(value, str) and len(value) <= 40 and value.isascii() and value.isprintable()
 
 
-def is_abs_path(value: Any) -> TypeGuard[str]:
+def is_abs_path(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and os.path.isabs(value) and is_wire_text(value)
 
 

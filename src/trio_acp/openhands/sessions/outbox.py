@@ -57,12 +57,12 @@ class Outbox:
         translator: Translator,
         update_mask: UpdateMask,
         send_update: SendUpdate,
-        bridge: ThreadBridge | None = None,
+        bridge: ThreadBridge[BridgeItem] | None = None,
     ) -> None:
         self._translator = translator
         self._update_mask = update_mask
         self._send_update = send_update
-        self.bridge = bridge if bridge is not None else ThreadBridge()
+        self.bridge: ThreadBridge[BridgeItem] = bridge if bridge is not None else ThreadBridge()
         # Which turn SDK callbacks belong to (None between turns), and the last turn the
         # pump has closed: anything tagged with a closed turn is dropped.
         self.turn_seq: int | None = None

@@ -21,7 +21,7 @@ SDK's lock. No `openhands.*` import (events are duck-typed).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -29,6 +29,9 @@ from trio_acp import schema
 from trio_acp.openhands.sessions.journal import JournalRecord
 from trio_acp.openhands.translate import Translator
 from trio_acp.openhands.translate.interruptions import NOT_APPROVED, STOPPED_TEXT, TOOL_STOPPED
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import ActionEvent, Event
 
 __all__ = ["Ending", "Recovery", "plan_recovery", "turn_tail", "unsaved_text"]
 
@@ -38,7 +41,7 @@ class Ending:
     """The result a tool call left without one gets: an error (`rejected` False) or a
     rejection, with `reason`."""
 
-    action: Any
+    action: ActionEvent
     rejected: bool
     reason: str
 
@@ -54,7 +57,7 @@ class Recovery:
         return bool(self.endings) or self.text is not None
 
 
-def turn_tail(events: Sequence[Any]) -> list[Any]:
+def turn_tail(events: Sequence[Event]) -> list[Event]:
     """The events of the last turn: from the last user message on (the whole history has
     no other unfinished tool call or unsaved text: every turn before it was recovered, or
     ended normally). Reads from the end only: a long history is not walked."""
@@ -69,8 +72,8 @@ def turn_tail(events: Sequence[Any]) -> list[Any]:
 
 
 def plan_recovery(
-    tail: list[Any],
-    unmatched: list[Any],
+    tail: list[Event],
+    unmatched: list[ActionEvent],
     *,
     waiting_for_confirmation: bool,
     journal: JournalRecord,
@@ -97,7 +100,7 @@ def plan_recovery(
 
 
 def unsaved_text(
-    tail: Sequence[Any], journal: JournalRecord, cwd: str
+    tail: Sequence[Event], journal: JournalRecord, cwd: str
 ) -> tuple[str | None, str | None]:
     """(text, thought) shown to the user that no saved event of the turn holds: the
     journal's messages whose message id (streams.py: the same live and in a replay) the

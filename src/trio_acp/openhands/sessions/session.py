@@ -36,7 +36,7 @@ from trio_acp.openhands.errors import (
     sole_error,
 )
 from trio_acp.openhands.permissions import turn_points
-from trio_acp.openhands.permissions.confirm import CANCELLED, confirm_pending
+from trio_acp.openhands.permissions.confirm import CANCELLED, PendingBatch, confirm_pending
 from trio_acp.openhands.permissions.policy import (
     ALWAYS_APPROVE,
     RuleBook,
@@ -540,19 +540,21 @@ class Session:
     async def execute_command(self, name: str, arg: str) -> str:
         return await commands.execute(self, name, arg)
 
-    async def confirm_pending(self, conv: Conversation, cancel_event: trio.Event) -> str:
+    async def confirm_pending(self, conv: PendingBatch, cancel_event: trio.Event) -> str:
         decision = await confirm_pending(self, conv, cancel_event)
+        own = self.conversation
         if (
             decision != CANCELLED
             and self._journal is not None
             # The session's own actions; a sub-agent's batch (subagents.py) runs inside
             # its delegating call, which the journal already covers.
-            and conv is self.conversation
-            and conv.status() == WAITING_FOR_CONFIRMATION  # not rejected: they run next
+            and own is not None
+            and conv is own
+            and own.status() == WAITING_FOR_CONFIRMATION  # not rejected: they run next
         ):
             # On disk before they can run: a session reopened after this process stopped
             # tells "approved, may have run" from "never approved" (recovery.py).
-            pending = await conv.pending_actions()
+            pending = await own.pending_actions()
             await self._journal.approved([str(a.tool_call_id) for a in pending])
         return decision
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -24,7 +24,7 @@ from trio_acp.openhands.permissions.policy import ALWAYS_ASK
 if TYPE_CHECKING:
     from trio_acp.openhands.backends.conversation import Conversation
     from trio_acp.openhands.permissions.credential_files import CredentialFiles
-    from trio_acp.openhands.sdk.classes import LLM, Event
+    from trio_acp.openhands.sdk.classes import LLM, Event, LLMStreamChunk
     from trio_acp.openhands.sdk.classes import LocalConversation as SdkConversation
     from trio_acp.openhands.sdk.loaded import Sdk
     from trio_acp.openhands.setup.models import ModelChoice
@@ -38,7 +38,7 @@ class LocalFactory(Protocol):
         self,
         *,
         callbacks: list[Callable[[Event], None]],
-        token_callbacks: list[Callable[[Any], None]],  # litellm's stream chunks (untyped)
+        token_callbacks: list[Callable[[LLMStreamChunk], None]],
     ) -> SdkConversation: ...
 
 
@@ -50,7 +50,7 @@ class OpenConversation(Protocol):
         self,
         *,
         on_event: Callable[[Event], None],
-        on_token: Callable[[Any], None],
+        on_token: Callable[[object], None],  # the server's token events, read duck-typed
         name: str,
     ) -> Conversation: ...
 

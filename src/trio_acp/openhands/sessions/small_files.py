@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+
+from trio_acp.openhands.translate.shapes import JsonValue
 
 __all__ = ["loads_json", "read_bytes"]
 
 
-def loads_json(data: bytes | str) -> Any:
+def loads_json(data: bytes | str) -> JsonValue:
     """`json.loads(data)`; ValueError for anything that is not JSON, nesting deeper than
     the parser can recurse included (json raises RecursionError for it)."""
     try:

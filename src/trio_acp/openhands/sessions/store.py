@@ -40,7 +40,6 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -63,6 +62,7 @@ from trio_acp.openhands.sessions.list_cache import (
     stamp,
 )
 from trio_acp.openhands.sessions.small_files import loads_json, read_bytes
+from trio_acp.openhands.translate.shapes import JsonObject
 from trio_acp.openhands.translate.text import clean_title
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class DeleteError(Exception):
     """A session's directory could not be removed; the message names what is left."""
 
 
-def parse_session_id(session_id: Any) -> uuid.UUID | None:
+def parse_session_id(session_id: object) -> uuid.UUID | None:
     """The UUID of a session id in its one canonical form (what `session/new` answered:
     lower-case, dashed), else None. `uuid.UUID` also reads `{...}`, `urn:uuid:...`,
     upper-case and dash-less forms: each would open the same session under an id the
@@ -210,7 +210,7 @@ class SessionStore:
             data.pop(ARCHIVED, None)
         self._write_index(sid, data)
 
-    def read_options(self, sid: uuid.UUID) -> dict[str, Any]:
+    def read_options(self, sid: uuid.UUID) -> dict[str, str | bool]:
         """The session's saved config option values (configId → value); {} if none."""
         options = self._index(sid).get("configOptions")
         if not isinstance(options, dict):
@@ -219,16 +219,16 @@ class SessionStore:
             k: v for k, v in options.items() if isinstance(k, str) and isinstance(v, (str, bool))
         }
 
-    def write_options(self, sid: uuid.UUID, options: dict[str, Any]) -> None:
+    def write_options(self, sid: uuid.UUID, options: dict[str, str | bool]) -> None:
         """Save the config option values (not an update of the session: `updatedAt` stays)."""
         data = self._index(sid)
         data["configOptions"] = options
         self._write_index(sid, data)
 
-    def _index(self, sid: uuid.UUID) -> dict[str, Any]:
+    def _index(self, sid: uuid.UUID) -> JsonObject:
         return _read_json(self.dir_for(sid) / INDEX_FILE) or {}
 
-    def _write_index(self, sid: uuid.UUID, data: dict[str, Any]) -> None:
+    def _write_index(self, sid: uuid.UUID, data: JsonObject) -> None:
         path = self.dir_for(sid) / INDEX_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         # Whole or not at all: a crash mid-write must not cost the session its index.
@@ -503,7 +503,7 @@ class SessionStore:
         directory = self.dir_for(sid)
         failures: list[str] = []
 
-        def note(function: Any, path: str, exc: BaseException) -> None:
+        def note(function: Callable[..., object], path: str, exc: BaseException) -> None:
             if not isinstance(exc, FileNotFoundError):
                 failures.append(f"{path} ({getattr(exc, 'strerror', None) or exc})")
 
@@ -533,7 +533,7 @@ def _first_user_text(events_dir: Path, *, look_at: int = 50) -> str | None:
     return None
 
 
-def _session_cwd(index: dict[str, Any], base: Callable[[], dict[str, Any] | None]) -> str | None:
+def _session_cwd(index: JsonObject, base: Callable[[], JsonObject | None]) -> str | None:
     """A session's cwd: its index's, else its conversation's working directory (`base`
     reads base_state.json, only when needed); None if neither is an absolute path."""
     cwd = index.get("cwd")
@@ -544,7 +544,7 @@ def _session_cwd(index: dict[str, Any], base: Callable[[], dict[str, Any] | None
     return cwd if is_abs_path(cwd) else None
 
 
-def _read_json(path: Path | str) -> dict[str, Any] | None:
+def _read_json(path: Path | str) -> JsonObject | None:
     try:
         # Without a text-mode file object, a third of reading 1,000 small files (small_files.py).
         data = loads_json(read_bytes(path).decode("utf-8"))

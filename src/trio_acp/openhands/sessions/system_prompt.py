@@ -28,12 +28,15 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
 from trio_acp.rpc import RequestError
 from trio_acp.schema import unstable
+
+if TYPE_CHECKING:
+    from trio_acp.openhands.sdk.classes import AgentBase
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ def parse(prompt: unstable.SystemPrompt | None) -> ClientSystemPrompt | None:
     return ClientSystemPrompt(mode=prompt.mode, text="\n\n".join(texts))
 
 
-def apply(agent: Any, prompt: ClientSystemPrompt | None) -> Any:
+def apply[A: AgentBase](agent: A, prompt: ClientSystemPrompt | None) -> A:
     """The SDK `Agent` with the client's instructions (see the module's docstring)."""
     if prompt is None:
         return agent

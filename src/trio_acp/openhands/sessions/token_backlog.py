@@ -13,8 +13,6 @@ updates. Pure: no Trio, no SDK import.
 
 from __future__ import annotations
 
-from typing import Any
-
 from trio_acp.openhands.sessions.bridge_items import TokenChunk
 from trio_acp.openhands.translate.fields import field
 
@@ -50,8 +48,8 @@ class TextRun:
 
     __slots__ = ("_parts", "id", "kind")
 
-    def __init__(self, rid: Any, kind: str, text: str) -> None:
-        self.id = rid
+    def __init__(self, rid: object, kind: str, text: str) -> None:
+        self.id = rid  # the response's id, only compared
         self.kind = kind  # "content" or "reasoning_content"
         self._parts = [text]
 
@@ -74,7 +72,7 @@ class TextRun:
         return [_Choice(_Delta(None, text))]
 
 
-def _plain_text(chunk: Any) -> tuple[Any, str, str] | None:
+def _plain_text(chunk: object) -> tuple[object, str, str] | None:
     """(response id, kind, text) of a chunk that is nothing but text; else None."""
     if isinstance(chunk, TextRun):
         return chunk.id, chunk.kind, chunk.text
@@ -98,7 +96,7 @@ def _plain_text(chunk: Any) -> tuple[Any, str, str] | None:
     return None
 
 
-def merge_text(last: Any, item: Any) -> bool:
+def merge_text(last: object, item: object) -> bool:
     """Merge `item` (a `TokenChunk`) into `last`, the item posted before it, if both are
     plain text of the same kind, response and turn: True if merged (`item` is then not
     posted). `last` is changed in place: the bridge's caller holds its lock."""

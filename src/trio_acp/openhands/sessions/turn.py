@@ -29,7 +29,7 @@ from trio_acp.openhands.backends.conversation import (
 )
 from trio_acp.openhands.errors import internal, reraise, sole_error
 from trio_acp.openhands.permissions import turn_points
-from trio_acp.openhands.permissions.confirm import CANCELLED, PermissionFailed
+from trio_acp.openhands.permissions.confirm import CANCELLED, PendingBatch, PermissionFailed
 from trio_acp.openhands.sessions.outbox import Outbox
 from trio_acp.openhands.setup.critic_review import (
     refinement_message,
@@ -76,7 +76,7 @@ class TurnHost(Protocol):
 
     def post_usage(self, seq: int) -> None: ...
 
-    async def confirm_pending(self, conv: Conversation, cancel_event: trio.Event) -> str: ...
+    async def confirm_pending(self, conv: PendingBatch, cancel_event: trio.Event) -> str: ...
 
     async def send_update(self, update: schema.SessionUpdate) -> None: ...
 

@@ -53,13 +53,13 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
 
 from trio_acp.openhands.permissions import turn_points
-from trio_acp.openhands.permissions.confirm import CANCELLED
+from trio_acp.openhands.permissions.confirm import CANCELLED, PendingBatch
 from trio_acp.openhands.sdk import internals
 from trio_acp.openhands.translate.shapes import SdkObject
 from trio_acp.openhands.translate.subagents import (
@@ -415,7 +415,11 @@ class _Nested:
             meta={META_KEY: {"parentToolCallId": d.parent_tool_call_id, "subagent": d.label}},
         )
 
-    def __getattr__(self, name: str) -> Any:  # the ActionEvent's own, as it types them
+    @property
+    def tool_name(self) -> str:
+        return self._action.tool_name
+
+    def __getattr__(self, name: str) -> object:  # the rest of the ActionEvent, read duck-typed
         return getattr(self._action, name)
 
 
@@ -442,10 +446,15 @@ async def wait_for_subagents(conversation: object) -> None:
         await hub.wait_ended()
 
 
+class ConfirmHost(Protocol):
+    """What serving sub-agents needs of the turn's host (a `TurnHost`, sessions/turn.py):
+    to put a batch of waiting actions to the user as it puts the conversation's."""
+
+    async def confirm_pending(self, conv: PendingBatch, cancel_event: trio.Event) -> str: ...
+
+
 async def serve_subagents(
-    # A `TurnHost` (sessions/turn.py): its `confirm_pending` takes the batch below as the
-    # conversation whose pending actions it asks about (duck-typed).
-    host: Any,
+    host: ConfirmHost,
     conversation: object,
     cancel_event: trio.Event,
     *,

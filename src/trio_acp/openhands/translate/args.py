@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
-from trio_acp.openhands.translate.shapes import SdkObject, ToolArgs
+from trio_acp.openhands.translate.shapes import JsonValue, SdkObject, ToolArgs
 
 __all__ = ["ArgScanner", "tool_arguments"]
 
@@ -27,7 +26,7 @@ def tool_arguments(source: SdkObject) -> ToolArgs:
     arguments that are not a JSON object come back as `{"arguments": text}`, none as {}.
     """
     if isinstance(source, str):
-        arguments: Any = source
+        arguments: JsonValue = source
         action = None
     else:
         arguments = getattr(getattr(source, "tool_call", None), "arguments", None)

@@ -12,7 +12,7 @@ the same answers as ``getattr(obj, name, None)``, several times faster (bench/RE
 
 from __future__ import annotations
 
-from typing import Any
+from trio_acp.openhands.translate.shapes import SdkObject
 
 __all__ = ["field"]
 
@@ -32,7 +32,7 @@ def _on_class(cls: type, name: str) -> bool:
     return found
 
 
-def field(obj: Any, name: str) -> Any:
+def field(obj: object, name: str) -> SdkObject:
     """``getattr(obj, name, None)`` for a public attribute name, fast on pydantic models
     whose fields live in ``__pydantic_extra__`` (litellm's stream types)."""
     if _on_class(type(obj), name):

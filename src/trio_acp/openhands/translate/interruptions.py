@@ -25,7 +25,7 @@ Pure: no trio, no `openhands.*`.
 
 from __future__ import annotations
 
-from typing import Any
+from trio_acp.openhands.translate.shapes import JsonObject
 
 __all__ = [
     "CANCEL_NOTE",
@@ -69,6 +69,6 @@ NOT_APPROVED = "Not approved before the session was reopened; nothing was run."
 FAILED_TEXT = "[Interrupted: the model call failed before this reply was finished.]"
 
 
-def interrupted_meta(how: str) -> dict[str, Any]:
+def interrupted_meta(how: str) -> JsonObject:
     """`_meta` of a replayed interruption: `how` is "cancelled" or "stopped"."""
     return {"trioAcp": {"interrupted": how}}

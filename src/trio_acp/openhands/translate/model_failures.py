@@ -27,15 +27,15 @@ import math
 import re
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 import attrs
 
+from trio_acp.openhands.translate.shapes import JsonObject, JsonValue, PassedOn
 from trio_acp.openhands.translate.text import one_line
 
 #: Our defaults for OpenHands `LLM` fields; any the user sets (`LLM_*`, or the settings
 #: file) wins. `num_retries` counts attempts, not retries (tenacity's stop_after_attempt).
-LLM_FAILURE_DEFAULTS: dict[str, Any] = {
+LLM_FAILURE_DEFAULTS: JsonObject = {
     "num_retries": 4,
     "retry_multiplier": 2.0,
     "retry_min_wait": 2,
@@ -63,7 +63,7 @@ class RetryInfo:
     retry_after: float | None = None  # what the provider asked for, if it did
 
 
-def _mark(exc: BaseException, **changes: Any) -> None:
+def _mark(exc: BaseException, **changes: PassedOn) -> None:  # RetryInfo's fields
     old = getattr(exc, RETRY_INFO_ATTR, None)
     info = attrs.evolve(old, **changes) if isinstance(old, RetryInfo) else RetryInfo(**changes)
     try:
@@ -172,7 +172,7 @@ def http_status(error: BaseException | None) -> int | None:
     return None
 
 
-def _headers(error: BaseException | None) -> Iterator[Mapping[str, Any]]:
+def _headers(error: BaseException | None) -> Iterator[Mapping[str, JsonValue]]:
     for exc in chain(error):
         for name in ("litellm_response_headers", "headers"):
             headers = getattr(exc, name, None)
@@ -236,7 +236,7 @@ def provider_message(error: BaseException | None) -> str | None:
         body = getattr(exc, "body", None)
         if isinstance(body, Mapping):
             nested = body.get("error")
-            inner: Mapping[Any, Any] = nested if isinstance(nested, Mapping) else body
+            inner: Mapping[JsonValue, JsonValue] = nested if isinstance(nested, Mapping) else body
             message = inner.get("message")
             if isinstance(message, str) and message.strip():
                 return one_line(message)
@@ -254,7 +254,7 @@ class ModelFailure:
     retryable: bool
     attempts: int | None
 
-    def data(self) -> dict[str, Any]:
+    def data(self) -> JsonObject:
         return {
             "kind": self.kind,
             "httpStatus": self.http_status,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trio_acp import schema
 from trio_acp.openhands.translate import model_failures
@@ -74,7 +74,7 @@ def mcp_failure_notices(
     ]
 
 
-def mcp_failure_note(failures: Sequence[McpStartFailure]) -> Any:
+def mcp_failure_note(failures: Sequence[McpStartFailure]) -> schema.AgentThoughtChunk:
     """For a client without notices: the same, as a thought note in a turn."""
     lines = [
         f"MCP server {failure.server!r} did not start; going on without its tools: "

@@ -22,7 +22,6 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import PureWindowsPath
-from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 __all__ = [
@@ -101,7 +100,7 @@ def local_path(uri: str, *, windows: bool | None = None) -> str | None:
         return None
 
 
-def abs_path(cwd: str, path: Any) -> str | None:
+def abs_path(cwd: str, path: object) -> str | None:
     """Absolute, normalized form of a tool's `path` argument (relative to `cwd`, or a
     `file:` URI), in the host's flavour; None when it is not a non-empty string."""
     if not isinstance(path, str) or not path.strip():

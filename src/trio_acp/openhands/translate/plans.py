@@ -11,8 +11,6 @@ The unstable variants are not in the generated union (schema/types.py): they go 
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
 from trio_acp import schema
@@ -22,7 +20,7 @@ from trio_acp.schema import UnknownVariant
 PLAN_ID = "tasks"
 
 
-def for_plan_client(update: Any) -> Any:
+def for_plan_client(update: schema.SessionUpdate) -> schema.SessionUpdate | UnknownVariant:
     """`update` for a client with the `plan` capability (others: leave it as it is)."""
     if not isinstance(update, schema.AgentPlanUpdate):
         return update

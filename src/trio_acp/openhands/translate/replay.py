@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 import attrs
 
@@ -44,7 +43,7 @@ def replay_windows(
     translator: Translator,
     events: Sequence[SdkObject],
     window: int = REPLAY_WINDOW,
-    after: Callable[[Any], Any | None] | None = None,
+    after: Callable[[SdkObject], SessionUpdate | None] | None = None,
 ) -> Iterator[list[SessionUpdate]]:
     """The replay of `events` (as `Translator.replay` + `coalesce`) in non-empty parts.
 

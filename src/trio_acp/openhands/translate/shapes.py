@@ -27,3 +27,7 @@ JsonValue = Any
 
 #: A JSON object of that kind (module doc of `JsonValue`).
 JsonObject = dict[str, Any]
+
+#: Arguments a wrapper passes on unread to the SDK's or litellm's method it wraps, which types
+#: them (or takes them as `**kwargs` itself): naming each would copy the wrapped signature.
+PassedOn = Any

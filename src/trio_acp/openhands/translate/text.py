@@ -8,7 +8,8 @@ notice, an error detail, a resource description) through `one_line`.
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from trio_acp.openhands.translate.shapes import JsonValue
 
 __all__ = [
     "MAX_RAW_STRING_BYTES",
@@ -101,7 +102,7 @@ def cap_text(text: str, limit: int = MAX_TEXT_BYTES, *, where: str | None = None
     return head + note + tail
 
 
-def cap_json(value: Any, limit: int = MAX_RAW_STRING_BYTES) -> Any:
+def cap_json(value: JsonValue, limit: int = MAX_RAW_STRING_BYTES) -> JsonValue:
     """Copy of a JSON-like value with every long string capped (rawInput / rawOutput)."""
     if isinstance(value, str):
         # Most strings are far below the cap, and a character is at most 4 bytes: only
@@ -128,7 +129,7 @@ def fence(text: str, info: str = "") -> str:
     return f"{fence}{info}\n{text}{fence}"
 
 
-def one_line(text: Any, limit: int | None = None) -> str:
+def one_line(text: object, limit: int | None = None) -> str:
     """`text` with every run of whitespace (newlines too) folded to one space, at most
     `limit` characters long (no limit when None)."""
     folded = " ".join(str(text).split())
