@@ -44,7 +44,6 @@ from trio_acp.openhands.sessions.store import (
     SessionStore,
     parse_session_id,
 )
-from trio_acp.openhands.sessions.turn import PROMPT_MESSAGE_ID
 from trio_acp.openhands.setup.audio_input import (
     check_audio,
     model_fields,
@@ -356,11 +355,8 @@ class OpenHandsAgent(SessionForking, AgentHooks):
             raise
         # The id the client has for this message (a v2 client's: v2/gateway.py), kept
         # with it for replays (translate/messages.py).
-        token = PROMPT_MESSAGE_ID.set(prompt_message_id(params.meta))
-        try:
-            response = await session.prompt(params.prompt, key=key)
-        finally:
-            PROMPT_MESSAGE_ID.reset(token)
+        message_id = prompt_message_id(params.meta)
+        response = await session.prompt(params.prompt, key=key, message_id=message_id)
         return turn_usage.for_client(response, getattr(self._client, "capabilities", None))
 
     async def cancel(self, params: schema.CancelNotification) -> None:

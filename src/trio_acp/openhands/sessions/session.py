@@ -456,19 +456,23 @@ class Session:
         self._queue.cancel_all()
 
     async def prompt(
-        self, blocks: list[schema.ContentBlock], *, key: Hashable | None = None
+        self,
+        blocks: list[schema.ContentBlock],
+        *,
+        key: Hashable | None = None,
+        message_id: str | None = None,
     ) -> schema.PromptResponse:
         """Queue the prompt behind the turns received before it, then run it.
 
         `key` is the request id the reader registered it under (`prompt_received`). The
         turn's one cancel is its ticket's event: session/cancel sets it, and so does this
-        request's own cancel (`turn.with_one_cancel`).
+        request's own cancel (`turn.with_one_cancel`). `message_id`: `turn.play_prompt`.
         """
         ticket = self._queue.claim(key)
         try:
             return await turn.with_one_cancel(
                 functools.partial(self._queue.cancel, ticket),
-                functools.partial(self._serve_prompt, ticket, blocks),
+                functools.partial(self._serve_prompt, ticket, blocks, message_id),
             )
         finally:
             # Last, and synchronous: the next turn starts only once this response is
@@ -476,7 +480,7 @@ class Session:
             self._queue.release(ticket)
 
     async def _serve_prompt(
-        self, ticket: Ticket, blocks: list[schema.ContentBlock]
+        self, ticket: Ticket, blocks: list[schema.ContentBlock], message_id: str | None
     ) -> schema.PromptResponse:
         may_run = await self._queue.wait_turn(ticket)
         self.check_alive()
@@ -495,7 +499,7 @@ class Session:
             self._roots_told = True
         start = turn_usage.totals(self.conversation)
         try:
-            response = await self._play_with_editor(blocks, command, ticket.cancelled)
+            response = await self._play_with_editor(blocks, command, ticket.cancelled, message_id)
         finally:
             self.check_alive()  # the session failed during the turn: that is the answer
         return turn_usage.with_usage(response, start, self.conversation)
@@ -505,6 +509,7 @@ class Session:
         blocks: list[schema.ContentBlock],
         command: tuple[str, str] | None,
         cancel_event: trio.Event,
+        message_id: str | None,
     ) -> schema.PromptResponse:
         """The turn, with the tool threads' waits on the client tied to its cancel.
 
@@ -528,7 +533,7 @@ class Session:
         over = False
         try:
             response = await turn.play_prompt(
-                self, blocks, cancel_event, self._turns, command=command
+                self, blocks, cancel_event, self._turns, command=command, message_id=message_id
             )
             over = response.stop_reason != "cancelled"
         finally:

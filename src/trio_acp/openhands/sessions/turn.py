@@ -8,7 +8,6 @@ permission), so it runs as well on a fake conversation (`trio_acp.testing`).
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import logging
 import uuid
@@ -83,15 +82,6 @@ class TurnHost(Protocol):
     async def note_cut_short(self, since: int, *, cancelled: bool) -> None: ...
 
 
-#: The message id the client has for the prompt being played (a v2 client's, answered at
-#: once: v2/gateway.py), kept with the user message (translate/messages.py). Set by the
-#: agent's prompt handler around `Session.prompt`: a context variable, as the id only
-#: passes through the session's queue on its way to the send.
-PROMPT_MESSAGE_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "trio_acp_prompt_message_id", default=None
-)
-
-
 async def play_prompt(
     host: TurnHost,
     blocks: list[schema.ContentBlock],
@@ -99,9 +89,12 @@ async def play_prompt(
     seq: int,
     *,
     command: tuple[str, str] | None,
+    message_id: str | None = None,
 ) -> schema.PromptResponse:
     """Turn `seq`: the slash `command` (`commands.parse` of `blocks`, parsed once by the
-    caller), or the prompt sent to the conversation and run.
+    caller), or the prompt sent to the conversation and run. `message_id`: the id the
+    client has for the prompt (a v2 client's, v2/gateway.py), kept with the user message
+    for replays (translate/messages.py).
 
     `cancel_event` is the turn's one cancel mechanism: a session/cancel sets it, and so
     does the request's own cancel, converted once (`with_one_cancel`)."""
@@ -130,7 +123,7 @@ async def play_prompt(
         start = conv.event_count()
         sent = True  # from here the message may reach the conversation, even if cut short
         turn_points.reached("send", parts)
-        await _send_unless_cancelled(conv, parts, cancel_event)
+        await _send_unless_cancelled(conv, parts, cancel_event, prompt_sender(message_id))
         if cancel_event.is_set():
             stop_reason = "cancelled"
         else:
@@ -173,7 +166,10 @@ async def play_prompt(
 
 
 async def _send_unless_cancelled(
-    conv: Conversation, parts: list[TextPart | ImagePart | AudioPart], cancel_event: trio.Event
+    conv: Conversation,
+    parts: list[TextPart | ImagePart | AudioPart],
+    cancel_event: trio.Event,
+    sender: str | None = None,
 ) -> None:
     """Send the prompt; a cancel, before or during the send, stops waiting for it where
     the conversation says its sending may be left to finish on its own
@@ -182,7 +178,6 @@ async def _send_unless_cancelled(
     The turn ends `cancelled` and the conversation notes the interruption after the
     message (`note_interruption`); the next send goes after it. A send to a ready local
     conversation is short (its lock): it is awaited whole."""
-    sender = prompt_sender(PROMPT_MESSAGE_ID.get())
     send = functools.partial(conv.send_message, parts)
     if sender is not None:
         send = functools.partial(conv.send_message, parts, sender=sender)
