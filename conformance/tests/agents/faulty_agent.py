@@ -826,20 +826,23 @@ class Agent:
 
     async def _in_terminal(self, session: Session, call_id: str, command: str) -> None:
         """Run `command` in a client terminal: create, embed, wait, output, release."""
-        created = await self.call(
-            "terminal/create",
-            {"sessionId": session.id, "command": "bash", "args": ["-c", command]},
-        )
+        # Shielded: a cancel while the client creates the terminal must still find it to
+        # kill and release (below), or a slow client leaves it behind (ACP-EDITOR-006).
+        with trio.CancelScope(shield=True):
+            created = await self.call(
+                "terminal/create",
+                {"sessionId": session.id, "command": "bash", "args": ["-c", command]},
+            )
         ids = {"sessionId": session.id, "terminalId": (created.get("result") or {})["terminalId"]}
-        if FAULT != "terminal-not-embedded":
-            content = [{"type": "terminal", "terminalId": ids["terminalId"]}]
-            update = {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call_id,
-                "content": content,
-            }
-            await self.update(session, update)
         try:
+            if FAULT != "terminal-not-embedded":
+                content = [{"type": "terminal", "terminalId": ids["terminalId"]}]
+                update = {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call_id,
+                    "content": content,
+                }
+                await self.update(session, update)
             await self.call("terminal/wait_for_exit", ids)
             await self.call("terminal/output", ids)
         except BaseException:
