@@ -53,12 +53,6 @@ def leaving() -> bool:
     return _leaving.is_set()
 
 
-def count() -> int:
-    """How many warm-up steps are under way now."""
-    with _changed:
-        return _under_way
-
-
 def wait_at_exit(timeout: float = EXIT_WAIT) -> bool:
     """Tell warm-ups to stop at their next step, then wait until none is under way (True)
     or `timeout` seconds passed (False)."""

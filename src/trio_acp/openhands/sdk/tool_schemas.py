@@ -18,7 +18,6 @@ import copy
 import functools
 import logging
 import os
-import threading
 from collections.abc import Callable
 
 from trio_acp.openhands.translate.shapes import JsonObject
@@ -26,7 +25,6 @@ from trio_acp.openhands.translate.shapes import JsonObject
 log = logging.getLogger(__name__)
 
 _INSTALLED = "_trio_acp_cached"
-_lock = threading.Lock()
 _schemas: dict[type, JsonObject] = {}  # the SDK's JSON schema of each class
 
 
@@ -50,9 +48,8 @@ def install() -> None:
             return original(cls)
         schema = _schemas.get(cls)
         if schema is None:
-            schema = original(cls)
-            with _lock:
-                _schemas.setdefault(cls, schema)
+            # Two threads may build it at once: the first kept wins (setdefault is atomic).
+            schema = _schemas.setdefault(cls, original(cls))
         return copy.deepcopy(schema)
 
     setattr(to_mcp_schema, _INSTALLED, True)
