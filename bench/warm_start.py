@@ -7,8 +7,11 @@ at the start (a fresh install), `--launches` launches one after the other, each 
 its spawn to its `session/new` response (then its stdin is closed and it exits):
 
 - *direct*: `python -m trio_acp`, raw frames on its stdio (initialize, session/new);
-- *acpx*: `acpx exec` (tests/js/node_modules/acpx-0.19), one echo prompt, timed from acpx's
-  spawn to the `session/new` response in its `--format json` output.
+- *acpx*: `acpx exec` (tests/js/node_modules/acpx-0.19), one echo prompt, timed to the
+  `session/new` response in its `--format json` output from acpx's spawn, and from the agent's
+  own spawn (acpx launches a stamp that writes the time and `exec`s `python -m trio_acp` in
+  the same process: node's and acpx's start-up are not counted; acpx's relay of the response
+  is, a few ms).
 
 Then, with the series' server idle: its RSS, PSS and USS (psutil), and it is stopped. Also:
 the launcher's own import and `--version`, which bound what a warm launch costs before it
@@ -73,8 +76,8 @@ class _Lines:
                 return frame
 
 
-def _one_launch(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float]:
-    """(spawn → initialize, spawn → session/new) of one `python -m trio_acp`."""
+def _one_launch(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float, float]:
+    """(spawn → initialize, spawn → session/new, the same) of one `python -m trio_acp`."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [PY, "-m", "trio_acp"],
@@ -107,22 +110,34 @@ def _one_launch(env: dict[str, str], ws: str, timeout: float) -> tuple[float, fl
             raise RuntimeError(f"session/new failed: {reply}")
         proc.stdin.close()
         proc.wait(60)
-        return t_init, t_new
+        return t_init, t_new, t_new
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
 
-def _one_acpx(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float]:
-    """(spawn → session/new response, spawn → acpx's exit) of one `acpx exec`."""
+_STAMP = """\
+import os, sys, time
+with open(sys.argv[1], "w") as f:
+    f.write(repr(time.time()))
+os.execv(sys.executable, [sys.executable, "-m", "trio_acp"])
+"""
+
+
+def _one_acpx(env: dict[str, str], ws: str, timeout: float) -> tuple[float, float, float]:
+    """(acpx's spawn → session/new response, the agent's spawn → that response, the agent's
+    own part of it) of one `acpx exec`."""
+    stamp_dir = Path(tempfile.mkdtemp(prefix="bench-stamp-"))
+    stamp_script, stamp = stamp_dir / "stamp.py", stamp_dir / "spawned"
+    stamp_script.write_text(_STAMP)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [
             "node",
             str(ACPX_019),
             "--agent",
-            f"{PY} -m trio_acp",
+            f"{PY} {stamp_script} {stamp}",
             "--cwd",
             ws,
             "--approve-all",
@@ -140,13 +155,18 @@ def _one_acpx(env: dict[str, str], ws: str, timeout: float) -> tuple[float, floa
     lines = _Lines(proc)
     try:
         deadline = time.monotonic() + timeout
-        new_id = None
+        new_id = init_id = None
+        init_at = new_at = 0.0
         while True:
             frame = json.loads(lines.next_line(deadline))
-            if frame.get("method") == "session/new":
-                new_id = frame.get("id")
+            if frame.get("method") == "initialize":
+                init_id = frame.get("id")
+            elif init_id is not None and frame.get("id") == init_id and "method" not in frame:
+                init_at = time.time()
+            elif frame.get("method") == "session/new":
+                new_id, new_at = frame.get("id"), time.time()
             elif new_id is not None and frame.get("id") == new_id and "method" not in frame:
-                t_new = time.perf_counter() - t0
+                t_new, at = time.perf_counter() - t0, time.time()
                 break
         while True:  # the rest of its output, until it exits
             try:
@@ -154,11 +174,15 @@ def _one_acpx(env: dict[str, str], ws: str, timeout: float) -> tuple[float, floa
             except EOFError:
                 break
         proc.wait(timeout)
-        return t_new, time.perf_counter() - t0
+        spawned = float(stamp.read_text())
+        # The agent's own share: spawn → initialize answered, then session/new asked →
+        # answered (acpx's own work between the two is not the agent's).
+        return t_new, at - spawned, (init_at - spawned) + (at - new_at)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        shutil.rmtree(stamp_dir, ignore_errors=True)
 
 
 def _time_command(command: list[str], runs: int) -> float:
@@ -207,7 +231,13 @@ def _idle_memory(directory: Path) -> str:
         if not server.pid:
             continue
         proc = psutil.Process(server.pid)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # a server still importing is not idle yet
+            try:
+                warm.request("status", env={"TRIO_ACP_WARM_DIR": str(directory)}, key=server.key)
+                break
+            except (OSError, EOFError, ValueError, warm.WarmError):
+                time.sleep(0.2)
         while proc.children() and time.monotonic() < deadline:
             time.sleep(0.1)
         mem = proc.memory_full_info()
@@ -258,8 +288,8 @@ def _series(
                 break
         for _ in range(launches):
             served = _served(directory)
-            t_a, t_b = one(env, ws, timeout)
-            results.append((t_b if kind == "direct" else t_a, _served(directory) == served))
+            t_a, t_b, t_c = one(env, ws, timeout)
+            results.append((t_a, t_b, t_c, _served(directory) == served))
         memory = _idle_memory(directory)
     finally:
         warm.stop_all_under(directory)
@@ -306,25 +336,42 @@ def main(argv: list[str]) -> None:
         base["HOME"] = str(Path(tmp) / "home")
         ws = str(Path(tmp).resolve())
         for kind in kinds:
-            per_launch: list[list[tuple[float, bool]]] = [[] for _ in range(args.launches)]
+            per_launch: list[list[tuple[float, float, float, bool]]] = [
+                [] for _ in range(args.launches)
+            ]
             memories = []
             for _ in range(args.series):
                 results, memory = _series(kind, base, ws, args.launches, args.timeout, args.up)
                 for n, result in enumerate(results):
                     per_launch[n].append(result)
                 memories.append(memory)
-            print(f"\n{kind}: spawn → session/new, {args.series} fresh installs")
-            print("  launch  times (ms)                     cold")
+            # direct: session/new from the spawn; acpx: session/new from acpx's spawn,
+            # from the agent's, and the agent's own part (acpx's pause between the
+            # initialize answer and its session/new left out).
+            columns = (
+                [("spawn → session/new", 1)]
+                if kind == "direct"
+                else [
+                    ("acpx's spawn → session/new", 0),
+                    ("agent's spawn → session/new", 1),
+                    ("the agent's own part", 2),
+                ]
+            )
+            print(f"\n{kind}: {args.series} fresh installs")
+            print("  launch  " + "".join(f"{name + ' (ms)':<34}" for name, _ in columns) + "cold")
             for n, rows in enumerate(per_launch, 1):
-                times = ", ".join(f"{t * 1000:,.0f}" for t, _ in rows)
-                print(f"  {n:>6}  {times:<30} {sum(cold for _, cold in rows)}/{len(rows)}")
-            later = [t * 1000 for rows in per_launch[2:] for t, _ in rows]
-            if later:
-                print(
-                    f"  launches 3–{args.launches}: p50 {_percentile(later, 50):,.0f} ms, "
-                    f"p99 {_percentile(later, 99):,.0f} ms, max {max(later):,.0f} ms "
-                    f"({len(later)} launches)"
+                cells = "".join(
+                    f"{', '.join(f'{row[i] * 1000:,.0f}' for row in rows):<34}" for _, i in columns
                 )
+                print(f"  {n:>6}  {cells}{sum(row[3] for row in rows)}/{len(rows)}")
+            for name, i in columns:
+                later = [row[i] * 1000 for rows in per_launch[2:] for row in rows]
+                if later:
+                    print(
+                        f"  launches 3–{args.launches}, {name}: p50 {_percentile(later, 50):,.0f}"
+                        f" ms, p99 {_percentile(later, 99):,.0f} ms, max {max(later):,.0f} ms "
+                        f"({len(later)} launches)"
+                    )
             for memory in memories:
                 print(f"  idle {memory}")
     print(f"\nload average at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
