@@ -80,10 +80,9 @@ def test_counts_are_the_sdks_own(with_tools, risk, with_system):
     if not with_system:
         history = history[1:]
     tools = _tools() if with_tools else None
-    for end in range(1, len(history) + 1):  # every prefix: first counted, then kept
+    for end in range(len(history) + 1):  # every prefix (none too): first counted, then kept
         messages = history[:end]
         expected = sdk.get_token_count(messages, tools, add_security_risk_prediction=risk)
-        assert expected > 0
         assert ours.get_token_count(messages, tools, add_security_risk_prediction=risk) == expected
     assert token_counts.kept() == len(history)
     # And again, all from what was kept.
