@@ -3,6 +3,14 @@
     python -m bench agent-cmd --agent-cmd "python -m trio_acp" [--env K=V ...] [--runs 3]
     python -m bench agent-cmd --agent-cmd "python -m trio_acp" --env TRIO_ACP_FAST_STREAM=0
     python -m bench agent-cmd --agent-cmd "npx -y some-acp-agent" --env SOME_MODEL_VAR=openai/scripted
+    python -m bench agent-cmd --openhands-settings --runs 5 --rounds 2 --agents \
+        "LLM_STREAM=false python -m trio_acp" "/tmp/ohcli/bin/openhands acp --always-approve"
+
+The last one is issue 27 item 6: the OpenHands CLI (`openhands` on PyPI, in a venv of its own
+outside the project: ``uv venv /tmp/ohcli --python 3.12 && uv pip install --python
+/tmp/ohcli/bin/python openhands==1.16.0``). Its `openhands acp` reads its model only from
+``$OPENHANDS_PERSISTENCE_DIR/agent_settings.json`` (``--openhands-settings`` writes the
+scripted model there) and never streams (its entry point leaves `streaming_enabled` off).
 
 The scripted OpenAI-compatible model (`python -m trio_acp.testing.scripted_llm`) runs in a
 process of its own; the agent is spawned with the scripted environment
@@ -10,9 +18,11 @@ process of its own; the agent is spawned with the scripted environment
 ``TRIO_ACP_LLM_*`` names), plus each ``--env``, in which ``{base_url}`` is replaced by the
 server's URL (``--env OPENAI_BASE_URL={base_url}`` for an agent that reads another name).
 Then, as an editor would over stdio: `initialize`, `session/new`, one warm-up turn of
-``--warmup-tokens``, and ``--runs`` turns of the `long` scenario (``--tokens`` 4-character
-tokens, one per chunk). Each turn: prompt → first `agent_message_chunk`, last chunk →
-response, prompt → response, and whether the text received is the text sent. Permission
+``--warmup-tokens``, a wait until the agent is idle (``--settle``: an agent that answers
+`session/new` before its imports are over is still warming up in the background), and
+``--runs`` turns of the `long` scenario (``--tokens`` 4-character tokens, one per chunk).
+Each turn: prompt → first `agent_message_chunk`, last chunk → response, prompt → response,
+the agent process's CPU, and whether the text received is the text sent. Permission
 requests are answered "allow once"; the client offers no file system or terminal.
 
 ``--agents`` runs several commands one after the other in each round, alternating
@@ -42,6 +52,7 @@ import trio
 from trio_acp.process import spawn_agent
 from trio_acp.testing import scripted_env
 
+from ._common import process_cpu_seconds
 from .agent_common import tail
 from .agent_e2e import RecordingClient, stream_turn
 
@@ -77,6 +88,8 @@ async def run_agent(
         TRIO_ACP_WARM="0",
     )
     env.update({k: v.replace("{base_url}", base_url) for k, v in assigned.items()})
+    if args.openhands_settings:
+        _write_openhands_settings(Path(home), base_url)
     client = RecordingClient()
     log_path = Path(home) / "agent.log"
     result: dict[str, Any] = {"command": command, "env": assigned}
@@ -95,6 +108,8 @@ async def run_agent(
                     agent, client, pid, session.session_id, args.warmup_tokens
                 )
                 result["warmup_ok"] = warmup["text_ok"]
+                if args.settle > 0:
+                    result["settle"] = await settle(pid, args.settle)
                 runs = []
                 for _ in range(args.runs):
                     turn = await stream_turn(agent, client, pid, session.session_id, args.tokens)
@@ -104,6 +119,55 @@ async def run_agent(
             result["error"] = f"{type(exc).__name__}: {exc}"
             result["log_tail"] = tail(log_path)
     return result
+
+
+async def settle(pid: int, limit: float) -> dict[str, Any]:
+    """Wait (at most `limit` s) until the agent is idle: no CPU tick in a 0.5 s window.
+
+    An agent that answers `session/new` before its imports are over (trio-acp: issue 27
+    item 2) finishes warming up in the background during its first turns (the rest of
+    `openai.resources`, the tokenizer: ~0.6 s of CPU after the first turn, bench/README.md
+    "Item 6"); an agent that imports everything before answering has nothing left. Timed
+    turns start once either is idle, so that they measure a turn and not the start-up.
+    """
+    t0 = time.monotonic()
+    cpu0 = last = process_cpu_seconds(pid)
+    idle = False
+    while time.monotonic() - t0 < limit:
+        await trio.sleep(0.5)
+        now = process_cpu_seconds(pid)
+        if now is None or last is None:
+            break
+        if now - last <= 0.01:  # /proc counts in clock ticks (10 ms)
+            idle = True
+            break
+        last = now
+    end = process_cpu_seconds(pid)
+    return {
+        "seconds": time.monotonic() - t0,
+        "cpu_s": None if end is None or cpu0 is None else end - cpu0,
+        "idle": idle,
+    }
+
+
+def _write_openhands_settings(home: Path, base_url: str) -> None:
+    """The scripted model in `agent_settings.json`, as the OpenHands CLI's `openhands acp` needs.
+
+    The CLI's ACP mode reads its model only from this file under OPENHANDS_PERSISTENCE_DIR
+    (its `--override-with-envs` is not passed on to `openhands acp`), and streams only when
+    told to in code (`run_acp_server(streaming_enabled=...)`, which its entry point leaves
+    off), so its turns are the non-streamed ones. trio-acp reads the same file, the
+    `LLM_*` variables overriding it field by field (src/trio_acp/openhands/setup/settings.py).
+    """
+    llm = {
+        "model": "openai/scripted",
+        "base_url": base_url,
+        "api_key": "scripted",
+        "usage_id": "agent",
+        "num_retries": 1,
+        "timeout": 120,
+    }
+    (home / "agent_settings.json").write_text(json.dumps({"llm": llm}))
 
 
 def _turn_figures(turn: dict[str, Any]) -> dict[str, Any]:
@@ -160,7 +224,8 @@ async def drive(args: argparse.Namespace, base_url: str) -> list[dict[str, Any]]
 def _table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"\n{args.tokens:,}-token reply, medians over rounds × runs:")
     print(
-        f"{'agent':52} {'prompt→response':>16} {'→first chunk':>13} {'last→response':>14} {'text':>5}"
+        f"{'agent':52} {'prompt→response':>16} {'→first chunk':>13} {'last→response':>14} "
+        f"{'agent CPU':>10} {'text':>5}"
     )
     for command in args.agents:
         turns = [t for r in results if r["command"] == command for t in r.get("runs", [])]
@@ -170,6 +235,7 @@ def _table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"{command[:52]:52} {_fmt(_median([t['wall_s'] for t in turns])):>16} "
             f"{_fmt(_median([t['first_chunk_s'] for t in turns])):>13} "
             f"{_fmt(_median([t['after_last_chunk_s'] for t in turns])):>14} "
+            f"{_fmt(_median([t['agent_cpu_s'] for t in turns])):>10} "
             f"{'ok' if ok else 'BAD':>5}"
         )
         for error in errors:
@@ -202,6 +268,20 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         metavar="NAME=VALUE",
         help="set in every agent's environment ({base_url}: the model's URL)",
+    )
+    parser.add_argument(
+        "--openhands-settings",
+        action="store_true",
+        help="write the scripted model into each agent's agent_settings.json "
+        "(the OpenHands CLI's `openhands acp` reads its model only there)",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="after the warm-up turn, wait up to this long for the agent to be idle "
+        "(no CPU in 0.5 s) before the timed turns (30; 0: start them at once)",
     )
     parser.add_argument("--tokens", type=int, default=20_000)
     parser.add_argument("--warmup-tokens", type=int, default=500)

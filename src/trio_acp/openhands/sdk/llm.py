@@ -7,21 +7,23 @@ Imports the SDK: only `trio_acp.openhands.sdk.loaded` imports it (docs/ARCHITECT
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from litellm.types.utils import ModelResponse
 from openhands.sdk import LLM
-from openhands.sdk.llm import LLMResponse
+from openhands.sdk.llm import LLMResponse, Message
 from openhands.sdk.llm.exceptions import LLMContextWindowExceedError
 from openhands.sdk.llm.llm_profile_store import LLMProfileStore
 from openhands.sdk.llm.streaming import AnyTokenCallbackType, LLMStreamChunk, TokenCallbackType
+from openhands.sdk.tool import ToolDefinition
 from pydantic import PrivateAttr
 from tenacity import RetryCallState, wait_exponential
 from tenacity.retry import retry_base
 
-from trio_acp.openhands.sdk import fast_stream
+from trio_acp.openhands.sdk import fast_stream, token_counts
 from trio_acp.openhands.sdk.fast_stream import NotAModelReply
 from trio_acp.openhands.translate.model_failures import CONTEXT_OVERFLOWS, RetryPolicy
 from trio_acp.openhands.translate.shapes import PassedOn
@@ -34,6 +36,8 @@ __all__ = [
     "use_profile_store",
 ]
 
+
+log = logging.getLogger(__name__)
 
 #: A model call the SDK's retry decorator wraps: any of its calls, as the SDK types it.
 ModelCall = Callable[..., Any]
@@ -91,6 +95,29 @@ class SessionLLM(LLM):
             raise
         self._context_overflows = 0
         return response
+
+    def get_token_count(
+        self,
+        messages: list[Message],
+        tools: Sequence[ToolDefinition] | None = None,
+        add_security_risk_prediction: bool = False,
+    ) -> int:
+        # The condenser counts the whole history before every model call: each message is
+        # counted once (token_counts.py). The SDK's way stays for what counts the list as
+        # a whole: a custom tokenizer (maybe a chat template), mocked tool calls.
+        if token_counts.enabled() and not self.custom_tokenizer:
+            cc_tools = [
+                tool.to_openai_tool(add_security_risk_prediction=add_security_risk_prediction)
+                for tool in tools or []
+            ]
+            if not self.should_mock_tool_calls(cc_tools):
+                try:
+                    return token_counts.count(
+                        self.model, self.format_messages_for_llm(messages), cc_tools
+                    )
+                except Exception:  # the SDK's own count below logs it, and gives its answer
+                    log.debug("token count: falling back to the SDK's", exc_info=True)
+        return super().get_token_count(messages, tools, add_security_risk_prediction)
 
     # One model call's attempt (inside the SDK's retry boundary): the SDK's transport,
     # checked for an answer that was no model reply at all (`NotAModelReply`); a streamed

@@ -90,6 +90,13 @@ RELIANCE: tuple[Reliance, ...] = (
     name("openhands.sdk.llm.llm_profile_store:_DEFAULT_PROFILE_DIR"),
     calls("openhands.sdk.llm.llm_profile_store:LLMProfileStore.load", "name"),
     calls("openhands.sdk.llm.utils.model_features:get_features", "model, overrides"),
+    # token_counts.py: the condenser's counts, message by message, as the SDK would count them.
+    overrides("openhands.sdk.llm:LLM.get_token_count", "messages, tools, add_security_risk_prediction", _LLM),
+    calls("openhands.sdk.llm:LLM.format_messages_for_llm", "messages"),
+    calls("openhands.sdk.llm:LLM.should_mock_tool_calls", "tools"),
+    calls("openhands.sdk.tool:ToolDefinition.to_openai_tool", "add_security_risk_prediction"),
+    fields("openhands.sdk.llm:LLM", "custom_tokenizer"),
+    calls("litellm:token_counter", "model, messages, tools, count_response_tokens"),
     # fast_stream.py: the streaming fast path, called as the SDK's own `_atransport_call`.
     name("openhands.sdk.llm.llm:litellm_acompletion"),
     calls("openhands.sdk.llm:LLM._aget_litellm_auth_values"),
