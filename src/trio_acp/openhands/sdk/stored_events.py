@@ -209,6 +209,8 @@ _Field = tuple[str, "str | None", "_Convert | None", Any]
 _REAL = object()  # read from the SDK's object
 _VIEWS: dict[type[BaseModel], type[StoredEvent] | None] = {}
 _KEYS: dict[type[BaseModel], frozenset[str]] = {}
+# Per class: its scalar fields' checks, by JSON key (`_event_view`).
+_SCALARS: dict[type[BaseModel], dict[str, _Convert]] = {}
 # The SDK's validators a view can do without: the discriminated union's dispatch (done
 # by `kind` here), the reserved-id check (`_event_view`), and the removal of deprecated
 # keys (a JSON object with a key its class lacks is not viewed).
@@ -234,6 +236,15 @@ def _event_view(data: dict[str, Any], name: str) -> StoredEvent | BaseModel:
     keys = _KEYS[cls]
     if not keys.issuperset(data):
         raise StoredEventsError(f"{name}: a key {kind} does not have")
+    # The event's own scalar fields, checked now (cheap, and a damaged one is then the
+    # SDK's to name); nested values are read, or found damaged, when the replay asks.
+    for key, check in _SCALARS[cls].items():
+        value = data.get(key)
+        if value is not None:
+            try:
+                check(value)
+            except _Real:
+                raise StoredEventsError(f"{name}: the type of {key}") from None
     return view(data)
 
 
@@ -248,14 +259,18 @@ def _view_class(cls: type[BaseModel]) -> type[StoredEvent] | None:
     fields: dict[str, _Field] = {}
     keys = {"kind"}
     by_name = bool(cls.model_config.get("populate_by_name"))
+    scalars: dict[str, _Convert] = {}
     for field_name, info in cls.model_fields.items():
         key = info.alias or field_name
         keys.add(key)
         other = field_name if by_name and key != field_name else None
         if other is not None:
             keys.add(other)
-        fields[field_name] = _field_reader(key, other, info)
+        fields[field_name] = field = _field_reader(key, other, info)
+        if field[2] in _SCALAR_CHECKS and other is None:
+            scalars[key] = field[2]
     _KEYS[cls] = frozenset(keys)
+    _SCALARS[cls] = scalars
     properties: dict[str, Callable[[Any], Any]] = {}
     for base in reversed(cls.__mro__):
         if base.__module__.startswith(("pydantic", "builtins", "abc", "typing")):
@@ -370,22 +385,22 @@ def _converter(annotation: Any) -> _Convert | None:
 
 def _checked(annotation: Any) -> _Convert | None:
     if annotation is str:
-
-        def as_str(value: Any) -> Any:
-            if type(value) is not str:
-                raise _Real
-            return value
-
-        return as_str
+        return _as_str
     if annotation is bool:
-
-        def as_bool(value: Any) -> Any:
-            if type(value) is not bool:
-                raise _Real
-            return value
-
-        return as_bool
+        return _as_bool
     return None
+
+
+def _as_str(value: Any) -> Any:
+    if type(value) is not str:
+        raise _Real
+    return value
+
+
+def _as_bool(value: Any) -> Any:
+    if type(value) is not bool:
+        raise _Real
+    return value
 
 
 def _int(value: Any) -> Any:
@@ -400,6 +415,9 @@ def _float(value: Any) -> Any:
     if type(value) is not float:
         raise _Real
     return value
+
+
+_SCALAR_CHECKS: tuple[_Convert, ...] = ()  # set below, once the checks are defined
 
 
 def _enum(cls: type[enum.Enum]) -> _Convert:
@@ -479,3 +497,6 @@ def _union_of_models(members: list[type[BaseModel]]) -> _Convert:
         return converter(value)
 
     return convert
+
+
+_SCALAR_CHECKS = (_as_str, _as_bool, _int, _float)

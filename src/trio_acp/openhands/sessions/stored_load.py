@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -45,8 +46,6 @@ from trio_acp.openhands.translate.shapes import SdkObject
 from trio_acp.rpc import RequestError
 
 if TYPE_CHECKING:
-    import uuid
-
     from trio_acp.openhands.sdk.loaded import Sdk
     from trio_acp.openhands.sessions.session import Session
 
@@ -90,13 +89,17 @@ async def read_history(sdk: Sdk, store: SessionStore, sid: uuid.UUID) -> list[Sd
         leaf = None
         try:
             base = orjson.loads(read_bytes(directory / BASE_STATE))
-            leaf = base.get("leaf_event_id") if isinstance(base, dict) else None
         except FileNotFoundError:
-            pass  # opened from its events with default settings, as the SDK does
+            base = {}  # opened from its events with default settings, as the SDK does
         except (OSError, orjson.JSONDecodeError):
             return None
-        if leaf is not None and not isinstance(leaf, str):
-            return None
+        if base:
+            # The SDK's open refuses a base state of another conversation (one copied).
+            if not isinstance(base, dict) or _uuid(base.get("id")) != sid:
+                return None
+            leaf = base.get("leaf_event_id")
+            if leaf is not None and not isinstance(leaf, str):
+                return None
         try:
             events = read_events(directory, leaf)
         except StoredEventsError as exc:
@@ -109,6 +112,13 @@ async def read_history(sdk: Sdk, store: SessionStore, sid: uuid.UUID) -> list[Sd
 
     turn_points.reached("load", "read")
     return await trio.to_thread.run_sync(read)
+
+
+def _uuid(value: object) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def answer(session: Session) -> tuple[schema.SessionModeState, list[schema.SessionConfigOption]]:
