@@ -35,7 +35,7 @@ import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, cast
 
 import orjson
 from openhands.sdk.conversation.persistence_const import EVENT_NAME_RE, EVENTS_DIR
@@ -148,6 +148,8 @@ class StoredEvent:
     _sdk: type[BaseModel]
     _fields: dict[str, _Field]
     _properties: dict[str, Callable[[Any], Any]]
+    _plain: dict[str, tuple[type, ...] | None]
+    _names: frozenset[str]  # every attribute of the SDK class
     sdk_class_names: tuple[str, ...]
 
     @property  # type: ignore[misc]
@@ -176,7 +178,7 @@ class StoredEvent:
             if value is _ABSENT and other is not None:
                 value = self._data.get(other, _ABSENT)
             if value is _ABSENT:
-                value = default
+                value = default.factory() if type(default) is _Fresh else default
             elif value is not None and convert is not None:
                 try:
                     value = convert(value)
@@ -185,6 +187,10 @@ class StoredEvent:
             if value is _REAL:
                 value = getattr(self.sdk_object(), name)
         elif name.startswith("__"):
+            raise AttributeError(name)
+        elif name not in self._names and not name.startswith("_"):
+            # Nothing of the SDK's class: its object would not have it either (a
+            # translator asking `getattr(event, "x", None)` of every event).
             raise AttributeError(name)
         else:
             getter = self._properties.get(name)
@@ -209,8 +215,11 @@ _Field = tuple[str, "str | None", "_Convert | None", Any]
 _REAL = object()  # read from the SDK's object
 _VIEWS: dict[type[BaseModel], type[StoredEvent] | None] = {}
 _KEYS: dict[type[BaseModel], frozenset[str]] = {}
-# Per class: its scalar fields' checks, by JSON key (`_event_view`).
-_SCALARS: dict[type[BaseModel], dict[str, _Convert]] = {}
+# Per class: the JSON keys of its required fields (`_event_view`).
+_REQUIRED: dict[type[BaseModel], frozenset[str]] = {}
+_EVENT_KINDS: dict[str, type[BaseModel]] = {}
+_NOT_PLAIN = object()
+_FLOAT = (int, float)
 # The SDK's validators a view can do without: the discriminated union's dispatch (done
 # by `kind` here), the reserved-id check (`_event_view`), and the removal of deprecated
 # keys (a JSON object with a key its class lacks is not viewed).
@@ -221,10 +230,12 @@ def _event_view(data: dict[str, Any], name: str) -> StoredEvent | BaseModel:
     kind = data.get("kind")
     if not isinstance(kind, str):
         raise StoredEventsError(f"{name}: no kind")
-    try:
-        cls = Event.resolve_kind(kind)
-    except Exception:
-        raise StoredEventsError(f"{name}: unknown kind {kind}") from None
+    cls = _EVENT_KINDS.get(kind)
+    if cls is None:
+        try:
+            cls = _EVENT_KINDS[kind] = Event.resolve_kind(kind)
+        except Exception:
+            raise StoredEventsError(f"{name}: unknown kind {kind}") from None
     if data.get("id") == ROOT_PARENT_ID:
         raise StoredEventsError(f"{name}: a reserved id")
     view = _view_class(cls)
@@ -233,19 +244,38 @@ def _event_view(data: dict[str, Any], name: str) -> StoredEvent | BaseModel:
             return cls.model_validate(data)
         except Exception as exc:  # damaged: the SDK's open names it
             raise StoredEventsError(f"{name}: {type(exc).__name__}") from None
-    keys = _KEYS[cls]
-    if not keys.issuperset(data):
+    if not _KEYS[cls].issuperset(data):
         raise StoredEventsError(f"{name}: a key {kind} does not have")
-    # The event's own scalar fields, checked now (cheap, and a damaged one is then the
-    # SDK's to name); nested values are read, or found damaged, when the replay asks.
-    for key, check in _SCALARS[cls].items():
-        value = data.get(key)
-        if value is not None:
-            try:
-                check(value)
-            except _Real:
-                raise StoredEventsError(f"{name}: the type of {key}") from None
-    return view(data)
+    if not _REQUIRED[cls] <= data.keys():
+        raise StoredEventsError(f"{name}: a required field is missing")
+    try:
+        return _make(view, data)
+    except _Real:
+        # The event's own scalar fields are checked now (cheap), a damaged one is then
+        # the SDK's to name; nested values are read, or found damaged, when asked for.
+        raise StoredEventsError(f"{name}: the type of a field") from None
+
+
+def _make(view: type[StoredEvent], data: dict[str, Any]) -> StoredEvent:
+    """A view of `data`, its plain fields (strings, booleans, integers, literals: the JSON
+    value is the field's value) in its instance dict at once: a replay reads them as
+    plain attributes, only the others go through `StoredEvent.__getattr__`. `_Real` for a
+    scalar field of the wrong JSON type."""
+    plain = view._plain
+    values = {}
+    for key, value in data.items():
+        types_ = plain.get(key, _NOT_PLAIN)
+        if types_ is _NOT_PLAIN:
+            continue
+        if types_ is not None and value is not None:
+            if type(value) not in cast("tuple[type, ...]", types_):
+                raise _Real
+            if types_ is _FLOAT:
+                continue  # converted when read (`_float`)
+        values[key] = value
+    built = view(data)
+    built.__dict__ = values
+    return built
 
 
 def _view_class(cls: type[BaseModel]) -> type[StoredEvent] | None:
@@ -259,7 +289,7 @@ def _view_class(cls: type[BaseModel]) -> type[StoredEvent] | None:
     fields: dict[str, _Field] = {}
     keys = {"kind"}
     by_name = bool(cls.model_config.get("populate_by_name"))
-    scalars: dict[str, _Convert] = {}
+    plain: dict[str, tuple[type, ...] | None] = {}
     for field_name, info in cls.model_fields.items():
         key = info.alias or field_name
         keys.add(key)
@@ -267,10 +297,14 @@ def _view_class(cls: type[BaseModel]) -> type[StoredEvent] | None:
         if other is not None:
             keys.add(other)
         fields[field_name] = field = _field_reader(key, other, info)
-        if field[2] in _SCALAR_CHECKS and other is None:
-            scalars[key] = field[2]
+        if other is None and key == field_name and field[2] in _PLAIN_TYPES:
+            plain[key] = _PLAIN_TYPES[field[2]]
     _KEYS[cls] = frozenset(keys)
-    _SCALARS[cls] = scalars
+    _REQUIRED[cls] = frozenset(
+        info.alias or field_name
+        for field_name, info in cls.model_fields.items()
+        if info.is_required() and not by_name
+    )
     properties: dict[str, Callable[[Any], Any]] = {}
     for base in reversed(cls.__mro__):
         if base.__module__.startswith(("pydantic", "builtins", "abc", "typing")):
@@ -286,6 +320,8 @@ def _view_class(cls: type[BaseModel]) -> type[StoredEvent] | None:
             "_sdk": cls,
             "_fields": fields,
             "_properties": properties,
+            "_plain": plain,
+            "_names": frozenset(dir(cls)),
             "sdk_class_names": tuple(c.__name__ for c in cls.__mro__),
         },
     )
@@ -324,13 +360,25 @@ def _field_reader(key: str, other: str | None, info: FieldInfo) -> _Field:
     except _Real:
         convert = _always_real
     default = info.default
-    if (
-        info.default_factory is not None  # the SDK's factory
+    factory = info.default_factory
+    if factory in (list, dict, set, frozenset, tuple):
+        default = _Fresh(factory)  # an empty one, made when read
+    elif (
+        factory is not None  # the SDK's own factory (an id, a time...)
         or default is PydanticUndefined  # a required field, missing
         or isinstance(default, (list, dict, set))  # pydantic copies a mutable default
     ):
         default = _REAL
     return (key, other, convert, default)
+
+
+class _Fresh:
+    """A field's default made anew each time (a builtin default factory)."""
+
+    __slots__ = ("factory",)
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self.factory = factory
 
 
 def _always_real(value: Any) -> Any:
@@ -370,6 +418,10 @@ def _converter(annotation: Any) -> _Convert | None:
     if origin in (list, collections.abc.Sequence):  # a JSON array validates as a list
         inner = _converter(args[0]) if args else None
         return _list_of(inner)
+    if origin in (set, frozenset):
+        if args and _converter(args[0]) not in _PLAIN_TYPES:
+            raise _Real  # a set of models (unhashable): the SDK's
+        return _set_of(origin)
     if origin is dict:
         if args and args[0] is not str:
             raise _Real
@@ -417,7 +469,16 @@ def _float(value: Any) -> Any:
     return value
 
 
-_SCALAR_CHECKS: tuple[_Convert, ...] = ()  # set below, once the checks are defined
+# The conversions whose JSON value is checked when a view is made (`_make`), by the JSON
+# types they take: None, any (the value is the field's); `_FLOAT`, checked there but
+# converted when read.
+_PLAIN_TYPES: dict[_Convert | None, tuple[type, ...] | None] = {
+    None: None,
+    _as_str: (str,),
+    _as_bool: (bool,),
+    _int: (int,),
+    _float: _FLOAT,
+}
 
 
 def _enum(cls: type[enum.Enum]) -> _Convert:
@@ -435,6 +496,18 @@ def _list_of(inner: _Convert | None) -> _Convert:
         if type(value) is not list:
             raise _Real
         return list(value) if inner is None else [inner(v) for v in value]
+
+    return convert
+
+
+def _set_of(kind: type) -> _Convert:
+    def convert(value: Any) -> Any:
+        if type(value) is not list:
+            raise _Real
+        try:
+            return kind(value)
+        except TypeError:  # an unhashable member: the SDK's validation says so
+            raise _Real from None
 
     return convert
 
@@ -467,9 +540,9 @@ def _model(cls: type[BaseModel]) -> _Convert:
                 return target.model_validate(value)
             except Exception:
                 raise _Real from None
-        if not _KEYS[target].issuperset(value):
+        if not _KEYS[target].issuperset(value) or not _REQUIRED[target] <= value.keys():
             raise _Real
-        return view(value)
+        return _make(view, value)
 
     return convert
 
@@ -497,6 +570,3 @@ def _union_of_models(members: list[type[BaseModel]]) -> _Convert:
         return converter(value)
 
     return convert
-
-
-_SCALAR_CHECKS = (_as_str, _as_bool, _int, _float)

@@ -43,7 +43,7 @@ from trio_acp.openhands.sessions.recovery import turn_tail
 from trio_acp.openhands.sessions.small_files import read_bytes
 from trio_acp.openhands.sessions.store import SessionStore
 from trio_acp.openhands.translate.shapes import SdkObject
-from trio_acp.rpc import RequestError
+from trio_acp.rpc import RequestError, after_response
 
 if TYPE_CHECKING:
     from trio_acp.openhands.sdk.loaded import Sdk
@@ -68,6 +68,9 @@ class StoredLoad:
     # The session's saved option values (store.py), and what the load answered with them.
     saved: dict[str, str | bool] = attrs.Factory(dict)
     answered: list[schema.SessionConfigOption] | None = None
+
+    async def release(self) -> None:
+        self.replayed.set()
 
     def take(self) -> list[SdkObject] | None:
         history, self.history = self.history, None
@@ -159,6 +162,11 @@ async def replay_history(session: Session) -> None:
             assert session.conversation is not None
             history = await session.conversation.history()
         await session.outbox.replay(history, session.critic)
-    finally:
+    except BaseException:
         if load is not None:
             load.replayed.set()
+        raise
+    if load is not None:
+        # The open starts once the load's answer is out (its thread would share the
+        # interpreter with the replay's last updates and the answer).
+        after_response(load.release)
