@@ -35,7 +35,7 @@ import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, cast
+from typing import Annotated, Any, Literal, Union
 
 import orjson
 from openhands.sdk.conversation.persistence_const import EVENT_NAME_RE, EVENTS_DIR
@@ -148,7 +148,8 @@ class StoredEvent:
     _sdk: type[BaseModel]
     _fields: dict[str, _Field]
     _properties: dict[str, Callable[[Any], Any]]
-    _plain: dict[str, tuple[type, ...] | None]
+    _plain: frozenset[str]  # the JSON keys whose value is the field's (`_make`)
+    _checks: tuple[tuple[str, tuple[type, ...]], ...]  # scalar keys, their JSON types
     _names: frozenset[str]  # every attribute of the SDK class
     sdk_class_names: tuple[str, ...]
 
@@ -218,7 +219,6 @@ _KEYS: dict[type[BaseModel], frozenset[str]] = {}
 # Per class: the JSON keys of its required fields (`_event_view`).
 _REQUIRED: dict[type[BaseModel], frozenset[str]] = {}
 _EVENT_KINDS: dict[str, type[BaseModel]] = {}
-_NOT_PLAIN = object()
 _FLOAT = (int, float)
 # The SDK's validators a view can do without: the discriminated union's dispatch (done
 # by `kind` here), the reserved-id check (`_event_view`), and the removal of deprecated
@@ -261,20 +261,13 @@ def _make(view: type[StoredEvent], data: dict[str, Any]) -> StoredEvent:
     value is the field's value) in its instance dict at once: a replay reads them as
     plain attributes, only the others go through `StoredEvent.__getattr__`. `_Real` for a
     scalar field of the wrong JSON type."""
-    plain = view._plain
-    values = {}
-    for key, value in data.items():
-        types_ = plain.get(key, _NOT_PLAIN)
-        if types_ is _NOT_PLAIN:
-            continue
-        if types_ is not None and value is not None:
-            if type(value) not in cast("tuple[type, ...]", types_):
-                raise _Real
-            if types_ is _FLOAT:
-                continue  # converted when read (`_float`)
-        values[key] = value
+    for key, types_ in view._checks:
+        value = data.get(key)
+        if value is not None and type(value) not in types_:
+            raise _Real
     built = view(data)
-    built.__dict__ = values
+    plain = view._plain
+    built.__dict__ = {key: value for key, value in data.items() if key in plain}
     return built
 
 
@@ -289,7 +282,8 @@ def _view_class(cls: type[BaseModel]) -> type[StoredEvent] | None:
     fields: dict[str, _Field] = {}
     keys = {"kind"}
     by_name = bool(cls.model_config.get("populate_by_name"))
-    plain: dict[str, tuple[type, ...] | None] = {}
+    plain: set[str] = set()
+    checks: list[tuple[str, tuple[type, ...]]] = []
     for field_name, info in cls.model_fields.items():
         key = info.alias or field_name
         keys.add(key)
@@ -298,7 +292,11 @@ def _view_class(cls: type[BaseModel]) -> type[StoredEvent] | None:
             keys.add(other)
         fields[field_name] = field = _field_reader(key, other, info)
         if other is None and key == field_name and field[2] in _PLAIN_TYPES:
-            plain[key] = _PLAIN_TYPES[field[2]]
+            types_ = _PLAIN_TYPES[field[2]]
+            if types_ is not None:
+                checks.append((key, types_))
+            if types_ is not _FLOAT:  # a float field's int is converted when read
+                plain.add(key)
     _KEYS[cls] = frozenset(keys)
     _REQUIRED[cls] = frozenset(
         info.alias or field_name
@@ -320,7 +318,8 @@ def _view_class(cls: type[BaseModel]) -> type[StoredEvent] | None:
             "_sdk": cls,
             "_fields": fields,
             "_properties": properties,
-            "_plain": plain,
+            "_plain": frozenset(plain),
+            "_checks": tuple(checks),
             "_names": frozenset(dir(cls)),
             "sdk_class_names": tuple(c.__name__ for c in cls.__mro__),
         },
