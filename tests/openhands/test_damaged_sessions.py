@@ -364,9 +364,13 @@ async def test_an_unexpected_failure_in_a_turn_names_what_failed(stored, llm):
     async with raw_agent(agent_env(llm, stored.home)) as raw:
         response, _ = await call(raw, 1, "session/load", stored.params())
         assert "result" in response
+        # A turn first: the conversation is open (a load opens it after its answer,
+        # sessions/stored_load.py), the failure is the turn's.
+        response, _ = await say(raw, 2, stored.sid, "hello")
+        assert response["result"]["stopReason"] == "end_turn"
         shutil.rmtree(stored.dir / "events")
         (stored.dir / "events").write_text("not a directory")
-        response, _ = await say(raw, 2, stored.sid, "hello")
+        response, _ = await say(raw, 3, stored.sid, "hello")
         assert response["error"]["code"] == -32603
         assert_says_something(
             response["error"], "session/prompt failed", str(stored.dir / "events")

@@ -33,7 +33,13 @@ from trio_acp.openhands.errors import (
     unknown_session,
 )
 from trio_acp.openhands.sdk import SdkLoader, shell_starts
-from trio_acp.openhands.sessions import archive, session_meta, tool_call_stop, turn_usage
+from trio_acp.openhands.sessions import (
+    archive,
+    session_meta,
+    stored_load,
+    tool_call_stop,
+    turn_usage,
+)
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.collector import collector_paused
 from trio_acp.openhands.sessions.forking import SessionForking
@@ -176,12 +182,19 @@ class OpenHandsAgent(SessionForking, AgentHooks):
                 params.mcp_servers,
                 params.additional_directories,
                 params.system_prompt,
+                replay=True,
             )
             # The whole history, user messages included, before the response (§6.2).
-            await session.replay_history()
-        return schema.LoadSessionResponse(
-            modes=session.options.mode_state(), config_options=session.options.config_options()
-        )
+            try:
+                await session.replay_history()
+            except Exception:
+                # Not opened (damaged files: the error says which): no session, as before.
+                if self._sessions.get(session.id) is session:
+                    del self._sessions[session.id]
+                await session.close()
+                raise
+        modes, options = stored_load.answer(session)
+        return schema.LoadSessionResponse(modes=modes, config_options=options)
 
     @explained("session/resume")
     async def resume_session(

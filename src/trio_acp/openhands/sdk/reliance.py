@@ -132,6 +132,16 @@ RELIANCE: tuple[Reliance, ...] = (
     calls("openhands.sdk:LocalConversation.fork", "conversation_id"),
     calls("openhands.sdk:LocalConversation.reject_pending_actions", "reason"),
     calls("openhands.sdk.conversation.state:ConversationState.get_unmatched_actions", "events"),
+    # stored_events.py: a load's views of the event files. What the SDK's open checks, done
+    # the same way (the active branch from the leaf, the reserved root id); the validators
+    # a view does without (their effect done by `kind` and the key checks).
+    calls("openhands.sdk.conversation.event_store:EventLog.path_to_root", "leaf_id"),
+    calls("openhands.sdk.conversation.event_store:EventLog._effective_parent_id", "idx, event"),
+    name("openhands.sdk.event.types:ROOT_PARENT_ID"),
+    calls("openhands.sdk.utils.models:DiscriminatedUnionMixin.resolve_kind", "kind"),
+    name("openhands.sdk.utils.models:DiscriminatedUnionMixin._validate_subtype"),
+    name("openhands.sdk.event.base:Event._reject_reserved_id"),
+    name("openhands.sdk.llm.message:TextContent._handle_deprecated_fields"),
     # delegation.py: the task tool's sub-agents.
     overrides("openhands.tools.task.manager:TaskManager._get_sub_agent_from_factory", "factory", _TASKS),
     overrides("openhands.tools.task.manager:TaskManager._set_confirmation_policy", "conversation, confirmation_policy", _TASKS),

@@ -75,6 +75,12 @@ def find_damage(
     return None
 
 
+def base_damage(directory: Path, *, check_state: Callable[[JsonObject], object]) -> bool:
+    """Whether `base_state.json` is one the SDK would refuse (`find_damage` says how)."""
+    base = directory / BASE_STATE
+    return os.path.lexists(base) and _check_file(base, check_state, empty_ok=True) is not None
+
+
 def event_files(events_dir: Path) -> list[Path]:
     """The event files the SDK reads: by index, up to the first missing one."""
     try:

@@ -9,10 +9,11 @@ per-id lock that keeps two reopenings of one session apart. Forking builds on it
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
@@ -28,7 +29,7 @@ from trio_acp.openhands.backends.remote_conversation import session_server
 from trio_acp.openhands.editor.session_roots import RootsError, SessionRoots, parse_roots
 from trio_acp.openhands.errors import busy, not_configured, unknown_session
 from trio_acp.openhands.sdk import SdkLoader
-from trio_acp.openhands.sessions import commands, deferred_build
+from trio_acp.openhands.sessions import commands, deferred_build, stored_load
 from trio_acp.openhands.sessions import system_prompt as system_prompts
 from trio_acp.openhands.sessions.build import (
     SessionPlan,
@@ -38,6 +39,7 @@ from trio_acp.openhands.sessions.build import (
 )
 from trio_acp.openhands.sessions.session import Session
 from trio_acp.openhands.sessions.store import SessionStore, parse_session_id
+from trio_acp.openhands.setup.critic import may_have_critic
 from trio_acp.openhands.setup.critic_review import settings_notice
 from trio_acp.openhands.setup.models import model_choices
 from trio_acp.openhands.setup.settings import Settings, SettingsError, load_settings
@@ -117,8 +119,11 @@ class SessionOpening:
         *,
         fresh: bool = False,
         system_prompt: system_prompts.ClientSystemPrompt | None = None,
+        replay: bool = False,
     ) -> Session:
-        """Start a session (new, or an existing conversation from disk) in the agent's nursery."""
+        """Start a session (new, or an existing conversation from disk) in the agent's
+        nursery. `replay`: for session/load, which replays its history before the SDK
+        opens the conversation (sessions/stored_load.py)."""
         roots = self._roots(cwd, additional)
         settings = self._settings()
         if settings.llm is None:
@@ -159,6 +164,20 @@ class SessionOpening:
             session, setup = build_session_later(
                 plan, self._sdk_loader, env=self._env, secrets=self.secrets, client=self._client
             )
+        elif replay and existing and server is None:
+            # Replayed from its files, opened by the SDK after (sessions/stored_load.py).
+            sdk = await self._sdk_loader.get()
+            history = await stored_load.read_history(sdk, store, sid)
+            session, setup = build_session_later(
+                plan, self._sdk_loader, env=self._env, secrets=self.secrets, client=self._client
+            )
+            if may_have_critic(settings, setup):
+                history = None  # its verdicts replay with the critic the open sets up
+            session.stored_load = stored_load.StoredLoad(
+                history,
+                functools.partial(open_failure, sdk, store, sid, existing=True),
+                saved=store.read_options(sid),
+            )
         else:
             sdk = await self._sdk_loader.get()
             session, setup = await build_session(
@@ -185,12 +204,21 @@ class SessionOpening:
         except OSError:
             # Only session/list reads the index; the session itself is fine.
             log.warning("could not write the session index of %s", sid, exc_info=True)
-        # Session-level updates go after the response, never before it.
-        after_response(lambda: session.send_update(commands.available_commands()))
+
+        # Session-level updates go after the response, never before it; and not at all
+        # once the request failed after all (a load whose replay failed unregisters it).
+        def if_live(update: schema.SessionUpdate) -> Callable[[], Awaitable[None]]:
+            async def send() -> None:
+                if self._sessions.get(sid) is session:
+                    await session.send_update(update)
+
+            return send
+
+        after_response(if_live(commands.available_commands()))
         if setup.cli.warning is not None:
             log.warning("%s", setup.cli.warning)
             if (notice := settings_notice(self._client, setup.cli.warning)) is not None:
-                after_response(lambda: session.send_update(notice))
+                after_response(if_live(notice))
         after_response(session.published)
         return session
 
@@ -206,10 +234,14 @@ class SessionOpening:
         mcp_servers: list[schema.McpServer] | None,
         additional: list[str] | None = None,
         system_prompt: unstable.SystemPrompt | None = None,
+        *,
+        replay: bool = False,
     ) -> Session:
         sid = validate_session_id(session_id)
         async with self._lock_for(sid):
-            return await self._reopen(sid, cwd, mcp_servers, additional, system_prompt)
+            return await self._reopen(
+                sid, cwd, mcp_servers, additional, system_prompt, replay=replay
+            )
 
     async def _reopen(
         self,
@@ -218,6 +250,8 @@ class SessionOpening:
         mcp_servers: list[schema.McpServer] | None,
         additional: list[str] | None = None,
         system_prompt: unstable.SystemPrompt | None = None,
+        *,
+        replay: bool = False,
     ) -> Session:
         # Before anything is closed: a load with a bad cwd (or extra root, or a system
         # prompt it cannot take) must leave the live session be.
@@ -239,4 +273,6 @@ class SessionOpening:
             await live.close()
         if not SessionStore(self._settings().conversations_dir).exists(sid):
             raise unknown_session(sid)
-        return await self._open_session(sid, cwd, mcp_servers, additional, system_prompt=prompt)
+        return await self._open_session(
+            sid, cwd, mcp_servers, additional, system_prompt=prompt, replay=replay
+        )

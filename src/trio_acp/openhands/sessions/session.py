@@ -53,6 +53,7 @@ from trio_acp.openhands.sessions.session_parts import (
     conversation_opener,
 )
 from trio_acp.openhands.sessions.store import RULES_FILE, SessionStore, now_iso
+from trio_acp.openhands.sessions.stored_load import StoredLoad, replay_history
 from trio_acp.openhands.sessions.turn_queue import Ticket, TurnQueue
 from trio_acp.openhands.setup.config_options import (
     client_takes_booleans,
@@ -139,6 +140,7 @@ class Session:
         # The conversation being opened: what needs it waits here (deferred_build.py).
         self._prepare = prepare
         self._open = BuildGate()
+        self.stored_load: StoredLoad | None = None  # a load's replay first (stored_load.py)
         # A credential split across streamed chunks is in no single frame, where the
         # connection's writer masks whole ones: the outbox holds such a start back.
         self.outbox = Outbox(
@@ -255,7 +257,9 @@ class Session:
         """The deferred build: its failure is this session's answer to whatever needs
         the conversation (the first prompt, a set_config_option, a fork), as the same
         error `session/new` would have given; it never ends the session's nursery."""
-        answered = self.options.config_options()
+        if (load := self.stored_load) is not None:
+            await load.replayed.wait()  # the open's parse would take the interpreter from it
+        answered = (load and load.answered) or self.options.config_options()
         try:
             await self._open_conversation()
         except Exception as exc:
@@ -263,6 +267,8 @@ class Session:
             if not isinstance(error, RequestError):
                 log.error("opening session %s failed", self.id, exc_info=exc)
                 error = internal(f"could not start the session: {describe(exc)} ({SEE_LOG})")
+                if load is not None:  # the damage, named (build.open_failure)
+                    error = await load.explain(exc)
             self._open.failed(error)
             return
         self._open.opened()
@@ -415,9 +421,9 @@ class Session:
         return self._queue.waiting
 
     async def replay_history(self) -> None:
-        """session/load: the whole conversation as updates, user messages included."""
-        assert self.conversation is not None
-        await self.outbox.replay(await self.conversation.history(), self.critic)
+        """session/load: the whole conversation as updates, user messages included: the
+        history the load read, else the open conversation's (stored_load.py)."""
+        await replay_history(self)
         self._titled = True  # a loaded session keeps the title it had
 
     def record_turn(self, blocks: list[schema.ContentBlock], seq: int) -> None:

@@ -35,6 +35,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from trio_acp.openhands.permissions import run_gate
+from trio_acp.openhands.setup.settings import Settings
 from trio_acp.openhands.setup.user_setup import SessionSetup
 
 if TYPE_CHECKING:
@@ -58,6 +59,15 @@ def critic_server_url(base_url: str | None, setup: SessionSetup) -> str | None:
     if base_url and PROXY_URL.match(base_url):
         return f"{base_url.rstrip('/')}/vllm"
     return None
+
+
+def may_have_critic(settings: Settings, setup: SessionSetup) -> bool:
+    """Whether a session built from `settings` may have a critic (`session_critic`),
+    told before its LLM is built: from the model's settings."""
+    base_url = (settings.llm or {}).get("base_url")
+    return setup.cli.critic.enable_critic and (
+        critic_server_url(base_url if isinstance(base_url, str) else None, setup) is not None
+    )
 
 
 def session_critic(llm: LLM, setup: SessionSetup) -> APIBasedCritic | None:

@@ -35,7 +35,8 @@ def class_names(obj: SdkObject) -> tuple[str, ...]:
     cls = type(obj)
     names = _MRO_NAMES.get(cls)
     if names is None:
-        names = tuple(c.__name__ for c in cls.__mro__)
+        # A stored event's view (sdk/stored_events.py) bears its SDK class's names.
+        names = getattr(cls, "sdk_class_names", None) or tuple(c.__name__ for c in cls.__mro__)
         if len(_MRO_NAMES) >= _MRO_NAMES_KEPT:
             _MRO_NAMES.clear()  # the SDK makes classes at run time (an MCP tool's action)
         _MRO_NAMES[cls] = names
