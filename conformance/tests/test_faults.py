@@ -177,11 +177,27 @@ def test_check_fails_on_its_fault(reports, check_id: str) -> None:
     assert report.exit_code == (0 if result.check.level is Level.ADVISORY else 1)
 
 
+#: Advisory checks whose failure detail, when it starts so, is only their time bound.
+TIME_BOUND_ONLY = {"ACP-EDITOR-006": "the response came "}
+
+
+def _only_slow(check_id: str, detail: str | None) -> bool:
+    prefix = TIME_BOUND_ONLY.get(check_id)
+    return prefix is not None and (detail or "").startswith(prefix)
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("fault", sorted(LOCAL))
 def test_fault_is_local(reports, fault: str) -> None:
     report = reports[f"full-{fault}"]
-    failed = {r.check.id for r in report.results if r.status is Status.FAILED}
+    # An advisory check's time bound missed by the test agent under the suite's own load
+    # (ACP-EDITOR-006 at 2.1 s for its 2 s, CI on two cores) says nothing about whether a
+    # fault is local; what the check verifies besides the time still counts.
+    failed = {
+        r.check.id
+        for r in report.results
+        if r.status is Status.FAILED and not _only_slow(r.check.id, r.detail)
+    }
     other = {
         r.check.id: r.status.value
         for r in report.results
