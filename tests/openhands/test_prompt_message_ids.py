@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import trio
+from test_stored_events import check_against_the_sdk
 
 from _inprocess import RecordingClient, agent_env, loader
 from trio_acp import schema
@@ -43,3 +44,6 @@ async def test_a_replayed_user_message_has_its_prompts_message_id(tmp_path, llm)
     # Without one, the message's own id, as before.
     [second] = [u for u in users if "second" in u.content.text]
     assert second.message_id != mid and uuid.UUID(second.message_id)
+    # The load replayed views of the files (sdk/stored_events.py): the SDK's events give
+    # the same replay, the sender included.
+    check_against_the_sdk(tmp_path / "home" / "conversations" / uuid.UUID(sid).hex, str(ws))

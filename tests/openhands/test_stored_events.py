@@ -358,38 +358,3 @@ async def test_closing_a_loaded_session_while_it_opens(stored_session):
 
     with trio.fail_after(TIMEOUT):
         await main()
-
-
-# ------------------------------------------------------------------ the prompt's message id
-
-
-async def test_a_replayed_user_message_has_its_prompts_message_id(tmp_path, llm):
-    # The id a v2 client was answered with (v2/gateway.py passes it on in `_meta`) comes
-    # back on the replayed user message, from the views and from the SDK's events.
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    env = agent_env(llm, tmp_path / "home")
-    mid = f"user-message-{uuid.uuid4()}"
-    with trio.fail_after(TIMEOUT):
-        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-            async with open_in_memory_pair(agent, RecordingClient()) as (_, conn):
-                await conn.agent.initialize(protocol_version=1)
-                sid = (await conn.agent.new_session(cwd=str(ws), mcp_servers=[])).session_id
-                for text, meta in [("first", {"trioAcp": {"messageId": mid}}), ("second", None)]:
-                    await conn.agent.prompt(
-                        session_id=sid,
-                        prompt=[schema.TextContent(text=scenario_prompt("echo", text))],
-                        meta=meta,
-                    )
-        client = RecordingClient()
-        async with open_openhands_agent(env=env, sdk_loader=loader()) as agent:
-            async with open_in_memory_pair(agent, client) as (_, conn):
-                await conn.agent.initialize(protocol_version=1)
-                await conn.agent.load_session(session_id=sid, cwd=str(ws), mcp_servers=[])
-    users = [u for u in client.updates if isinstance(u, schema.UserMessageChunk)]
-    assert [u.message_id for u in users if "first" in u.content.text] == [mid]
-    # Without one, the message's own id, as before.
-    [second] = [u for u in users if "second" in u.content.text]
-    assert second.message_id != mid and uuid.UUID(second.message_id)
-    directory = tmp_path / "home" / "conversations" / uuid.UUID(sid).hex
-    check_against_the_sdk(directory, str(ws))
