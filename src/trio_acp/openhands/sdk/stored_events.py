@@ -48,7 +48,7 @@ from pydantic_core import PydanticUndefined
 
 from trio_acp.openhands.sessions.small_files import read_bytes
 
-__all__ = ["StoredEvent", "StoredEventsError", "read_events", "sdk_objects"]
+__all__ = ["StoredEvent", "StoredEventsError", "read_events"]
 
 
 class StoredEventsError(Exception):
@@ -127,12 +127,6 @@ def _check_branch(
             current = None
         else:
             current = names[index - 1]
-
-
-def sdk_objects(events: list[Any]) -> list[Any]:
-    """The SDK's own objects for views (validated from their JSON), for the SDK's
-    functions, which tell events apart with isinstance."""
-    return [e.sdk_object() if isinstance(e, StoredEvent) else e for e in events]
 
 
 # --------------------------------------------------------------------------- views
@@ -385,16 +379,16 @@ def _always_real(value: Any) -> Any:
 
 
 _ABSENT = object()
-_PLAIN = (str, bool, typing.Any, type(None), object)
+_PLAIN = (typing.Any, type(None), object)
 
 
 def _converter(annotation: Any) -> _Convert | None:
     """How the SDK's validation turns the JSON value into the field's value: None for as
     it is; `_Real` for what only the SDK's validation can tell."""
+    if annotation in _EXACT:
+        return _EXACT[annotation]
     if annotation in _PLAIN:
-        return _checked(annotation)
-    if annotation is int:
-        return _int
+        return None
     if annotation is float:
         return _float
     origin = typing.get_origin(annotation)
@@ -434,30 +428,19 @@ def _converter(annotation: Any) -> _Convert | None:
     raise _Real
 
 
-def _checked(annotation: Any) -> _Convert | None:
-    if annotation is str:
-        return _as_str
-    if annotation is bool:
-        return _as_bool
-    return None
+def _exact(kind: type) -> _Convert:
+    """The JSON value as it is, if it is of `kind` exactly (else the SDK's validation says
+    what becomes of it)."""
+
+    def check(value: Any) -> Any:
+        if type(value) is not kind:
+            raise _Real
+        return value
+
+    return check
 
 
-def _as_str(value: Any) -> Any:
-    if type(value) is not str:
-        raise _Real
-    return value
-
-
-def _as_bool(value: Any) -> Any:
-    if type(value) is not bool:
-        raise _Real
-    return value
-
-
-def _int(value: Any) -> Any:
-    if type(value) is not int:
-        raise _Real
-    return value
+_EXACT: dict[type, _Convert] = {kind: _exact(kind) for kind in (str, bool, int)}
 
 
 def _float(value: Any) -> Any:
@@ -473,9 +456,7 @@ def _float(value: Any) -> Any:
 # converted when read.
 _PLAIN_TYPES: dict[_Convert | None, tuple[type, ...] | None] = {
     None: None,
-    _as_str: (str,),
-    _as_bool: (bool,),
-    _int: (int,),
+    **{check: (kind,) for kind, check in _EXACT.items()},
     _float: _FLOAT,
 }
 

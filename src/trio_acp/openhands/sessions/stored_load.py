@@ -111,7 +111,7 @@ async def read_history(sdk: Sdk, store: SessionStore, sid: uuid.UUID) -> list[Sd
         # Views pass the SDK's isinstance checks (stored_events.StoredEvent.__class__).
         if sdk.ConversationState.get_unmatched_actions(turn_tail(events)):  # type: ignore[arg-type]
             return None  # recovery closes them first (recovery.py)
-        return list(events)
+        return events
 
     turn_points.reached("load", "read")
     return await trio.to_thread.run_sync(read)
