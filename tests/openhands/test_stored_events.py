@@ -20,7 +20,7 @@ import enum
 import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import trio
@@ -40,6 +40,7 @@ from trio_acp.openhands.sdk.stored_events import (
     StoredEventsError,
     read_events,
 )
+from trio_acp.openhands.sessions import stored_load
 from trio_acp.openhands.translate import Translator, coalesce
 from trio_acp.openhands.translate.content import class_names
 from trio_acp.rpc import RequestError
@@ -189,6 +190,67 @@ def test_what_the_reader_does_not_take_goes_the_sdks_way(tmp_path):
     files[1].write_bytes(original)
     assert len(ours(tmp_path / "conv")) == len(files)
     assert read_events(tmp_path / "nothing", None) == []
+
+
+# ------------------------------------------------------------------ a replay cut short
+
+
+class _HeldOutbox:
+    """An outbox whose replay starts, then waits for the test: a cancel, or a failure
+    (the client gone), comes exactly there."""
+
+    def __init__(self, fail: bool) -> None:
+        self.started, self.go, self.fail = trio.Event(), trio.Event(), fail
+
+    async def replay(self, history: Any, critic: Any) -> None:
+        self.started.set()
+        await self.go.wait()
+        if self.fail:
+            raise BrokenPipeError("the client is gone")
+
+
+class _LoadingSession:
+    critic = None
+
+    def __init__(self, load: stored_load.StoredLoad, outbox: _HeldOutbox) -> None:
+        self.stored_load, self.outbox = load, outbox
+
+
+async def _not_asked(exc: Exception) -> RequestError:
+    raise AssertionError("the open did not fail")
+
+
+@pytest.mark.parametrize("cut", ["cancel", "failure"])
+async def test_a_replay_cut_short_lets_the_sdks_open_go_on(cut):
+    # The open waits for `replayed` (set once the load's answer is out); a load cancelled
+    # or failing mid-replay must set it, or the session's every prompt would wait forever.
+    outbox = _HeldOutbox(fail=cut == "failure")
+    load = stored_load.StoredLoad(["an event"], _not_asked)
+    session = _LoadingSession(load, outbox)
+    raised: list[BaseException] = []
+
+    async def replay(scope: trio.CancelScope) -> None:
+        with scope:
+            try:
+                await stored_load.replay_history(cast(Any, session))
+            except BaseException as exc:
+                raised.append(exc)
+                if isinstance(exc, trio.Cancelled):
+                    raise  # (the failure is kept to look at, not raised into the nursery)
+
+    with trio.fail_after(TIMEOUT):
+        scope = trio.CancelScope()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(replay, scope)
+            await outbox.started.wait()
+            assert not load.replayed.is_set() and load.history is None
+            if cut == "cancel":
+                scope.cancel()
+            else:
+                outbox.go.set()
+            await trio.testing.wait_all_tasks_blocked()
+    assert load.replayed.is_set()
+    assert isinstance(raised[0], trio.Cancelled if cut == "cancel" else BrokenPipeError)
 
 
 # ------------------------------------------------------------------ the open after a load
